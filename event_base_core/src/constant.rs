@@ -1,0 +1,52 @@
+//! Names of the reserved system topics and the bus's defaults.
+//!
+//! Every topic that starts with [`SYSTEM_PREFIX`] belongs to the bus. Applications may
+//! subscribe handlers to them (for example to [`DEAD_LETTER`]), but `send` refuses them with
+//! [`CoreError::ReservedTopic`](crate::CoreError::ReservedTopic).
+
+/// Prefix of every reserved topic.
+pub const SYSTEM_PREFIX: &str = "_system.";
+/// Audit records of processing start and finish.
+pub const AUDIT: &str = "_system.audit";
+/// Trace records from the `TraceLayer`.
+pub const TRACE: &str = "_system.trace";
+/// WAL synchronisation between nodes.
+pub const WAL_SYNC: &str = "_system.wal_sync";
+/// Shutdown commands.
+pub const SHUTDOWN: &str = "_system.shutdown";
+/// Workers' answers to a shutdown command.
+pub const SHUTDOWN_ACK: &str = "_system.shutdown_ack";
+/// Workers announcing themselves.
+pub const WORKER_DISCOVERY: &str = "_system.worker_discovery";
+/// Worker heartbeats.
+pub const WORKER_HEARTBEAT: &str = "_system.worker_heartbeat";
+/// Topic table synchronisation.
+pub const TOPIC_SYNC: &str = "_system.topic_sync";
+/// Topic discovery.
+pub const TOPIC_DISCOVERY: &str = "_system.topic_discovery";
+/// A [`DeadLetterMessage`](crate::DeadLetterMessage) (JSON) for every message that dies.
+pub const DEAD_LETTER: &str = "_system.dead_letter";
+
+/// Every reserved topic.
+pub const SYSTEM_TOPICS: [&str; 10] = [
+    AUDIT,
+    TRACE,
+    WAL_SYNC,
+    SHUTDOWN,
+    SHUTDOWN_ACK,
+    WORKER_DISCOVERY,
+    WORKER_HEARTBEAT,
+    TOPIC_SYNC,
+    TOPIC_DISCOVERY,
+    DEAD_LETTER,
+];
+
+/// Messages the consumer router claims at once (`batch_size`).
+pub const DEFAULT_BATCH_SIZE: usize = 64;
+/// Retries for panics and timeouts (and `NoAck` without `max_retries`) when the handler sets no
+/// `retries`.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// First backoff delay after a panic or timeout; it doubles on every further retry.
+pub const DEFAULT_BACKOFF_BASE_MS: u64 = 100;
+/// Largest payload a system topic handler decodes; larger ones are refused with a typed error.
+pub const MAX_SYSTEM_PAYLOAD: usize = 1 << 20;

@@ -1,0 +1,120 @@
+//! Errors: one enum per concern ([`WalError`], [`QueueError`]), all converted into [`CoreError`],
+//! the error every public operation returns. Each message says what happened and what to do.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Errors of a write-ahead log backend.
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    /// An I/O operation on a WAL file failed.
+    #[error("WAL I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record could not be decoded.
+    #[error("WAL segment {file} is corrupt at byte {offset}: {reason}; open the WAL with `.skip_corrupt(true)` to continue without the damaged segment")]
+    Corrupt {
+        /// The segment file.
+        file: PathBuf,
+        /// Byte offset of the bad record.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The WAL's writer stopped (e.g. after an earlier I/O error) and accepts nothing more.
+    #[error("the WAL writer has stopped: {0}; restart the bus to recover from the log")]
+    Closed(String),
+    /// A backend (e.g. Redis) failed.
+    #[error("WAL backend error: {0}")]
+    Backend(String),
+}
+
+/// Errors of a queue backend.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The bounded queue is full (only for `try_send`).
+    #[error("queue for topic `{0}` is full; retry later, send without try_send to wait, or raise the bound (FlumeQueueFactory::bounded)")]
+    Full(String),
+    /// The queue was closed (the bus stopped).
+    #[error("queue for topic `{0}` is closed; the bus has stopped")]
+    Closed(String),
+    /// A backend (e.g. Redis) failed.
+    #[error("queue backend error: {0}")]
+    Backend(String),
+}
+
+/// The error type of every event_base operation.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// No system has been started (global functions need `start_system!`).
+    #[error("no event_base system is running; call `start_system!().await?` first (or use the EventBus you built)")]
+    NotStarted,
+    /// `start_system!` ran while a global system is already running.
+    #[error("a global event_base system is already running; shut it down before starting another, or build an isolated one with EventBus::builder()")]
+    AlreadyStarted,
+    /// The system is shutting down and refuses new work.
+    #[error("the system is shutting down and accepts no new messages")]
+    SystemShutdown,
+    /// No handler is subscribed to the topic, so the message was refused.
+    #[error("no handler is registered for topic `{topic}`; add `#[handler(topic = \"{topic}\")]`, and if the handler lives in another crate make sure the binary names it (`use my_handlers as _;`)")]
+    NoHandler {
+        /// The topic.
+        topic: String,
+    },
+    /// `to_worker` names a worker the topic does not have.
+    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names")]
+    UnknownWorker {
+        /// The topic.
+        topic: String,
+        /// The unknown worker name.
+        worker: String,
+    },
+    /// Applications may not send to `_system.` topics.
+    #[error("topic `{0}` is reserved for the bus (prefix `_system.`); pick another name")]
+    ReservedTopic(String),
+    /// `try_send` found the topic's queue full; nothing was accepted.
+    #[error("queue for topic `{topic}` is full; the message was not accepted (retry, send without try_send to wait, or raise the queue bound)")]
+    QueueFull {
+        /// The topic.
+        topic: String,
+    },
+    /// An operation did not finish in time.
+    #[error("{operation} timed out after {after:?}")]
+    Timeout {
+        /// What timed out, with its state (e.g. "send to `orders`").
+        operation: String,
+        /// The time allowed.
+        after: Duration,
+    },
+    /// The builder or a macro got an invalid setting.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A payload could not be encoded.
+    #[error("could not encode payload: {0}")]
+    Encode(String),
+    /// A payload could not be decoded into the expected type.
+    #[error("could not decode payload as {what}: {reason}")]
+    Decode {
+        /// The target type.
+        what: String,
+        /// The decoder's complaint.
+        reason: String,
+    },
+    /// The named message is not known (e.g. no such dead letter).
+    #[error("no message with id {0}")]
+    NotFound(uuid::Uuid),
+    /// The WAL failed.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    /// The queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// A background task of the bus failed.
+    #[error("internal task failed: {0}")]
+    Internal(String),
+}

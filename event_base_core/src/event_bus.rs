@@ -1,0 +1,254 @@
+//! [`EventBus`]: a running system, and the handle to observe and stop it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::dead_letter::DeadLetterMessage;
+use crate::error::CoreError;
+use crate::event_bus_builder::EventBusBuilder;
+use crate::message::{EMessage, IntoMessage};
+use crate::metrics::MetricsSnapshot;
+use crate::shutdown::{ShutdownReport, ShutdownStrategy};
+use crate::system::SystemShared;
+use crate::topic_router::TopicRouter;
+use crate::wal::{Wal, WalStats};
+use crate::worker_registry::{WorkerRegistry, WorkerStatus};
+
+/// The background tasks of one system; aborted when the last handle goes away.
+#[derive(Default)]
+pub(crate) struct TaskSet {
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl TaskSet {
+    pub(crate) fn push(&self, h: JoinHandle<()>) {
+        if let Ok(mut v) = self.handles.lock() {
+            v.push(h);
+        }
+    }
+
+    fn take(&self) -> Vec<JoinHandle<()>> {
+        self.handles
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for TaskSet {
+    fn drop(&mut self) {
+        for h in self.take() {
+            h.abort();
+        }
+    }
+}
+
+static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
+
+/// A running system: its topics, workers, WAL and queues.
+///
+/// Built with [`EventBus::builder`] (isolated systems, as many as you like in one process) or
+/// by `start_system!` (which also installs it as the global default behind
+/// [`TopicRouter::global`]). Clones are handles to the same system. An isolated system stops
+/// when its last handle is dropped; the global one runs until [`EventBus::shutdown`].
+#[derive(Clone)]
+pub struct EventBus {
+    pub(crate) shared: Arc<SystemShared>,
+    pub(crate) tasks: Arc<TaskSet>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("topics", &self.router().topics())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl EventBus {
+    /// A builder for a new system.
+    pub fn builder() -> EventBusBuilder {
+        EventBusBuilder::new()
+    }
+
+    /// The global system, if `start_system!` (or [`EventBus::install_global`]) installed one.
+    pub fn global() -> Option<EventBus> {
+        GLOBAL_BUS.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Makes this system the global default behind [`TopicRouter::global`] and `send_msg!`.
+    /// Fails with [`CoreError::AlreadyStarted`] while another global system runs.
+    pub fn install_global(&self) -> Result<(), CoreError> {
+        let mut global = GLOBAL_BUS
+            .lock()
+            .map_err(|_| CoreError::Internal("global system lock poisoned".into()))?;
+        if let Some(current) = global.as_ref() {
+            if !Arc::ptr_eq(&current.shared, &self.shared) && current.is_accepting() {
+                return Err(CoreError::AlreadyStarted);
+            }
+        }
+        *global = Some(self.clone());
+        TopicRouter::install_global(&self.shared);
+        Ok(())
+    }
+
+    /// Whether `TopicRouter::global()` currently points at a running system.
+    pub fn global_is_running() -> bool {
+        TopicRouter::global_shared().is_some()
+    }
+
+    /// The router to send into this system.
+    pub fn router(&self) -> TopicRouter {
+        TopicRouter::for_system(self.shared.clone())
+    }
+
+    /// Sends a message or payload to `topic`, waiting for room in its queue.
+    ///
+    /// Shorthand for `router().send(topic, msg, None, None)`.
+    pub async fn send(
+        &self,
+        topic: impl AsRef<str>,
+        message: impl IntoMessage,
+    ) -> Result<Uuid, CoreError> {
+        self.router().publish(topic, message).await
+    }
+
+    /// Sends with explicit `try_send` / `timeout` (see [`TopicRouter::send`]).
+    pub async fn send_with(
+        &self,
+        topic: impl AsRef<str>,
+        message: EMessage,
+        try_send: Option<bool>,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
+        self.router().send(topic, message, try_send, timeout).await
+    }
+
+    /// Waits until every accepted message has reached a final state (complete or dead
+    /// letter), including retries and delayed messages. Fails with [`CoreError::Timeout`]
+    /// (saying how many are still in flight) after `timeout`.
+    pub async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
+        self.shared.in_flight.wait_idle(timeout).await
+    }
+
+    /// Accepted messages not yet in a final state.
+    pub fn in_flight(&self) -> u64 {
+        self.shared.in_flight.get()
+    }
+
+    /// Every dead letter the WAL holds.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, CoreError> {
+        Ok(self.shared.wal.dead_letters().await?)
+    }
+
+    /// Sends a dead letter again, with `attempts` reset, and removes it from the dead letters.
+    pub async fn replay_dead_letter(&self, id: Uuid) -> Result<Uuid, CoreError> {
+        let dead = self
+            .shared
+            .wal
+            .dead_letters()
+            .await?
+            .into_iter()
+            .find(|d| d.message.id == id)
+            .ok_or(CoreError::NotFound(id))?;
+        let mut message = dead.message;
+        message.attempts = 0;
+        message.deliver_at = None;
+        let topic = message.topic.0.clone();
+        // Appending the same id replaces the dead letter with a live record.
+        self.shared.send_internal(&topic, message, false, None).await
+    }
+
+    /// Replays every dead letter; returns the ids sent again.
+    pub async fn replay_dead_letters(&self) -> Result<Vec<Uuid>, CoreError> {
+        let mut ids = Vec::new();
+        for dead in self.shared.wal.dead_letters().await? {
+            ids.push(self.replay_dead_letter(dead.message.id).await?);
+        }
+        Ok(ids)
+    }
+
+    /// Removes every dead letter; returns how many.
+    pub async fn purge_dead_letters(&self) -> Result<usize, CoreError> {
+        Ok(self.shared.wal.purge_dead_letters().await?)
+    }
+
+    /// Names of the workers of `topic`.
+    pub fn workers(&self, topic: &str) -> Vec<String> {
+        self.shared.registry.names_for(topic)
+    }
+
+    /// The worker registry.
+    pub fn registry(&self) -> &WorkerRegistry {
+        &self.shared.registry
+    }
+
+    /// Per-topic counters now.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let mut snap = MetricsSnapshot::default();
+        for (topic, entry) in &self.shared.topics {
+            snap.topics.insert(
+                topic.0.clone(),
+                entry.counters.snapshot(entry.producer.len()),
+            );
+        }
+        snap
+    }
+
+    /// The WAL.
+    pub fn wal(&self) -> &Arc<dyn Wal> {
+        &self.shared.wal
+    }
+
+    /// The WAL's counters.
+    pub fn wal_stats(&self) -> WalStats {
+        self.shared.wal.stats()
+    }
+
+    /// Whether the system still accepts sends.
+    pub fn is_accepting(&self) -> bool {
+        self.shared
+            .accepting
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Stops the system with `strategy` (see [`ShutdownStrategy`]). Unfinished messages stay
+    /// in the WAL for the next start.
+    pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
+        let started = Instant::now();
+        self.shared
+            .accepting
+            .store(false, std::sync::atomic::Ordering::Release);
+        let drained = match strategy {
+            ShutdownStrategy::Drain { timeout } => self.wait_idle(timeout).await.is_ok(),
+            ShutdownStrategy::Force => self.in_flight() == 0,
+        };
+        self.shared.registry.mark_all(WorkerStatus::Stopping);
+        for h in self.tasks.take() {
+            h.abort();
+            let _ = h.await;
+        }
+        self.shared.registry.mark_all(WorkerStatus::Stopped);
+        if let Err(e) = self.shared.wal.flush().await {
+            tracing::error!(error = %e, "WAL flush at shutdown failed");
+        }
+        TopicRouter::uninstall_global(&self.shared);
+        if let Ok(mut global) = GLOBAL_BUS.lock() {
+            if global
+                .as_ref()
+                .is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared))
+            {
+                *global = None;
+            }
+        }
+        Ok(ShutdownReport {
+            drained,
+            left_for_replay: self.in_flight(),
+            elapsed: started.elapsed(),
+        })
+    }
+}

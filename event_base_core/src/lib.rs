@@ -1,0 +1,106 @@
+//! Core of event_base: messages, handlers, routing, workers, and the WAL and queue contracts.
+//!
+//! Applications normally use the `event_base` umbrella crate, which re-exports everything here
+//! together with the default backends and the macros. This crate knows no backend: WALs and
+//! queues plug in through the [`Wal`] and [`QueueFactory`] traits.
+//!
+//! # How a message travels
+//!
+//! ```text
+//! send ─▶ WAL append (Pending) ─▶ topic queue ─▶ ConsumerRouter (claims ≤ 64) ─▶ worker
+//!                                                                                 │
+//!           Complete ◀── Ack ◀── handler ◀── middleware ◀── WAL: Processing ◀────┘
+//!           retry (Pending, via the scheduler) ◀── NoAck / panic / timeout
+//!           Failed (dead letter) ◀── Dead / retries used up
+//! ```
+//!
+//! # Choosing a delivery mode
+//!
+//! - [`DeliveryMode::Standard`] for work items: exactly one worker handles each message, and
+//!   adding workers adds throughput.
+//! - [`DeliveryMode::Broadcast`] when every worker must see the message (each keeps a cache,
+//!   say). One WAL record; it completes when every worker's copy has.
+//! - [`DeliveryMode::Repeated`] when a message should be handled `n` times in all.
+//! - `to_worker: Some(name)` pins a message to one worker (see [`EventBus::workers`]).
+//!
+//! # Choosing what a handler answers
+//!
+//! - [`Ack::Ack`]: done.
+//! - [`Ack::NoAck`]: a transient failure; deliver again later (`retry_after`), at most
+//!   `1 + max_retries` deliveries, then a dead letter.
+//! - [`Ack::Dead`]: a permanent failure (bad input); a dead letter now, kept for inspection and
+//!   replay.
+//!
+//! Panics and timeouts are failed deliveries too: retried with backoff (100 ms, doubling) up to
+//! the handler's `retries` (default 3), then dead-lettered. The worker keeps serving.
+//!
+//! # Choosing a WAL
+//!
+//! - `MemoryWal` (crate `event_base_wal`): the fastest; survives handler failures, panics and
+//!   orderly shutdown, not a process crash. Completed records are dropped at once.
+//! - `PersistentWal`: segment files with checksums; with `SyncPolicy::Always` a send that
+//!   returned `Ok` survives `kill -9`.
+//!
+//! # Delivery guarantee
+//!
+//! At least once. A handler may see a message again after a crash (its completion had not
+//! reached the WAL) or after a queue backend lost an ack; make handlers idempotent where that
+//! matters, for example by remembering `msg.id`.
+
+#![deny(unsafe_code)]
+
+mod ack;
+mod catch_unwind;
+mod consumer_router;
+mod dead_letter;
+mod error;
+mod event_bus;
+mod event_bus_builder;
+mod handler;
+mod in_flight;
+mod job;
+mod message;
+mod message_id;
+mod metrics;
+mod middleware;
+mod queue;
+mod scheduler;
+mod shutdown;
+mod system;
+mod topic_entry;
+mod topic_router;
+mod wal;
+mod worker;
+mod worker_registry;
+
+pub mod constant;
+
+pub use ack::{Ack, DeadReason};
+pub use consumer_router::ConsumerRouter;
+pub use dead_letter::DeadLetterMessage;
+pub use error::{CoreError, QueueError, WalError};
+pub use event_bus::EventBus;
+pub use event_bus_builder::EventBusBuilder;
+pub use handler::{handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
+pub use message::{
+    DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
+    MessageTopic, MESSAGE_VERSION,
+};
+pub use message_id::new_message_id;
+pub use metrics::{MetricsSnapshot, TopicMetrics};
+pub use middleware::{BoxAckFuture, Middleware, Next, Pipeline};
+pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
+pub use shutdown::{ShutdownReport, ShutdownStrategy};
+pub use topic_router::TopicRouter;
+pub use wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+pub use worker::Worker;
+pub use worker_registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
+
+pub use async_trait::async_trait;
+pub use bytes::Bytes;
+pub use uuid::Uuid;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+}

@@ -1,0 +1,116 @@
+//! Middleware: code that wraps every delivery of a handler, tower style.
+//!
+//! A [`Middleware`] receives the message and a [`Next`], the rest of the chain. It may act
+//! before calling `next.run(msg)`, after it, or not call it at all and answer an [`Ack`]
+//! itself (short-circuit). A [`Pipeline`] is the handler with its middleware; with no
+//! middleware it calls the handler directly, so an empty chain costs nothing.
+//!
+//! ```
+//! use event_base_core::{async_trait, Ack, EMessage, Middleware, Next};
+//!
+//! /// Refuses empty payloads before the handler sees them.
+//! struct RejectEmpty;
+//!
+//! #[async_trait]
+//! impl Middleware for RejectEmpty {
+//!     async fn handle(&self, msg: &EMessage, next: Next<'_>) -> Ack {
+//!         if msg.payload.0.is_empty() {
+//!             return Ack::dead();
+//!         }
+//!         next.run(msg).await
+//!     }
+//! }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::ack::Ack;
+use crate::handler::EHandler;
+use crate::message::EMessage;
+
+/// The boxed future a handler or middleware returns.
+pub type BoxAckFuture<'a> = Pin<Box<dyn Future<Output = Ack> + Send + 'a>>;
+
+/// One layer around a handler.
+#[async_trait]
+pub trait Middleware: Send + Sync + 'static {
+    /// Handles `msg`, usually by calling `next.run(msg)` somewhere inside.
+    async fn handle(&self, msg: &EMessage, next: Next<'_>) -> Ack;
+}
+
+/// The rest of the chain: the inner middleware, then the handler.
+pub struct Next<'a> {
+    rest: &'a [Arc<dyn Middleware>],
+    handler: &'a dyn EHandler,
+}
+
+impl<'a> Next<'a> {
+    /// Runs the rest of the chain.
+    pub async fn run(self, msg: &EMessage) -> Ack {
+        match self.rest.split_first() {
+            Some((first, rest)) => {
+                first
+                    .handle(
+                        msg,
+                        Next {
+                            rest,
+                            handler: self.handler,
+                        },
+                    )
+                    .await
+            }
+            None => self.handler.handler(msg).await,
+        }
+    }
+}
+
+/// A handler and its middleware, outermost first.
+#[derive(Clone)]
+pub struct Pipeline {
+    middleware: Arc<[Arc<dyn Middleware>]>,
+    handler: Arc<dyn EHandler>,
+}
+
+impl Pipeline {
+    /// Builds a pipeline.
+    pub fn new(handler: Arc<dyn EHandler>, middleware: Vec<Arc<dyn Middleware>>) -> Self {
+        Pipeline {
+            middleware: middleware.into(),
+            handler,
+        }
+    }
+
+    /// Number of middleware layers.
+    pub fn len(&self) -> usize {
+        self.middleware.len()
+    }
+
+    /// Whether the pipeline has no middleware.
+    pub fn is_empty(&self) -> bool {
+        self.middleware.is_empty()
+    }
+
+    /// Runs the message through the middleware and the handler.
+    pub async fn run(&self, msg: &EMessage) -> Ack {
+        self.call(msg).await
+    }
+
+    /// The future of one run. It is the handler's (or the outermost middleware's) own boxed
+    /// future, so running a pipeline adds no allocation of its own.
+    pub fn call<'a>(&'a self, msg: &'a EMessage) -> BoxAckFuture<'a> {
+        match self.middleware.split_first() {
+            None => self.handler.handler(msg),
+            Some((first, rest)) => first.handle(
+                msg,
+                Next {
+                    rest,
+                    handler: &*self.handler,
+                },
+            ),
+        }
+    }
+}

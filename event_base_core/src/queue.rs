@@ -1,0 +1,116 @@
+//! The queue contract: [`QueueFactory`] makes one queue per topic, an [`EProducer`] to put
+//! messages in and an [`EConsumer`] to claim them.
+//!
+//! The shape follows a Redis Streams consumer group so that backend implements it directly:
+//! [`EConsumer::claim_batch`] is `XREADGROUP COUNT n`, [`EConsumer::ack`] is `XACK`,
+//! [`EConsumer::nack`] leaves entries pending for another claim, and
+//! [`EConsumer::claim_stale`] is `XAUTOCLAIM` of entries whose consumer died. In-memory
+//! channels need no acknowledgement (the WAL holds the truth) and say so through
+//! [`EConsumer::requires_ack`], which lets the router skip those calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::QueueError;
+use crate::message::{EMessage, MessageTopic};
+
+/// A backend's handle on a claimed entry (for Redis, the stream entry id `ms-seq`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    /// High part (Redis: milliseconds).
+    pub hi: u64,
+    /// Low part (Redis: sequence).
+    pub lo: u64,
+}
+
+/// A message claimed from a queue.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The message.
+    pub message: Arc<EMessage>,
+    /// What to hand back to `ack`/`nack`.
+    pub receipt: Receipt,
+}
+
+/// Why `try_send` did not enqueue.
+#[derive(Debug)]
+pub enum TrySendError {
+    /// The queue is full; the message is handed back.
+    Full(Arc<EMessage>),
+    /// The queue failed.
+    Failed(QueueError),
+}
+
+/// The sending side of a topic's queue.
+#[async_trait]
+pub trait EProducer: Send + Sync + 'static {
+    /// Enqueues without waiting.
+    fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError>;
+
+    /// Enqueues, waiting while the queue is full (backpressure).
+    async fn send(&self, message: Arc<EMessage>) -> Result<(), QueueError>;
+
+    /// Messages currently queued (best effort).
+    fn len(&self) -> usize;
+
+    /// Whether nothing is queued (best effort).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The claiming side of a topic's queue.
+#[async_trait]
+pub trait EConsumer: Send + Sync + 'static {
+    /// Waits for at least one message, then appends up to `max` to `out` without waiting
+    /// further. Returns how many were added.
+    async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError>;
+
+    /// Whether `ack`/`nack` do anything; `false` lets the router skip them.
+    fn requires_ack(&self) -> bool {
+        true
+    }
+
+    /// Confirms the claimed entries are taken care of.
+    async fn ack(&self, claimed: &[Claimed]) -> Result<(), QueueError>;
+
+    /// Gives entries back for another claim.
+    async fn nack(&self, claimed: &[Claimed]) -> Result<(), QueueError>;
+
+    /// Claims entries another consumer claimed but did not ack within `min_idle`.
+    async fn claim_stale(
+        &self,
+        min_idle: Duration,
+        max: usize,
+        out: &mut Vec<Claimed>,
+    ) -> Result<usize, QueueError>;
+}
+
+/// The two ends of one topic's queue.
+#[derive(Clone)]
+pub struct TopicQueue {
+    /// Sending side.
+    pub producer: Arc<dyn EProducer>,
+    /// Claiming side.
+    pub consumer: Arc<dyn EConsumer>,
+}
+
+/// Makes a queue per topic.
+pub trait QueueFactory: Send + Sync + 'static {
+    /// Creates the queue for `topic`.
+    fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError>;
+
+    /// A short name for logs (e.g. `"flume"`).
+    fn name(&self) -> &'static str;
+}
+
+impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
+    fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
+        (**self).create(topic)
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+}

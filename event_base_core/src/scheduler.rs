@@ -1,0 +1,145 @@
+//! The one timer of a system: delayed deliveries (`deliver_at`) and retries with a delay.
+//!
+//! A single task keeps a min-heap ordered by due time and sleeps until the earliest entry; new
+//! entries arrive on a channel and wake it. There is no task or timer per message, and an idle
+//! scheduler waits on its channel without polling. Firing an entry never blocks the scheduler:
+//! when a topic's channel is full, a short-lived task waits for room instead.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::job::{Job, Target};
+use crate::message::EMessage;
+use crate::queue::TrySendError;
+use crate::topic_entry::TopicEntry;
+
+/// What to do when an entry is due.
+pub(crate) enum Scheduled {
+    /// A delayed message not yet routed: it goes to its topic's queue.
+    Message {
+        entry: Arc<TopicEntry>,
+        message: Arc<EMessage>,
+    },
+    /// A retry of one delivery: it goes straight to the workers.
+    Job {
+        entry: Arc<TopicEntry>,
+        job: Job,
+        target: Target,
+    },
+}
+
+impl Scheduled {
+    fn fire(self) {
+        match self {
+            Scheduled::Message { entry, message } => {
+                if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
+                    tokio::spawn(async move {
+                        if let Err(e) = entry.producer.send(message).await {
+                            tracing::warn!(error = %e, "delayed message not enqueued; it stays in the WAL for replay");
+                        }
+                    });
+                }
+            }
+            Scheduled::Job { entry, job, target } => entry.push_detached(job, target),
+        }
+    }
+}
+
+struct Entry {
+    at: Instant,
+    seq: u64,
+    what: Scheduled,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at && self.seq == other.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    // Reversed: BinaryHeap is a max-heap, the earliest entry must come out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .at
+            .cmp(&self.at)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// Converts a wall-clock due time into the runtime's clock.
+pub(crate) fn instant_for(at: SystemTime) -> Instant {
+    let now = Instant::now();
+    match at.duration_since(SystemTime::now()) {
+        Ok(d) => now + d,
+        Err(_) => now,
+    }
+}
+
+/// Where entries are sent.
+#[derive(Clone)]
+pub(crate) struct SchedulerHandle {
+    tx: flume::Sender<(Instant, Scheduled)>,
+}
+
+impl SchedulerHandle {
+    pub(crate) fn new() -> (SchedulerHandle, flume::Receiver<(Instant, Scheduled)>) {
+        let (tx, rx) = flume::unbounded();
+        (SchedulerHandle { tx }, rx)
+    }
+
+    pub(crate) fn schedule(&self, at: Instant, what: Scheduled) {
+        if let Err(flume::SendError((_, what))) = self.tx.send((at, what)) {
+            // The scheduler is gone (shutdown); the WAL keeps the message for replay.
+            drop(what);
+        }
+    }
+
+    pub(crate) fn schedule_after(&self, delay: Duration, what: Scheduled) {
+        self.schedule(Instant::now() + delay, what)
+    }
+}
+
+/// The scheduler task.
+pub(crate) async fn run_scheduler(rx: flume::Receiver<(Instant, Scheduled)>) {
+    let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let sleep = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(sleep);
+    loop {
+        let now = Instant::now();
+        while heap.peek().is_some_and(|e| e.at <= now) {
+            if let Some(e) = heap.pop() {
+                e.what.fire();
+            }
+        }
+        if let Some(next) = heap.peek() {
+            sleep.as_mut().reset(next.at);
+        }
+        tokio::select! {
+            biased;
+            received = rx.recv_async() => match received {
+                Ok((at, what)) => {
+                    seq += 1;
+                    heap.push(Entry { at, seq, what });
+                    // Take everything already waiting before sleeping again.
+                    while let Ok((at, what)) = rx.try_recv() {
+                        seq += 1;
+                        heap.push(Entry { at, seq, what });
+                    }
+                }
+                Err(_) => return,
+            },
+            _ = &mut sleep, if !heap.is_empty() => {}
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! [`TopicRouter`]: the sending side of a system.
+//!
+//! `send` appends the message to the WAL first, then puts it on its topic's queue. A message is
+//! *accepted* when `send` returns `Ok`; from then on the bus owes it a final state (complete or
+//! dead letter), across handler failures and, with a persistent WAL, across crashes. A refused
+//! message (`try_send` on a full queue, a timeout, a WAL error) is withdrawn from the WAL before
+//! the error is returned, so it is never delivered behind the caller's back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use uuid::Uuid;
+
+use crate::error::CoreError;
+use crate::message::{EMessage, IntoMessage, MessageTopic};
+use crate::system::SystemShared;
+
+static GLOBAL: ArcSwapOption<SystemShared> = ArcSwapOption::const_empty();
+
+/// Sends messages into a system. Cheap to clone.
+#[derive(Clone)]
+pub struct TopicRouter {
+    shared: Option<Arc<SystemShared>>,
+}
+
+impl std::fmt::Debug for TopicRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicRouter")
+            .field("running", &self.shared.is_some())
+            .finish()
+    }
+}
+
+impl TopicRouter {
+    pub(crate) fn for_system(shared: Arc<SystemShared>) -> Self {
+        TopicRouter {
+            shared: Some(shared),
+        }
+    }
+
+    /// The router of the global system that `start_system!` installed. Without one, every
+    /// send fails with [`CoreError::NotStarted`].
+    pub fn global() -> TopicRouter {
+        TopicRouter {
+            shared: GLOBAL.load_full(),
+        }
+    }
+
+    pub(crate) fn install_global(shared: &Arc<SystemShared>) {
+        GLOBAL.store(Some(shared.clone()));
+    }
+
+    pub(crate) fn uninstall_global(shared: &Arc<SystemShared>) {
+        let current = GLOBAL.load();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, shared)) {
+            GLOBAL.store(None);
+        }
+    }
+
+    pub(crate) fn global_shared() -> Option<Arc<SystemShared>> {
+        GLOBAL.load_full()
+    }
+
+    fn shared(&self) -> Result<&Arc<SystemShared>, CoreError> {
+        self.shared.as_ref().ok_or(CoreError::NotStarted)
+    }
+
+    /// Sends `message` to `topic` and returns its id once it is accepted.
+    ///
+    /// - `try_send: Some(true)`: fail at once with [`CoreError::QueueFull`] if the topic's
+    ///   queue is full; otherwise wait for room (backpressure).
+    /// - `timeout: Some(t)`: fail with [`CoreError::Timeout`] if the message is not accepted
+    ///   within `t`.
+    ///
+    /// The `topic` argument decides the route; the message's own `topic` field is set to it.
+    /// A topic with no handler is refused with [`CoreError::NoHandler`], `_system.` topics with
+    /// [`CoreError::ReservedTopic`], an unknown `to_worker` with [`CoreError::UnknownWorker`],
+    /// and every send once shutdown began with [`CoreError::SystemShutdown`].
+    pub async fn send(
+        &self,
+        topic: impl AsRef<str>,
+        message: EMessage,
+        try_send: Option<bool>,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
+        self.shared()?
+            .send(
+                topic.as_ref(),
+                message,
+                try_send.unwrap_or(false),
+                timeout,
+            )
+            .await
+    }
+
+    /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room.
+    pub async fn publish(
+        &self,
+        topic: impl AsRef<str>,
+        message: impl IntoMessage,
+    ) -> Result<Uuid, CoreError> {
+        let shared = self.shared()?;
+        let topic = topic.as_ref();
+        let message = match shared.topic(topic) {
+            Some(entry) => message.into_message(&entry.topic),
+            None => message.into_message(&MessageTopic::from(topic)),
+        };
+        shared.send(topic, message, false, None).await
+    }
+
+    /// The topics that have handlers.
+    pub fn topics(&self) -> Vec<String> {
+        match &self.shared {
+            Some(s) => {
+                let mut t: Vec<String> = s.topics.keys().map(|k| k.0.clone()).collect();
+                t.sort();
+                t
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether `topic` has a handler.
+    pub fn has_topic(&self, topic: &str) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.topics.contains_key(topic))
+    }
+}

@@ -1,0 +1,183 @@
+//! The write-ahead log contract: [`Wal`], [`WalRecord`], [`WalRecordState`].
+//!
+//! Every accepted message is appended to the WAL *before* it is queued, and its record leaves
+//! `Processing` only through the handler's outcome (or through replay after a crash). That
+//! ordering is what turns a channel into an at-least-once bus.
+//!
+//! ```text
+//!   send ──append──▶ Pending ──begin──▶ Processing ──complete──▶ Complete (dropped)
+//!                       ▲                    │
+//!                       └──────retry─────────┤
+//!                                            └──fail──▶ Failed (dead letter, kept)
+//!   refused send (queue full, timeout): Pending ──cancel──▶ gone
+//! ```
+//!
+//! The per-message methods (`append`, `begin`, `complete`, `retry`, `fail`, `cancel`) are
+//! synchronous so the hot path pays no boxed future: backends that need I/O hand the work to
+//! their own writer and return at once. Only `append` may need to wait for durability; it
+//! returns a [`WalCommit`] that the sender awaits (a backend with `fsync` per append resolves it
+//! after the `fsync` that covers the record).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::ack::DeadReason;
+use crate::dead_letter::DeadLetterMessage;
+use crate::error::WalError;
+use crate::message::EMessage;
+
+/// Where a message is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WalRecordState {
+    /// Accepted, not yet handed to a handler (or waiting for a retry / its `deliver_at`).
+    Pending,
+    /// A handler has it now. Replayed after a crash: the handler may not have finished.
+    Processing,
+    /// Done; never delivered again. Backends may drop such records at once.
+    Complete,
+    /// A dead letter.
+    Failed,
+}
+
+/// One message and its state, as the WAL holds it.
+#[derive(Debug, Clone)]
+pub struct WalRecord {
+    /// The message as of its latest delivery (its `attempts` is current).
+    pub message: Arc<EMessage>,
+    /// Its state.
+    pub state: WalRecordState,
+    /// When the state last changed.
+    pub updated_at: SystemTime,
+    /// For `Failed` records: why.
+    pub dead_reason: Option<DeadReason>,
+}
+
+/// Counters a WAL reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalStats {
+    /// Records appended since open.
+    pub appended: u64,
+    /// Records completed since open.
+    pub completed: u64,
+    /// Records currently `Pending` or `Processing`.
+    pub live: u64,
+    /// Dead letters currently held.
+    pub dead: u64,
+    /// Bytes on disk (0 for in-memory backends).
+    pub disk_bytes: u64,
+}
+
+/// Resolves when an appended record is durable.
+#[derive(Debug)]
+pub enum WalCommit {
+    /// Already as durable as the backend makes it.
+    Durable,
+    /// Durable once the writer answers.
+    Waiting(tokio::sync::oneshot::Receiver<Result<(), WalError>>),
+}
+
+impl WalCommit {
+    /// Waits until the record is durable.
+    pub async fn wait(self) -> Result<(), WalError> {
+        match self {
+            WalCommit::Durable => Ok(()),
+            WalCommit::Waiting(rx) => match rx.await {
+                Ok(r) => r,
+                Err(_) => Err(WalError::Closed(
+                    "writer dropped the commit without answering".into(),
+                )),
+            },
+        }
+    }
+}
+
+/// A write-ahead log backend.
+///
+/// Implementations: `MemoryWal` and `PersistentWal` in `event_base_wal`. All methods must be
+/// safe to call from many tasks at once.
+#[async_trait]
+pub trait Wal: Send + Sync + 'static {
+    /// Records a newly accepted message as `Pending`.
+    fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError>;
+
+    /// Marks the message `Processing` before a handler runs. Returns `false` if the record is
+    /// gone or final (the send was cancelled, or another delivery finished it): the caller must
+    /// then not deliver it.
+    fn begin(&self, id: &Uuid) -> Result<bool, WalError>;
+
+    /// Marks the message `Complete`. Need not be durable at once: a lost completion only
+    /// causes a redelivery, which at-least-once allows.
+    fn complete(&self, id: &Uuid) -> Result<(), WalError>;
+
+    /// Puts the message back to `Pending` with its new `attempts` / `deliver_at`.
+    fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError>;
+
+    /// Marks the message `Failed` (a dead letter) with `reason`.
+    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError>;
+
+    /// Removes a `Pending` record whose send was refused. Returns `false` if the record is no
+    /// longer `Pending` (a handler already has it: the send must then report success).
+    fn cancel(&self, id: &Uuid) -> Result<bool, WalError>;
+
+    /// Every `Pending` and `Processing` record, for replay at start.
+    async fn pending(&self) -> Result<Vec<WalRecord>, WalError>;
+
+    /// Every dead letter.
+    async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError>;
+
+    /// Removes one dead letter and returns it.
+    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError>;
+
+    /// Removes every dead letter; returns how many.
+    async fn purge_dead_letters(&self) -> Result<usize, WalError>;
+
+    /// Waits until everything written so far is durable.
+    async fn flush(&self) -> Result<(), WalError>;
+
+    /// Counters.
+    fn stats(&self) -> WalStats;
+}
+
+#[async_trait]
+impl<W: Wal + ?Sized> Wal for Arc<W> {
+    fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
+        (**self).append(message)
+    }
+    fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
+        (**self).begin(id)
+    }
+    fn complete(&self, id: &Uuid) -> Result<(), WalError> {
+        (**self).complete(id)
+    }
+    fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
+        (**self).retry(message)
+    }
+    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
+        (**self).fail(message, reason)
+    }
+    fn cancel(&self, id: &Uuid) -> Result<bool, WalError> {
+        (**self).cancel(id)
+    }
+    async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
+        (**self).pending().await
+    }
+    async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
+        (**self).dead_letters().await
+    }
+    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
+        (**self).take_dead_letter(id).await
+    }
+    async fn purge_dead_letters(&self) -> Result<usize, WalError> {
+        (**self).purge_dead_letters().await
+    }
+    async fn flush(&self) -> Result<(), WalError> {
+        (**self).flush().await
+    }
+    fn stats(&self) -> WalStats {
+        (**self).stats()
+    }
+}

@@ -1,0 +1,215 @@
+//! [`Worker`]: runs one handler's pipeline for one message at a time.
+//!
+//! A worker takes jobs from two channels: its private inbox (messages addressed to it with
+//! `to_worker`, its copy of a broadcast, and their retries) first, then the topic's shared
+//! channel, where all idle workers of the topic compete. For every job it moves the WAL record
+//! to `Processing`, runs the middleware and the handler (catching panics and enforcing the
+//! timeout), and turns the answer into the next state: complete, retry, or dead letter.
+//! A panic or a timeout never ends the worker.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::ack::{Ack, DeadReason};
+use crate::catch_unwind::CatchUnwind;
+use crate::constant::{DEFAULT_BACKOFF_BASE_MS, DEFAULT_MAX_RETRIES};
+use crate::job::{Job, Target};
+use crate::message::{DeliveryMode, MessageTopic};
+use crate::metrics::TopicCounters;
+use crate::middleware::Pipeline;
+use crate::scheduler::Scheduled;
+use crate::system::SystemShared;
+use crate::topic_entry::TopicEntry;
+use crate::worker_registry::{WorkerState, WorkerStatus};
+
+/// How one delivery ended, before policy is applied.
+enum Outcome {
+    Answered(Ack),
+    Panicked(String),
+    TimedOut,
+}
+
+/// One worker of a topic.
+pub struct Worker {
+    shared: Arc<SystemShared>,
+    entry: Arc<TopicEntry>,
+    index: usize,
+    state: Arc<WorkerState>,
+    pipeline: Pipeline,
+    timeout: Option<Duration>,
+    retries: Option<u32>,
+    inbox: flume::Receiver<Job>,
+}
+
+impl Worker {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        shared: Arc<SystemShared>,
+        entry: Arc<TopicEntry>,
+        index: usize,
+        state: Arc<WorkerState>,
+        pipeline: Pipeline,
+        timeout: Option<Duration>,
+        retries: Option<u32>,
+        inbox: flume::Receiver<Job>,
+    ) -> Self {
+        Worker {
+            shared,
+            entry,
+            index,
+            state,
+            pipeline,
+            timeout,
+            retries,
+            inbox,
+        }
+    }
+
+    /// The worker's unique name.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// The topic it serves.
+    pub fn topic(&self) -> &MessageTopic {
+        &self.entry.topic
+    }
+
+    /// Runs until the system stops (the task is aborted).
+    pub(crate) async fn run(self) {
+        let work = self.entry.work_rx.clone();
+        loop {
+            let job = match self.inbox.try_recv() {
+                Ok(job) => job,
+                Err(_) => match work.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => {
+                        let received = tokio::select! {
+                            biased;
+                            j = self.inbox.recv_async() => j,
+                            j = work.recv_async() => j,
+                        };
+                        match received {
+                            Ok(job) => job,
+                            Err(_) => return,
+                        }
+                    }
+                },
+            };
+            self.process(job).await;
+        }
+    }
+
+    async fn process(&self, job: Job) {
+        let message = &job.message;
+        match self.shared.wal.begin(&message.id) {
+            Ok(true) => {}
+            Ok(false) => return, // withdrawn by a refused send, or already finished
+            Err(e) => {
+                tracing::error!(id = %message.id, error = %e, "could not mark message processing; delivering anyway");
+            }
+        }
+        self.state.set_status(WorkerStatus::Working);
+        TopicCounters::add(&self.entry.counters.handled);
+
+        let call = CatchUnwind(self.pipeline.call(message));
+        let outcome = match self.timeout {
+            None => match call.await {
+                Ok(ack) => Outcome::Answered(ack),
+                Err(panic) => Outcome::Panicked(panic),
+            },
+            Some(limit) => match tokio::time::timeout(limit, call).await {
+                Ok(Ok(ack)) => Outcome::Answered(ack),
+                Ok(Err(panic)) => Outcome::Panicked(panic),
+                Err(_) => Outcome::TimedOut,
+            },
+        };
+        self.state.count_processed();
+        self.state.set_status(WorkerStatus::Idle);
+
+        let attempts = message.attempts;
+        match outcome {
+            Outcome::Answered(Ack::Ack) => {
+                TopicCounters::add(&self.entry.counters.acked);
+                self.shared.finish_ok(&job);
+            }
+            Outcome::Answered(Ack::NoAck {
+                retry_after,
+                max_retries,
+            }) => {
+                let max = max_retries
+                    .or(self.retries)
+                    .unwrap_or(DEFAULT_MAX_RETRIES);
+                if attempts > max {
+                    self.dead(job, DeadReason::MaxRetriesExceeded).await;
+                } else {
+                    self.retry(job, retry_after.unwrap_or(Duration::ZERO));
+                }
+            }
+            Outcome::Answered(Ack::Dead { dead_reason }) => self.dead(job, dead_reason).await,
+            Outcome::Panicked(text) => {
+                tracing::error!(id = %message.id, worker = %self.state.name, attempts, panic = %text, "handler panicked");
+                self.fail_attempt(job, DeadReason::Other(format!("panic: {text}")))
+                    .await;
+            }
+            Outcome::TimedOut => {
+                tracing::warn!(id = %message.id, worker = %self.state.name, attempts, "handler timed out");
+                self.fail_attempt(job, DeadReason::Timeout).await;
+            }
+        }
+    }
+
+    /// A panic or timeout: retry with backoff while retries remain.
+    async fn fail_attempt(&self, job: Job, reason: DeadReason) {
+        let attempts = job.message.attempts;
+        let max = self.retries.unwrap_or(DEFAULT_MAX_RETRIES);
+        if attempts > max {
+            self.dead(job, reason).await;
+        } else {
+            self.retry(job, backoff(attempts));
+        }
+    }
+
+    async fn dead(&self, job: Job, reason: DeadReason) {
+        self.shared.dead_letter(&self.entry, &job, reason).await;
+    }
+
+    fn retry(&self, job: Job, delay: Duration) {
+        let mut next = (*job.message).clone();
+        next.attempts = next.attempts.saturating_add(1);
+        next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);
+        let next = Arc::new(next);
+        if let Err(e) = self.shared.wal.retry(&next) {
+            tracing::error!(id = %next.id, error = %e, "could not record retry in the WAL");
+        }
+        TopicCounters::add(&self.entry.counters.retried);
+        // Broadcast copies and addressed messages stay with this worker.
+        let target = if next.delivery_mode == DeliveryMode::Broadcast || next.to_worker.is_some() {
+            Target::Worker(self.index)
+        } else {
+            Target::Any
+        };
+        let job = Job {
+            message: next,
+            group: job.group,
+        };
+        if delay.is_zero() {
+            self.entry.push_detached(job, target);
+        } else {
+            self.shared.scheduler.schedule_after(
+                delay,
+                Scheduled::Job {
+                    entry: self.entry.clone(),
+                    job,
+                    target,
+                },
+            );
+        }
+    }
+}
+
+/// 100 ms after the first failed delivery, doubling, capped at about a minute.
+fn backoff(attempts: u32) -> Duration {
+    let exp = attempts.saturating_sub(1).min(10);
+    Duration::from_millis(DEFAULT_BACKOFF_BASE_MS << exp)
+}

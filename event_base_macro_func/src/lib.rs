@@ -1,0 +1,145 @@
+//! `send_msg!` and `start_system!`, the function-like macros of event_base.
+//!
+//! Both expand to calls into the `event_base` umbrella crate, so a user needs only
+//! `event_base` and `tokio` as dependencies. Mistakes in their arguments (an unknown key, a key
+//! given twice, the wrong number of arguments) are compile errors pointing at the argument.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, Ident, Token};
+
+struct KeyValue {
+    key: Ident,
+    value: Expr,
+}
+
+impl Parse for KeyValue {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key: Ident = input.parse()?;
+        input.parse::<Token![:]>()?;
+        let value: Expr = input.parse()?;
+        Ok(KeyValue { key, value })
+    }
+}
+
+struct StartArgs(Punctuated<KeyValue, Token![,]>);
+
+impl Parse for StartArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(StartArgs(Punctuated::parse_terminated(input)?))
+    }
+}
+
+fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
+    let args: StartArgs = syn::parse2(input)?;
+    let mut wal = None;
+    let mut queue = None;
+    let mut batch = None;
+    for kv in args.0 {
+        let slot = match kv.key.to_string().as_str() {
+            "wal" => &mut wal,
+            "queue" => &mut queue,
+            "batch_size" => &mut batch,
+            other => {
+                return Err(syn::Error::new_spanned(
+                    &kv.key,
+                    format!("unknown key `{other}`; start_system! takes `wal: ..`, `queue: ..` and `batch_size: ..`"),
+                ))
+            }
+        };
+        if slot.is_some() {
+            return Err(syn::Error::new_spanned(
+                &kv.key,
+                format!("`{}` is given twice", kv.key),
+            ));
+        }
+        *slot = Some(kv.value);
+    }
+    let wal = wal.map_or_else(|| quote!(::event_base::MemoryWal::new()), |w| quote!(#w));
+    let queue = queue.map_or_else(
+        || quote!(::event_base::FlumeQueueFactory::default()),
+        |q| quote!(#q),
+    );
+    let batch = batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
+    // The arguments are evaluated where the macro is written (so `?` in them works there);
+    // the returned future does the rest.
+    Ok(quote! {{
+        let __event_base_builder = ::event_base::EventBus::builder()
+            .with_registered_handlers()
+            .wal(#wal)
+            .queue(#queue);
+        #batch
+        ::event_base::__private::start_global(__event_base_builder)
+    }})
+}
+
+/// Starts the global system and returns a future of `Result<EventBus, CoreError>`.
+///
+/// - `start_system!()`: `MemoryWal`, a bounded flume queue per topic, every `#[handler]`.
+/// - `start_system!(wal: W, queue: Q, batch_size: N)`: any subset of the keys, in any order.
+///
+/// ```ignore
+/// let bus = start_system!().await?;
+/// let bus = start_system!(queue: FlumeQueueFactory::bounded(100), batch_size: 16).await?;
+/// ```
+#[proc_macro]
+pub fn start_system(input: TokenStream) -> TokenStream {
+    match expand_start(input.into()) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+struct SendArgs(Punctuated<Expr, Token![,]>);
+
+impl Parse for SendArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(SendArgs(Punctuated::parse_terminated(input)?))
+    }
+}
+
+fn expand_send(input: TokenStream2) -> syn::Result<TokenStream2> {
+    let args: SendArgs = syn::parse2(input)?;
+    let args: Vec<Expr> = args.0.into_iter().collect();
+    match args.as_slice() {
+        [topic, message] => Ok(quote! {
+            ::event_base::__private::send_msg(#topic, #message)
+        }),
+        [topic, message, try_send, timeout] => Ok(quote! {
+            ::event_base::__private::send_msg_with(#topic, #message, #try_send, #timeout)
+        }),
+        [] => Err(syn::Error::new(
+            Span::call_site(),
+            "send_msg! needs a topic and a message: `send_msg!(\"orders\", payload)`",
+        )),
+        [_] => Err(syn::Error::new(
+            Span::call_site(),
+            "send_msg! needs a message after the topic: `send_msg!(\"orders\", payload)`",
+        )),
+        [_, _, extra] => Err(syn::Error::new_spanned(
+            extra,
+            "send_msg! takes 2 arguments (topic, message) or 4 (topic, message, try_send, timeout)",
+        )),
+        [_, _, _, _, extra, ..] => Err(syn::Error::new_spanned(
+            extra,
+            "too many arguments: send_msg! takes (topic, message) or (topic, message, try_send, timeout)",
+        )),
+    }
+}
+
+/// Sends through the global system; a future of `Result<Uuid, CoreError>`.
+///
+/// - `send_msg!(topic, msg_or_payload)`: an `EMessage`, or bytes (`Vec<u8>`, `&'static [u8]`,
+///   `Bytes`, `String`) that become a standard message. Waits while the queue is full.
+/// - `send_msg!(topic, msg, try_send, timeout)`: `try_send: Option<bool>`,
+///   `timeout: Option<Duration>`, as in `TopicRouter::send`.
+#[proc_macro]
+pub fn send_msg(input: TokenStream) -> TokenStream {
+    match expand_send(input.into()) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}

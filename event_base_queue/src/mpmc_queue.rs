@@ -1,0 +1,173 @@
+//! [`MpmcQueueFactory`]: per-topic `kanal` channels.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use event_base_core::{
+    Claimed, EConsumer, EMessage, EProducer, MessageTopic, QueueError, QueueFactory, Receipt,
+    TopicQueue, TrySendError,
+};
+
+use crate::DEFAULT_QUEUE_BOUND;
+
+/// Makes one bounded `kanal` channel per topic; a drop-in alternative to
+/// [`FlumeQueueFactory`](crate::FlumeQueueFactory).
+///
+/// ```
+/// use event_base_queue::MpmcQueueFactory;
+/// assert_eq!(MpmcQueueFactory::bounded(10).bound(), 10);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct MpmcQueueFactory {
+    bound: usize,
+}
+
+impl Default for MpmcQueueFactory {
+    fn default() -> Self {
+        Self::bounded(DEFAULT_QUEUE_BOUND)
+    }
+}
+
+impl MpmcQueueFactory {
+    /// Queues that hold at most `n` messages (at least 1).
+    pub fn bounded(n: usize) -> Self {
+        MpmcQueueFactory { bound: n.max(1) }
+    }
+
+    /// The bound.
+    pub fn bound(&self) -> usize {
+        self.bound
+    }
+}
+
+impl QueueFactory for MpmcQueueFactory {
+    fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
+        let (tx, rx) = kanal::bounded_async(self.bound);
+        Ok(TopicQueue {
+            producer: Arc::new(KanalProducer {
+                tx,
+                topic: topic.clone(),
+            }),
+            consumer: Arc::new(KanalConsumer {
+                rx,
+                topic: topic.clone(),
+            }),
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "kanal"
+    }
+}
+
+struct KanalProducer {
+    tx: kanal::AsyncSender<Arc<EMessage>>,
+    topic: MessageTopic,
+}
+
+#[async_trait]
+impl EProducer for KanalProducer {
+    fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
+        let mut slot = Some(message);
+        match self.tx.try_send_option(&mut slot) {
+            Ok(true) => Ok(()),
+            Ok(false) => match slot {
+                Some(m) => Err(TrySendError::Full(m)),
+                None => Ok(()),
+            },
+            Err(_) => Err(TrySendError::Failed(QueueError::Closed(
+                self.topic.0.clone(),
+            ))),
+        }
+    }
+
+    async fn send(&self, message: Arc<EMessage>) -> Result<(), QueueError> {
+        self.tx
+            .send(message)
+            .await
+            .map_err(|_| QueueError::Closed(self.topic.0.clone()))
+    }
+
+    fn len(&self) -> usize {
+        self.tx.len()
+    }
+}
+
+struct KanalConsumer {
+    rx: kanal::AsyncReceiver<Arc<EMessage>>,
+    topic: MessageTopic,
+}
+
+#[async_trait]
+impl EConsumer for KanalConsumer {
+    async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
+        let closed = || QueueError::Closed(self.topic.0.clone());
+        let first = match self.rx.try_recv() {
+            Ok(Some(m)) => m,
+            Ok(None) => self.rx.recv().await.map_err(|_| closed())?,
+            Err(_) => return Err(closed()),
+        };
+        out.push(Claimed {
+            message: first,
+            receipt: Receipt::default(),
+        });
+        let mut n = 1;
+        while n < max {
+            match self.rx.try_recv() {
+                Ok(Some(message)) => {
+                    out.push(Claimed {
+                        message,
+                        receipt: Receipt::default(),
+                    });
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        Ok(n)
+    }
+
+    fn requires_ack(&self) -> bool {
+        false
+    }
+
+    async fn ack(&self, _claimed: &[Claimed]) -> Result<(), QueueError> {
+        Ok(())
+    }
+
+    async fn nack(&self, _claimed: &[Claimed]) -> Result<(), QueueError> {
+        Ok(())
+    }
+
+    async fn claim_stale(
+        &self,
+        _min_idle: Duration,
+        _max: usize,
+        _out: &mut Vec<Claimed>,
+    ) -> Result<usize, QueueError> {
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn full_queue_hands_the_message_back() {
+        let q = MpmcQueueFactory::bounded(1)
+            .create(&MessageTopic::from("t"))
+            .unwrap();
+        q.producer
+            .try_send(Arc::new(EMessage::standard("t", b"a".to_vec())))
+            .unwrap();
+        let b = Arc::new(EMessage::standard("t", b"b".to_vec()));
+        match q.producer.try_send(b.clone()) {
+            Err(TrySendError::Full(back)) => assert_eq!(back.id, b.id),
+            other => panic!("expected Full, got {other:?}"),
+        }
+        let mut out = Vec::new();
+        assert_eq!(q.consumer.claim_batch(8, &mut out).await.unwrap(), 1);
+    }
+}
