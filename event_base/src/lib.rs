@@ -136,3 +136,16 @@ pub mod __private {
             .await
     }
 }
+
+/// The guide from `docs/guide/`, included here so every example in it is compiled and run as
+/// a doctest.
+pub mod guide {
+    #[doc = include_str!("../../docs/guide/quick-start.md")]
+    pub mod quick_start {}
+    #[doc = include_str!("../../docs/guide/core-concepts.md")]
+    pub mod core_concepts {}
+    #[doc = include_str!("../../docs/guide/handler.md")]
+    pub mod handler {}
+    #[doc = include_str!("../../docs/guide/sending.md")]
+    pub mod sending {}
+}

@@ -160,7 +160,9 @@ impl EventBus {
         message.deliver_at = None;
         let topic = message.topic.0.clone();
         // Appending the same id replaces the dead letter with a live record.
-        self.shared.send_internal(&topic, message, false, None).await
+        self.shared
+            .send_internal(&topic, message, false, None)
+            .await
     }
 
     /// Replays every dead letter; returns the ids sent again.

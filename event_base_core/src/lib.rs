@@ -25,10 +25,10 @@
 //!
 //! # Choosing what a handler answers
 //!
-//! - [`Ack::Ack`]: done.
-//! - [`Ack::NoAck`]: a transient failure; deliver again later (`retry_after`), at most
+//! - `Ack::Ack`: done.
+//! - `Ack::NoAck`: a transient failure; deliver again later (`retry_after`), at most
 //!   `1 + max_retries` deliveries, then a dead letter.
-//! - [`Ack::Dead`]: a permanent failure (bad input); a dead letter now, kept for inspection and
+//! - `Ack::Dead`: a permanent failure (bad input); a dead letter now, kept for inspection and
 //!   replay.
 //!
 //! Panics and timeouts are failed deliveries too: retried with backoff (100 ms, doubling) up to
@@ -81,7 +81,9 @@ pub use dead_letter::DeadLetterMessage;
 pub use error::{CoreError, QueueError, WalError};
 pub use event_bus::EventBus;
 pub use event_bus_builder::EventBusBuilder;
-pub use handler::{handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
+pub use handler::{
+    handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY,
+};
 pub use message::{
     DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
     MessageTopic, MESSAGE_VERSION,

@@ -254,7 +254,7 @@ impl EMessage {
     /// A message whose payload is `value` encoded as JSON.
     ///
     /// ```
-    /// # use event_base_core::EMessage;
+    /// # use event_base_core::{EMessage, JsonPayload};
     /// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
     /// struct Order { id: u32 }
     /// let msg = EMessage::json("orders", &Order { id: 7 }).unwrap();
@@ -365,7 +365,14 @@ macro_rules! payload_into_message {
     )*};
 }
 
-payload_into_message!(Vec<u8>, Bytes, String, MessagePayload, &'static [u8], &'static str);
+payload_into_message!(
+    Vec<u8>,
+    Bytes,
+    String,
+    MessagePayload,
+    &'static [u8],
+    &'static str
+);
 
 impl<const N: usize> IntoMessage for &'static [u8; N] {
     fn into_message(self, topic: &MessageTopic) -> EMessage {

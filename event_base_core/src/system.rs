@@ -64,12 +64,9 @@ impl SystemShared {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
-        let entry = self
-            .topics
-            .get(topic)
-            .ok_or_else(|| CoreError::NoHandler {
-                topic: topic.to_owned(),
-            })?;
+        let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
+            topic: topic.to_owned(),
+        })?;
         if message.topic.0 != topic {
             message.topic = entry.topic.clone();
         }
@@ -193,15 +190,8 @@ impl SystemShared {
         if let Err(e) = self.wal.fail(message, &reason) {
             tracing::error!(id = %message.id, error = %e, "could not record dead letter in the WAL");
         }
-        match &job.group {
-            None => self.in_flight.done(),
-            Some(group) => {
-                group.mark_failed();
-                if group.finish_one() {
-                    self.in_flight.done();
-                }
-            }
-        }
+        // Announce before the message counts as final, so `wait_idle` also covers the
+        // announcement.
         if !message.topic.is_system() {
             let dead = DeadLetterMessage {
                 message: (**message).clone(),
@@ -210,6 +200,15 @@ impl SystemShared {
                 died_at: SystemTime::now(),
             };
             self.announce(DEAD_LETTER, &dead).await;
+        }
+        match &job.group {
+            None => self.in_flight.done(),
+            Some(group) => {
+                group.mark_failed();
+                if group.finish_one() {
+                    self.in_flight.done();
+                }
+            }
         }
     }
 

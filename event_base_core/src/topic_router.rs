@@ -85,12 +85,7 @@ impl TopicRouter {
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
         self.shared()?
-            .send(
-                topic.as_ref(),
-                message,
-                try_send.unwrap_or(false),
-                timeout,
-            )
+            .send(topic.as_ref(), message, try_send.unwrap_or(false), timeout)
             .await
     }
 

@@ -137,9 +137,7 @@ impl Worker {
                 retry_after,
                 max_retries,
             }) => {
-                let max = max_retries
-                    .or(self.retries)
-                    .unwrap_or(DEFAULT_MAX_RETRIES);
+                let max = max_retries.or(self.retries).unwrap_or(DEFAULT_MAX_RETRIES);
                 if attempts > max {
                     self.dead(job, DeadReason::MaxRetriesExceeded).await;
                 } else {

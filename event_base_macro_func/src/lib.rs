@@ -63,7 +63,8 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
         || quote!(::event_base::FlumeQueueFactory::default()),
         |q| quote!(#q),
     );
-    let batch = batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
+    let batch =
+        batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
     // The arguments are evaluated where the macro is written (so `?` in them works there);
     // the returned future does the rest.
     Ok(quote! {{

@@ -176,7 +176,10 @@ mod tests {
                 .unwrap();
         }
         let extra = Arc::new(EMessage::standard("t", b"y".to_vec()));
-        assert!(matches!(q.producer.try_send(extra), Err(TrySendError::Full(_))));
+        assert!(matches!(
+            q.producer.try_send(extra),
+            Err(TrySendError::Full(_))
+        ));
         let mut out = Vec::new();
         assert_eq!(q.consumer.claim_batch(2, &mut out).await.unwrap(), 2);
         assert_eq!(q.consumer.claim_batch(64, &mut out).await.unwrap(), 1);

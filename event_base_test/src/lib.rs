@@ -1,5 +1,187 @@
 //! Integration tests, crash tests and benchmarks of event_base.
 //!
-//! The tests live in `tests/`, one behaviour per file; shared helpers live here.
+//! The tests live in `tests/`, one behaviour per file; the helpers they share live here:
+//! a [`Probe`] that records every delivery a handler sees and lets a test await a count
+//! instead of sleeping, and a [`Gate`] that holds handlers until the test opens it.
 
 #![deny(unsafe_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_base::{async_trait, Ack, EHandler, EMessage, HandlerSpec, Uuid};
+use tokio::sync::{watch, Notify};
+
+/// One delivery as a handler saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Which handler (the label given to [`Probe::handler`]).
+    pub label: String,
+    /// Message id.
+    pub id: Uuid,
+    /// `attempts` of this delivery.
+    pub attempts: u32,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+/// Records deliveries from any number of handlers.
+#[derive(Debug, Default)]
+pub struct Probe {
+    seen: Mutex<Vec<Seen>>,
+    changed: Notify,
+}
+
+impl Probe {
+    /// A new shared probe.
+    pub fn new() -> Arc<Probe> {
+        Arc::new(Probe::default())
+    }
+
+    /// A handler spec named `label` on `topic` that records each delivery, then answers
+    /// with `answer(msg)`.
+    pub fn handler<F>(self: &Arc<Self>, label: &str, topic: &str, answer: F) -> HandlerSpec
+    where
+        F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
+    {
+        HandlerSpec::new(
+            label,
+            topic,
+            Recording {
+                probe: self.clone(),
+                label: label.to_owned(),
+                answer,
+                gate: None,
+            },
+        )
+    }
+
+    /// Like [`Probe::handler`], but each delivery first waits for `gate` to open.
+    pub fn gated_handler<F>(
+        self: &Arc<Self>,
+        label: &str,
+        topic: &str,
+        gate: &Gate,
+        answer: F,
+    ) -> HandlerSpec
+    where
+        F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
+    {
+        HandlerSpec::new(
+            label,
+            topic,
+            Recording {
+                probe: self.clone(),
+                label: label.to_owned(),
+                answer,
+                gate: Some(gate.clone()),
+            },
+        )
+    }
+
+    fn record(&self, seen: Seen) {
+        if let Ok(mut v) = self.seen.lock() {
+            v.push(seen);
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Every delivery so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Number of deliveries so far.
+    pub fn count(&self) -> usize {
+        self.seen.lock().map(|v| v.len()).unwrap_or(0)
+    }
+
+    /// Deliveries of one message.
+    pub fn count_of(&self, id: Uuid) -> usize {
+        self.seen
+            .lock()
+            .map(|v| v.iter().filter(|s| s.id == id).count())
+            .unwrap_or(0)
+    }
+
+    /// Waits until at least `n` deliveries were recorded; panics with the count after
+    /// `timeout`.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.count() >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!(
+                    "expected {n} deliveries within {timeout:?}, saw {}",
+                    self.count()
+                );
+            }
+        }
+    }
+}
+
+struct Recording<F> {
+    probe: Arc<Probe>,
+    label: String,
+    answer: F,
+    gate: Option<Gate>,
+}
+
+#[async_trait]
+impl<F> EHandler for Recording<F>
+where
+    F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
+{
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        self.probe.record(Seen {
+            label: self.label.clone(),
+            id: msg.id,
+            attempts: msg.attempts,
+            payload: msg.payload.0.to_vec(),
+        });
+        if let Some(gate) = &self.gate {
+            gate.wait().await;
+        }
+        (self.answer)(msg)
+    }
+}
+
+/// Holds handlers until opened.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        Gate {
+            tx: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Lets every waiting and future handler through.
+    pub fn open(&self) {
+        self.tx.send_replace(true);
+    }
+
+    /// Waits until the gate is open.
+    pub async fn wait(&self) {
+        let mut rx = self.tx.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+/// The default time a test waits for an event before it fails.
+pub const WAIT: Duration = Duration::from_secs(10);

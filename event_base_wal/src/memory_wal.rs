@@ -212,14 +212,17 @@ impl Wal for MemoryWal {
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
         let mut out = Vec::new();
         for shard in self.all() {
-            out.extend(shard.values().filter(|s| Self::is_live(s.state)).map(|s| {
-                WalRecord {
-                    message: s.message.clone(),
-                    state: s.state,
-                    updated_at: s.updated_at,
-                    dead_reason: None,
-                }
-            }));
+            out.extend(
+                shard
+                    .values()
+                    .filter(|s| Self::is_live(s.state))
+                    .map(|s| WalRecord {
+                        message: s.message.clone(),
+                        state: s.state,
+                        updated_at: s.updated_at,
+                        dead_reason: None,
+                    }),
+            );
         }
         Ok(out)
     }
@@ -304,12 +307,18 @@ mod tests {
         let a = msg();
         wal.append(&a).unwrap();
         assert!(wal.cancel(&a.id).unwrap());
-        assert!(!wal.begin(&a.id).unwrap(), "a withdrawn record must not be delivered");
+        assert!(
+            !wal.begin(&a.id).unwrap(),
+            "a withdrawn record must not be delivered"
+        );
 
         let b = msg();
         wal.append(&b).unwrap();
         assert!(wal.begin(&b.id).unwrap());
-        assert!(!wal.cancel(&b.id).unwrap(), "a record a handler holds cannot be withdrawn");
+        assert!(
+            !wal.cancel(&b.id).unwrap(),
+            "a record a handler holds cannot be withdrawn"
+        );
     }
 
     #[tokio::test]
@@ -338,7 +347,13 @@ mod tests {
         wal.begin(&b.id).unwrap();
         wal.begin(&c.id).unwrap();
         wal.complete(&c.id).unwrap();
-        let mut ids: Vec<Uuid> = wal.pending().await.unwrap().iter().map(|r| r.message.id).collect();
+        let mut ids: Vec<Uuid> = wal
+            .pending()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.message.id)
+            .collect();
         ids.sort();
         let mut want = vec![a.id, b.id];
         want.sort();

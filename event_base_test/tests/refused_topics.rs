@@ -1,0 +1,57 @@
+//! Sends to a topic without a handler, or to a reserved topic, are refused with typed errors.
+
+use event_base::{Ack, CoreError, EMessage};
+use event_base_test::Probe;
+
+#[tokio::test]
+async fn topic_without_handler_is_refused_with_no_handler() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "known", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let err = bus.send("unknown", b"x".to_vec()).await.unwrap_err();
+    assert!(
+        matches!(&err, CoreError::NoHandler { topic } if topic == "unknown"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("use my_handlers as _"),
+        "message says how to fix it"
+    );
+    assert_eq!(bus.wal_stats().appended, 0);
+}
+
+#[tokio::test]
+async fn reserved_topics_are_refused() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("dl", event_base::constant::DEAD_LETTER, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let err = bus
+        .send(
+            event_base::constant::DEAD_LETTER,
+            EMessage::standard("x", b"x".to_vec()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CoreError::ReservedTopic(ref t) if t == "_system.dead_letter"));
+}
+
+#[tokio::test]
+async fn sends_after_shutdown_are_refused() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "t", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    bus.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    let err = bus.send("t", b"x".to_vec()).await.unwrap_err();
+    assert!(matches!(err, CoreError::SystemShutdown), "{err:?}");
+}

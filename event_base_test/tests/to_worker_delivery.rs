@@ -1,0 +1,76 @@
+//! `to_worker` pins a message to one worker; an unknown name is a clear error.
+
+use event_base::{Ack, CoreError, DeliveryMode, EMessage};
+use event_base_test::{Probe, WAIT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_named_worker_handles_the_message() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("a", "jobs", |_| Ack::Ack))
+        .handler(probe.handler("b", "jobs", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(
+        bus.workers("jobs"),
+        vec!["a-0".to_owned(), "b-0".to_owned()]
+    );
+    for _ in 0..50 {
+        let msg = EMessage::new(
+            "jobs",
+            b"x".to_vec(),
+            DeliveryMode::Standard,
+            Some("b-0".into()),
+        );
+        bus.send("jobs", msg).await.unwrap();
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    let seen = probe.seen();
+    assert_eq!(seen.len(), 50);
+    assert!(
+        seen.iter().all(|s| s.label == "b"),
+        "worker a must see none"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_worker_is_refused_with_a_typed_error_and_never_delivered() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("a", "jobs", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let msg = EMessage::new(
+        "jobs",
+        b"x".to_vec(),
+        DeliveryMode::Standard,
+        Some("nobody-7".into()),
+    );
+    let err = bus.send("jobs", msg).await.unwrap_err();
+    match err {
+        CoreError::UnknownWorker { topic, worker } => {
+            assert_eq!(topic, "jobs");
+            assert_eq!(worker, "nobody-7");
+        }
+        other => panic!("expected UnknownWorker, got {other:?}"),
+    }
+    assert!(err_message_mentions_workers());
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), 0);
+    assert_eq!(
+        bus.wal_stats().appended,
+        0,
+        "a refused message never reaches the WAL"
+    );
+}
+
+fn err_message_mentions_workers() -> bool {
+    CoreError::UnknownWorker {
+        topic: "t".into(),
+        worker: "w".into(),
+    }
+    .to_string()
+    .contains("EventBus::workers")
+}
