@@ -221,6 +221,7 @@ impl EventBusBuilder {
                 w.pipeline,
                 w.spec.timeout,
                 w.spec.retries,
+                w.spec.backoff,
                 w.inbox,
             );
             tasks.push(tokio::spawn(worker.run()));

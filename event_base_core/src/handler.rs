@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::ack::Ack;
+use crate::backoff::Backoff;
 use crate::message::{EMessage, MessageTopic};
 use crate::middleware::Middleware;
 
@@ -81,6 +82,7 @@ impl HandlerRegistration {
             shutdown_timeout: self.shutdown_timeout_secs.map(Duration::from_secs),
             handler: (self.make_handler)(),
             middleware: (self.make_middleware)(),
+            backoff: None,
         }
     }
 }
@@ -117,6 +119,8 @@ pub struct HandlerSpec {
     pub handler: Arc<dyn EHandler>,
     /// Middleware, outermost first.
     pub middleware: Vec<Arc<dyn Middleware>>,
+    /// Wait before redelivery after a panic, a timeout or `NoAck { retry_after: None }`.
+    pub backoff: Option<Backoff>,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -148,7 +152,15 @@ impl HandlerSpec {
             shutdown_timeout: None,
             handler: Arc::new(handler),
             middleware: Vec::new(),
+            backoff: None,
         }
+    }
+
+    /// How long to wait before redelivering after a panic, a timeout, or
+    /// `NoAck { retry_after: None }` (which otherwise redelivers at once).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
     }
 
     /// Number of workers.

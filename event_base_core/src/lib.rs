@@ -50,6 +50,7 @@
 #![deny(unsafe_code)]
 
 mod ack;
+mod backoff;
 mod catch_unwind;
 mod consumer_router;
 mod dead_letter;
@@ -76,6 +77,7 @@ mod worker_registry;
 pub mod constant;
 
 pub use ack::{Ack, DeadReason};
+pub use backoff::Backoff;
 pub use consumer_router::ConsumerRouter;
 pub use dead_letter::DeadLetterMessage;
 pub use error::{CoreError, QueueError, WalError};

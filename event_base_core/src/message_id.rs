@@ -36,6 +36,11 @@ fn next_u64(state: &Cell<u64>) -> u64 {
     ((t >> 64) as u64) ^ (t as u64)
 }
 
+/// A fast, non-cryptographic random number (for jitter and ids).
+pub(crate) fn random_u64() -> u64 {
+    STATE.with(next_u64)
+}
+
 /// A new random (version 4) UUID.
 pub fn new_message_id() -> Uuid {
     STATE.with(|s| {

@@ -50,7 +50,8 @@ pub struct WalRecord {
     pub message: Arc<EMessage>,
     /// Its state.
     pub state: WalRecordState,
-    /// When the state last changed.
+    /// When the record was last written (append, retry, fail). Moving to `Processing` does
+    /// not update it, to keep the clock off the per-message path.
     pub updated_at: SystemTime,
     /// For `Failed` records: why.
     pub dead_reason: Option<DeadReason>,

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::ack::{Ack, DeadReason};
+use crate::backoff::Backoff;
 use crate::catch_unwind::CatchUnwind;
-use crate::constant::{DEFAULT_BACKOFF_BASE_MS, DEFAULT_MAX_RETRIES};
+use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::job::{Job, Target};
 use crate::message::{DeliveryMode, MessageTopic};
 use crate::metrics::TopicCounters;
@@ -38,6 +39,7 @@ pub struct Worker {
     pipeline: Pipeline,
     timeout: Option<Duration>,
     retries: Option<u32>,
+    backoff: Option<Backoff>,
     inbox: flume::Receiver<Job>,
 }
 
@@ -51,6 +53,7 @@ impl Worker {
         pipeline: Pipeline,
         timeout: Option<Duration>,
         retries: Option<u32>,
+        backoff: Option<Backoff>,
         inbox: flume::Receiver<Job>,
     ) -> Self {
         Worker {
@@ -61,6 +64,7 @@ impl Worker {
             pipeline,
             timeout,
             retries,
+            backoff,
             inbox,
         }
     }
@@ -141,7 +145,12 @@ impl Worker {
                 if attempts > max {
                     self.dead(job, DeadReason::MaxRetriesExceeded).await;
                 } else {
-                    self.retry(job, retry_after.unwrap_or(Duration::ZERO));
+                    let delay = match (retry_after, &self.backoff) {
+                        (Some(d), _) => d,
+                        (None, Some(b)) => b.delay(attempts),
+                        (None, None) => Duration::ZERO,
+                    };
+                    self.retry(job, delay);
                 }
             }
             Outcome::Answered(Ack::Dead { dead_reason }) => self.dead(job, dead_reason).await,
@@ -164,7 +173,8 @@ impl Worker {
         if attempts > max {
             self.dead(job, reason).await;
         } else {
-            self.retry(job, backoff(attempts));
+            let delay = self.backoff.unwrap_or_default().delay(attempts);
+            self.retry(job, delay);
         }
     }
 
@@ -204,10 +214,4 @@ impl Worker {
             );
         }
     }
-}
-
-/// 100 ms after the first failed delivery, doubling, capped at about a minute.
-fn backoff(attempts: u32) -> Duration {
-    let exp = attempts.saturating_sub(1).min(10);
-    Duration::from_millis(DEFAULT_BACKOFF_BASE_MS << exp)
 }

@@ -82,3 +82,28 @@ async fn a_message_that_succeeds_on_retry_is_not_a_dead_letter() {
     assert!(bus.dead_letters().await.unwrap().is_empty());
     assert_eq!(bus.wal_stats().live, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_backoff_spaces_out_nacks_without_retry_after() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(
+            probe
+                .handler("flaky", "flaky", |_| Ack::retry())
+                .retries(2)
+                .backoff(event_base::Backoff::fixed(Duration::from_millis(80)).jitter(0.25)),
+        )
+        .build()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    bus.send("flaky", b"x".to_vec()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), 3);
+    // Two waits of 60..=80 ms each.
+    assert!(
+        started.elapsed() >= Duration::from_millis(120),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -1,6 +1,7 @@
 //! [`MemoryWal`]: the in-memory write-ahead log.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -14,6 +15,27 @@ use uuid::Uuid;
 
 /// Number of independently locked shards; a power of two.
 const SHARDS: usize = 32;
+
+/// Message ids are random UUIDs, so their bits are already a good hash: folding them is enough
+/// and much cheaper than SipHash on the hot path.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+}
+
+type IdMap = HashMap<Uuid, Slot, BuildHasherDefault<IdHasher>>;
 
 #[derive(Debug)]
 struct Slot {
@@ -44,7 +66,7 @@ struct Slot {
 /// ```
 #[derive(Debug)]
 pub struct MemoryWal {
-    shards: Box<[Mutex<HashMap<Uuid, Slot>>]>,
+    shards: Box<[Mutex<IdMap>]>,
     appended: AtomicU64,
     completed: AtomicU64,
     live: AtomicU64,
@@ -61,7 +83,7 @@ impl MemoryWal {
     /// An empty WAL.
     pub fn new() -> Self {
         MemoryWal {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(IdMap::default())).collect(),
             appended: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             live: AtomicU64::new(0),
@@ -69,7 +91,7 @@ impl MemoryWal {
         }
     }
 
-    fn shard(&self, id: &Uuid) -> MutexGuard<'_, HashMap<Uuid, Slot>> {
+    fn shard(&self, id: &Uuid) -> MutexGuard<'_, IdMap> {
         let idx = (id.as_u64_pair().1 as usize) & (SHARDS - 1);
         // A poisoned shard only means a panic elsewhere while holding it; the map itself is
         // still consistent (every update is a single insert/remove/assignment).
@@ -79,7 +101,7 @@ impl MemoryWal {
         }
     }
 
-    fn all(&self) -> impl Iterator<Item = MutexGuard<'_, HashMap<Uuid, Slot>>> {
+    fn all(&self) -> impl Iterator<Item = MutexGuard<'_, IdMap>> {
         self.shards.iter().map(|s| match s.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -125,7 +147,6 @@ impl Wal for MemoryWal {
             Some(slot) => {
                 if Self::is_live(slot.state) {
                     slot.state = WalRecordState::Processing;
-                    slot.updated_at = SystemTime::now();
                 }
                 Ok(slot.state != WalRecordState::Complete)
             }
