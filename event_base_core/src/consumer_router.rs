@@ -117,25 +117,38 @@ impl ConsumerRouter {
             }
         }
         if let Some(name) = &message.to_worker {
-            match entry.worker_index(name) {
-                Some(i) => {
-                    entry
-                        .push(
-                            Job {
-                                message,
-                                group: None,
-                            },
-                            Target::Worker(i),
-                        )
-                        .await
+            let Some(i) = entry.worker_index(name) else {
+                let reason = DeadReason::UnknownWorker(name.clone());
+                let job = Job {
+                    message,
+                    group: None,
+                };
+                self.shared.dead_letter(entry, &job, reason).await;
+                return;
+            };
+            // Addressed: Standard and Broadcast mean once (the worker is the whole audience),
+            // Repeated(n) means n times, all by that worker.
+            match message.delivery_mode {
+                DeliveryMode::Repeated(0) => self.shared.finish_ok(&Job {
+                    message,
+                    group: None,
+                }),
+                DeliveryMode::Repeated(n) => {
+                    let group = DeliveryGroup::new(n);
+                    for _ in 0..n {
+                        let job = Job {
+                            message: message.clone(),
+                            group: Some(group.clone()),
+                        };
+                        entry.push(job, Target::Worker(i)).await;
+                    }
                 }
-                None => {
-                    let reason = DeadReason::UnknownWorker(name.clone());
+                DeliveryMode::Standard | DeliveryMode::Broadcast => {
                     let job = Job {
                         message,
                         group: None,
                     };
-                    self.shared.dead_letter(entry, &job, reason).await;
+                    entry.push(job, Target::Worker(i)).await
                 }
             }
             return;

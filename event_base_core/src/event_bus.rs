@@ -17,13 +17,21 @@ use crate::topic_router::TopicRouter;
 use crate::wal::{Wal, WalStats};
 use crate::worker_registry::{WorkerRegistry, WorkerStatus};
 
-/// The background tasks of one system; aborted when the last handle goes away.
-#[derive(Default)]
+/// The background tasks of one system; aborted when the last handle goes away, and from then
+/// on the system refuses sends (a `TopicRouter` may outlive the handles).
 pub(crate) struct TaskSet {
     handles: Mutex<Vec<JoinHandle<()>>>,
+    shared: Arc<SystemShared>,
 }
 
 impl TaskSet {
+    pub(crate) fn new(shared: Arc<SystemShared>) -> Self {
+        TaskSet {
+            handles: Mutex::new(Vec::new()),
+            shared,
+        }
+    }
+
     pub(crate) fn push(&self, h: JoinHandle<()>) {
         if let Ok(mut v) = self.handles.lock() {
             v.push(h);
@@ -40,6 +48,9 @@ impl TaskSet {
 
 impl Drop for TaskSet {
     fn drop(&mut self) {
+        self.shared
+            .accepting
+            .store(false, std::sync::atomic::Ordering::Release);
         for h in self.take() {
             h.abort();
         }

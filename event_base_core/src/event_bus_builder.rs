@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::ack::DeadReason;
-use crate::constant::DEFAULT_BATCH_SIZE;
+use crate::constant::{DEFAULT_BATCH_SIZE, SYSTEM_TOPICS};
 use crate::consumer_router::ConsumerRouter;
 use crate::error::CoreError;
 use crate::event_bus::{EventBus, TaskSet};
@@ -209,7 +209,7 @@ impl EventBusBuilder {
             accepting: AtomicBool::new(true),
             batch_size: self.batch_size,
         });
-        let tasks = Arc::new(TaskSet::default());
+        let tasks = Arc::new(TaskSet::new(shared.clone()));
         tasks.push(tokio::spawn(run_scheduler(scheduler_rx)));
         for w in pending_workers {
             let entry = shared.topics[&w.topic].clone();
@@ -243,6 +243,12 @@ fn validate(specs: &[HandlerSpec]) -> Result<(), CoreError> {
             return Err(CoreError::Config(format!(
                 "handler `{}` has an empty topic",
                 spec.name
+            )));
+        }
+        if spec.topic.is_system() && !SYSTEM_TOPICS.contains(&spec.topic.as_str()) {
+            return Err(CoreError::Config(format!(
+                "handler `{}` subscribes to `{}`, which is under the reserved `_system.` prefix but is not a system topic",
+                spec.name, spec.topic
             )));
         }
         if spec.workers == 0 {

@@ -87,20 +87,45 @@ impl SystemShared {
 
         let commit = self.wal.append(&message)?;
         self.in_flight.add();
-        let durable = match deadline {
-            None => commit.wait().await,
-            Some(d) => match tokio::time::timeout_at(d, commit.wait()).await {
-                Ok(r) => r,
-                Err(_) => return self.refuse(id, timeout_error(topic, timeout)),
-            },
+        // If the caller drops this future before the message is queued, withdraw it: the
+        // caller never learned that it was accepted.
+        let guard = WithdrawOnDrop {
+            shared: self,
+            id,
+            armed: true,
         };
-        if let Err(e) = durable {
-            return self.refuse(id, e.into());
+        let outcome = self
+            .enqueue(entry, message, commit, try_send, deadline, timeout)
+            .await;
+        guard.disarm();
+        match outcome {
+            Ok(()) => {
+                TopicCounters::add(&entry.counters.sent);
+                Ok(id)
+            }
+            Err(e) => self.refuse(id, e).await,
         }
+    }
 
+    /// Waits for the WAL commit, then hands the message to its queue (or the scheduler).
+    async fn enqueue(
+        &self,
+        entry: &Arc<TopicEntry>,
+        message: Arc<EMessage>,
+        commit: crate::wal::WalCommit,
+        try_send: bool,
+        deadline: Option<tokio::time::Instant>,
+        timeout: Option<Duration>,
+    ) -> Result<(), CoreError> {
+        let topic = entry.topic.as_str();
+        match deadline {
+            None => commit.wait().await?,
+            Some(d) => tokio::time::timeout_at(d, commit.wait())
+                .await
+                .map_err(|_| timeout_error(topic, timeout))??,
+        }
         if let Some(at) = message.deliver_at {
             if at > SystemTime::now() {
-                TopicCounters::add(&entry.counters.sent);
                 self.scheduler.schedule(
                     instant_for(at),
                     Scheduled::Message {
@@ -108,49 +133,37 @@ impl SystemShared {
                         message,
                     },
                 );
-                return Ok(id);
+                return Ok(());
             }
         }
-
         match entry.producer.try_send(message) {
-            Ok(()) => {}
-            Err(TrySendError::Full(message)) => {
-                if try_send {
-                    return self.refuse(
-                        id,
-                        CoreError::QueueFull {
-                            topic: topic.to_owned(),
-                        },
-                    );
-                }
-                let sent = match deadline {
-                    None => entry.producer.send(message).await,
-                    Some(d) => {
-                        match tokio::time::timeout_at(d, entry.producer.send(message)).await {
-                            Ok(r) => r,
-                            Err(_) => return self.refuse(id, timeout_error(topic, timeout)),
-                        }
-                    }
-                };
-                if let Err(e) = sent {
-                    return self.refuse(id, e.into());
-                }
-            }
-            Err(TrySendError::Failed(e)) => return self.refuse(id, e.into()),
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) if try_send => Err(CoreError::QueueFull {
+                topic: topic.to_owned(),
+            }),
+            Err(TrySendError::Full(message)) => match deadline {
+                None => Ok(entry.producer.send(message).await?),
+                Some(d) => tokio::time::timeout_at(d, entry.producer.send(message))
+                    .await
+                    .map_err(|_| timeout_error(topic, timeout))?
+                    .map_err(CoreError::from),
+            },
+            Err(TrySendError::Failed(e)) => Err(e.into()),
         }
-        TopicCounters::add(&entry.counters.sent);
-        Ok(id)
     }
 
     /// Withdraws a message whose send failed. If a handler already has it, the send did
     /// succeed after all, and the caller must be told so.
-    fn refuse(&self, id: Uuid, error: CoreError) -> Result<Uuid, CoreError> {
+    async fn refuse(&self, id: Uuid, error: CoreError) -> Result<Uuid, CoreError> {
         match self.wal.cancel(&id) {
-            Ok(true) => {
+            Ok(Some(commit)) => {
                 self.in_flight.done();
+                if let Err(e) = commit.wait().await {
+                    tracing::error!(%id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
+                }
                 Err(error)
             }
-            Ok(false) => Ok(id),
+            Ok(None) => Ok(id),
             Err(e) => {
                 tracing::error!(%id, error = %e, "could not withdraw a refused message from the WAL; it may still be delivered");
                 Err(error)
@@ -225,6 +238,34 @@ impl SystemShared {
                 }
             }
             Err(e) => tracing::error!(topic, error = %e, "could not encode system announcement"),
+        }
+    }
+}
+
+/// Withdraws an appended message if the send future is dropped before it finished.
+struct WithdrawOnDrop<'a> {
+    shared: &'a SystemShared,
+    id: Uuid,
+    armed: bool,
+}
+
+impl WithdrawOnDrop<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for WithdrawOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match self.shared.wal.cancel(&self.id) {
+            Ok(Some(_commit)) => self.shared.in_flight.done(),
+            Ok(None) => {} // a handler already has it: it will be finished normally
+            Err(e) => {
+                tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")
+            }
         }
     }
 }

@@ -120,9 +120,11 @@ pub trait Wal: Send + Sync + 'static {
     /// Marks the message `Failed` (a dead letter) with `reason`.
     fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError>;
 
-    /// Removes a `Pending` record whose send was refused. Returns `false` if the record is no
-    /// longer `Pending` (a handler already has it: the send must then report success).
-    fn cancel(&self, id: &Uuid) -> Result<bool, WalError>;
+    /// Removes a `Pending` record whose send was refused. Returns `None` if the record is no
+    /// longer `Pending` (a handler already has it: the send must then report success), else a
+    /// commit that resolves once the withdrawal is as durable as an append, so that a crash
+    /// cannot bring a refused message back.
+    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError>;
 
     /// Every `Pending` and `Processing` record, for replay at start.
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError>;
@@ -160,7 +162,7 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
         (**self).fail(message, reason)
     }
-    fn cancel(&self, id: &Uuid) -> Result<bool, WalError> {
+    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
         (**self).cancel(id)
     }
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {

@@ -55,3 +55,34 @@ async fn sends_after_shutdown_are_refused() {
     let err = bus.send("t", b"x".to_vec()).await.unwrap_err();
     assert!(matches!(err, CoreError::SystemShutdown), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_router_that_outlives_its_system_refuses_sends() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "t", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let router = bus.router();
+    drop(bus);
+    let err = router
+        .send("t", EMessage::standard("t", b"x".to_vec()), None, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CoreError::SystemShutdown), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_handler_on_an_unknown_system_topic_is_a_config_error() {
+    let probe = Probe::new();
+    let err = event_base::builder()
+        .handler(probe.handler("h", "_system.mine", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CoreError::Config(ref m) if m.contains("_system.mine")),
+        "{err:?}"
+    );
+}

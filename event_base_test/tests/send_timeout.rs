@@ -46,3 +46,40 @@ async fn timed_out_send_is_withdrawn() {
         "a timed-out send must not be delivered"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_dropped_while_waiting_for_room_is_withdrawn() {
+    let probe = Probe::new();
+    let gate = Gate::new();
+    let bus = event_base::EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::bounded(1))
+        .batch_size(1)
+        .handler(probe.gated_handler("slow", "slow", &gate, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    // Send until one send has to wait, then drop it from outside (an external timeout).
+    let mut accepted = 0;
+    let dropped = loop {
+        let msg = EMessage::standard("slow", b"x".to_vec());
+        let id = msg.id;
+        match tokio::time::timeout(Duration::from_millis(50), bus.send("slow", msg)).await {
+            Ok(r) => {
+                r.unwrap();
+                accepted += 1;
+            }
+            Err(_) => break id,
+        }
+        assert!(accepted < 100, "the bounded queue never pushed back");
+    };
+    assert_eq!(
+        bus.wal_stats().live,
+        accepted as u64,
+        "the dropped send left no record"
+    );
+    gate.open();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), accepted);
+    assert_eq!(probe.count_of(dropped), 0);
+}

@@ -74,3 +74,25 @@ fn err_message_mentions_workers() -> bool {
     .to_string()
     .contains("EventBus::workers")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addressed_repeated_goes_n_times_to_that_worker() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("a", "jobs", |_| Ack::Ack))
+        .handler(probe.handler("b", "jobs", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let msg = EMessage::new(
+        "jobs",
+        b"x".to_vec(),
+        DeliveryMode::Repeated(3),
+        Some("a-0".into()),
+    );
+    let id = bus.send("jobs", msg).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(id), 3);
+    assert!(probe.seen().iter().all(|s| s.label == "a"));
+    assert_eq!(bus.wal_stats().live, 0);
+}

@@ -108,6 +108,52 @@ impl MemoryWal {
         })
     }
 
+    /// The record of one message, if the WAL holds it (live or dead).
+    pub fn record(&self, id: &Uuid) -> Option<WalRecord> {
+        self.shard(id).get(id).map(|s| WalRecord {
+            message: s.message.clone(),
+            state: s.state,
+            updated_at: s.died_at.unwrap_or(s.updated_at),
+            dead_reason: s.reason.clone(),
+        })
+    }
+
+    /// Puts a record back as it was (used by recovery of a persistent log). `Complete`
+    /// records are dropped, as the WAL would have dropped them.
+    pub fn restore(&self, record: WalRecord) {
+        let id = record.message.id;
+        if record.state == WalRecordState::Complete {
+            if let Some(old) = self.shard(&id).remove(&id) {
+                self.forget(&old);
+            }
+            return;
+        }
+        let state = record.state;
+        let slot = Slot {
+            message: record.message,
+            state,
+            updated_at: record.updated_at,
+            died_at: (state == WalRecordState::Failed).then_some(record.updated_at),
+            reason: record.dead_reason,
+        };
+        let old = self.shard(&id).insert(id, slot);
+        if let Some(old) = old {
+            self.forget(&old);
+        }
+        if state == WalRecordState::Failed {
+            self.dead.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.live.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes a record whatever its state (used by recovery of a persistent log).
+    pub fn forget_record(&self, id: &Uuid) {
+        if let Some(old) = self.shard(id).remove(id) {
+            self.forget(&old);
+        }
+    }
+
     fn is_live(state: WalRecordState) -> bool {
         matches!(state, WalRecordState::Pending | WalRecordState::Processing)
     }
@@ -215,7 +261,7 @@ impl Wal for MemoryWal {
         Ok(())
     }
 
-    fn cancel(&self, id: &Uuid) -> Result<bool, WalError> {
+    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
         let mut shard = self.shard(id);
         if shard
             .get(id)
@@ -224,10 +270,10 @@ impl Wal for MemoryWal {
             if let Some(old) = shard.remove(id) {
                 drop(shard);
                 self.forget(&old);
-                return Ok(true);
+                return Ok(Some(WalCommit::Durable));
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
@@ -327,7 +373,7 @@ mod tests {
         let wal = MemoryWal::new();
         let a = msg();
         wal.append(&a).unwrap();
-        assert!(wal.cancel(&a.id).unwrap());
+        assert!(wal.cancel(&a.id).unwrap().is_some());
         assert!(
             !wal.begin(&a.id).unwrap(),
             "a withdrawn record must not be delivered"
@@ -337,7 +383,7 @@ mod tests {
         wal.append(&b).unwrap();
         assert!(wal.begin(&b.id).unwrap());
         assert!(
-            !wal.cancel(&b.id).unwrap(),
+            wal.cancel(&b.id).unwrap().is_none(),
             "a record a handler holds cannot be withdrawn"
         );
     }
