@@ -53,6 +53,8 @@ pub use event_base_macro_attr::handler;
 pub use event_base_macro_func::{send_msg, start_system};
 pub use event_base_queue::{FlumeQueueFactory, MpmcQueueFactory};
 pub use event_base_wal::MemoryWal;
+#[cfg(feature = "persistent")]
+pub use event_base_wal::{PersistentWal, SyncPolicy};
 
 /// WAL backends.
 pub mod wal {

@@ -5,11 +5,34 @@
 //!   handler failures and orderly shutdowns (hand the same instance to the next system), not
 //!   the death of the process.
 //!
-//! `PersistentWal` (segment files, CRC-checked records, `SyncPolicy`, crash recovery) and
-//! `RedisWal` arrive with their own issues.
+//! - `PersistentWal` (feature `persistent`): segment files of length-prefixed, CRC-checked, versioned records
+//!   (the format is specified in the `record_codec` and `segment` module docs and in the
+//!   guide's persistence page). With `SyncPolicy::Always`, the default, a `send` that
+//!   returned `Ok` survives `kill -9`; group commit shares one `fdatasync` among concurrent
+//!   senders. A torn tail is truncated on open; completed segments are deleted.
+//!
+//! `RedisWal` arrives with the distributed-mode issue.
 
 #![deny(unsafe_code)]
 
 mod memory_wal;
+#[cfg(feature = "persistent")]
+mod persistent_wal;
+#[cfg(feature = "persistent")]
+mod record_codec;
+#[cfg(feature = "persistent")]
+mod recovery;
+#[cfg(feature = "persistent")]
+mod segment;
+#[cfg(feature = "persistent")]
+mod sync_policy;
+#[cfg(feature = "persistent")]
+mod wal_writer;
 
 pub use memory_wal::MemoryWal;
+#[cfg(feature = "persistent")]
+pub use persistent_wal::{
+    PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
+};
+#[cfg(feature = "persistent")]
+pub use sync_policy::SyncPolicy;

@@ -147,6 +147,24 @@ impl MemoryWal {
         }
     }
 
+    /// Completes a live record; `false` if there was none (already complete, or a dead letter,
+    /// which completion must not erase).
+    pub fn complete_live(&self, id: &Uuid) -> bool {
+        let mut shard = self.shard(id);
+        if shard
+            .get(id)
+            .is_some_and(|s| s.state != WalRecordState::Failed)
+        {
+            if let Some(old) = shard.remove(id) {
+                drop(shard);
+                self.forget(&old);
+                self.completed.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
     /// Removes a record whatever its state (used by recovery of a persistent log).
     pub fn forget_record(&self, id: &Uuid) {
         if let Some(old) = self.shard(id).remove(id) {
@@ -200,17 +218,7 @@ impl Wal for MemoryWal {
     }
 
     fn complete(&self, id: &Uuid) -> Result<(), WalError> {
-        let mut shard = self.shard(id);
-        if shard
-            .get(id)
-            .is_some_and(|s| s.state != WalRecordState::Failed)
-        {
-            if let Some(old) = shard.remove(id) {
-                drop(shard);
-                self.forget(&old);
-                self.completed.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.complete_live(id);
         Ok(())
     }
 

@@ -1,0 +1,105 @@
+//! Crash safety: every message a killed process accepted is delivered after a restart on the
+//! same `PersistentWal` directory, and completed ones (almost) never again.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use event_base::{Ack, EventBus, FlumeQueueFactory, PersistentWal, Uuid};
+use event_base_test::{Probe, WAIT};
+
+/// Runs the child until its marker, kills it with SIGKILL, and returns (done, accepted) ids.
+fn run_and_kill(dir: &std::path::Path, policy: &str) -> (HashSet<Uuid>, HashSet<Uuid>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crash_child"))
+        .arg(dir)
+        .arg(policy)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start crash_child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let mut done = HashSet::new();
+    let mut accepted = HashSet::new();
+    let mut marked = false;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read child output");
+        if line == "MARKER" {
+            marked = true;
+            break;
+        }
+        let (kind, id) = line.split_once(' ').expect("child line format");
+        let id: Uuid = id.parse().expect("uuid");
+        match kind {
+            "DONE" => done.insert(id),
+            "ACCEPTED" => accepted.insert(id),
+            other => panic!("unexpected child line {other}"),
+        };
+    }
+    child.kill().expect("SIGKILL the child");
+    let status = child.wait().expect("reap child");
+    assert!(marked, "the child died before its marker: {status:?}");
+    (done, accepted)
+}
+
+fn restart_and_check(policy: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (done, accepted) = run_and_kill(dir.path(), policy);
+    assert_eq!(done.len(), 100);
+    assert_eq!(accepted.len(), 500);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let probe = Probe::new();
+        let bus = EventBus::builder()
+            .wal(PersistentWal::open(dir.path()).unwrap())
+            .queue(FlumeQueueFactory::default())
+            .handler(probe.handler("jobs", "jobs", |_| Ack::Ack).workers(4))
+            .build()
+            .await
+            .unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+        let seen: HashSet<Uuid> = probe.seen().into_iter().map(|s| s.id).collect();
+        let missing = accepted.difference(&seen).count();
+        assert_eq!(
+            missing, 0,
+            "{missing} accepted messages were lost by the crash"
+        );
+        let again = done.intersection(&seen).count();
+        assert!(
+            again <= 5,
+            "{again} completed messages were delivered again"
+        );
+        assert_eq!(probe.count(), seen.len(), "each replayed message once");
+        bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
+            .await
+            .unwrap();
+    });
+    // Everything was completed: a third start finds nothing to replay.
+    rt.block_on(async {
+        let probe = Probe::new();
+        let bus = EventBus::builder()
+            .wal(PersistentWal::open(dir.path()).unwrap())
+            .queue(FlumeQueueFactory::default())
+            .handler(probe.handler("jobs", "jobs", |_| Ack::Ack))
+            .build()
+            .await
+            .unwrap();
+        bus.wait_idle(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(probe.count(), 0);
+    });
+}
+
+#[test]
+fn sigkill_loses_nothing_with_sync_always() {
+    restart_and_check("always");
+}
+
+#[test]
+fn sigkill_loses_nothing_with_group_commit() {
+    restart_and_check("batch");
+}

@@ -1,0 +1,365 @@
+//! [`PersistentWal`]: the file-backed, crash-safe write-ahead log.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use event_base_core::{
+    DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalError, WalRecord, WalStats,
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::memory_wal::MemoryWal;
+use crate::record_codec::{Entry, FRAME_HEADER};
+use crate::recovery::recover;
+use crate::segment::{self, io_err};
+use crate::sync_policy::SyncPolicy;
+use crate::wal_writer::{Writer, WriterOp};
+
+/// Default size at which the active segment is sealed and a new one started.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+/// Default largest record body accepted (on write and on recovery).
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 << 20;
+const LOCK_FILE: &str = "LOCK";
+
+/// A write-ahead log in a directory of segment files.
+///
+/// The live state (every `Pending`, `Processing` and dead record) is kept in memory, so
+/// reads never touch the disk; the files are the durable history it is rebuilt from at open.
+/// One writer thread owns the files (see [`SyncPolicy`] for when `send` returns). Only one
+/// process may open a directory at a time.
+///
+/// ```
+/// use event_base_wal::{PersistentWal, SyncPolicy};
+/// use std::time::Duration;
+///
+/// # fn main() -> Result<(), event_base_core::WalError> {
+/// # let dir = std::env::temp_dir().join(format!("ebwal-doc-{}", std::process::id()));
+/// let wal = PersistentWal::builder(&dir)
+///     .sync_policy(SyncPolicy::Batch { max_records: 256, max_delay: Duration::from_millis(2) })
+///     .open()?;
+/// // start_system!(wal: wal).await?;
+/// # drop(wal);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(()) }
+/// ```
+pub struct PersistentWal {
+    index: Arc<MemoryWal>,
+    tx: Option<flume::Sender<WriterOp>>,
+    thread: Option<JoinHandle<()>>,
+    policy: SyncPolicy,
+    max_record_bytes: usize,
+    disk_bytes: Arc<AtomicU64>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for PersistentWal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentWal")
+            .field("dir", &self.dir)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+/// Options of a [`PersistentWal`].
+#[derive(Debug, Clone)]
+pub struct PersistentWalBuilder {
+    dir: PathBuf,
+    policy: SyncPolicy,
+    segment_bytes: u64,
+    max_record_bytes: usize,
+    skip_corrupt: bool,
+    idle_sync: Duration,
+}
+
+impl PersistentWalBuilder {
+    /// When to `fdatasync` (default [`SyncPolicy::Always`]).
+    pub fn sync_policy(mut self, policy: SyncPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Size at which a segment is sealed (default 64 MiB). Smaller segments are reclaimed
+    /// sooner; larger ones mean fewer files.
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes.max(4096);
+        self
+    }
+
+    /// Largest record accepted (default 64 MiB); a longer length read from disk is corruption.
+    pub fn max_record_bytes(mut self, bytes: usize) -> Self {
+        self.max_record_bytes = bytes.max(1024);
+        self
+    }
+
+    /// Skip the rest of a corrupt sealed segment (with a warning) instead of failing to open.
+    /// The records skipped are lost; use it to recover a damaged directory, not by default.
+    pub fn skip_corrupt(mut self, skip: bool) -> Self {
+        self.skip_corrupt = skip;
+        self
+    }
+
+    /// How long the writer waits, idle, before syncing state changes that no sender waited
+    /// for (default 50 ms).
+    pub fn idle_sync(mut self, interval: Duration) -> Self {
+        self.idle_sync = interval;
+        self
+    }
+
+    /// Opens (creating if needed) the directory, recovers its state, and starts the writer.
+    pub fn open(self) -> Result<PersistentWal, WalError> {
+        let dir = self.dir;
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io_err(&lock_path, e))?;
+        lock_exclusive(&lock, &lock_path)?;
+
+        let index = Arc::new(MemoryWal::new());
+        let rec = recover(&dir, &index, self.max_record_bytes, self.skip_corrupt)?;
+        if rec.truncated_bytes > 0 {
+            tracing::warn!(dir = %dir.display(), bytes = rec.truncated_bytes, "WAL recovered after dropping a torn tail");
+        }
+        let mut sizes = BTreeMap::new();
+        for &seq in &rec.segments {
+            let path = segment::path_of(&dir, seq);
+            let len = std::fs::metadata(&path)
+                .map_err(|e| io_err(&path, e))?
+                .len();
+            sizes.insert(seq, len);
+        }
+        let active = rec.segments.last().copied().unwrap_or(0) + 1;
+        let file = segment::create(&dir, active)?;
+        sizes.insert(active, segment::HEADER_LEN as u64);
+        let disk_bytes = Arc::new(AtomicU64::new(sizes.values().sum()));
+        let mut live = BTreeMap::new();
+        for seq in rec.anchors.values() {
+            *live.entry(*seq).or_insert(0u64) += 1;
+        }
+        let stats = index.stats();
+        tracing::info!(dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
+
+        let writer = Writer {
+            dir: dir.clone(),
+            policy: self.policy,
+            segment_bytes: self.segment_bytes,
+            idle_sync: self.idle_sync,
+            index: index.clone(),
+            file,
+            active,
+            sizes,
+            anchors: rec.anchors,
+            live,
+            written: rec.written,
+            disk_bytes: disk_bytes.clone(),
+            _lock: lock,
+            buf: Vec::with_capacity(64 << 10),
+            unsynced: false,
+        };
+        let (tx, rx) = flume::unbounded();
+        let thread = std::thread::Builder::new()
+            .name("event_base-wal".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| io_err(&dir, e))?;
+        Ok(PersistentWal {
+            index,
+            tx: Some(tx),
+            thread: Some(thread),
+            policy: self.policy,
+            max_record_bytes: self.max_record_bytes,
+            disk_bytes,
+            dir,
+        })
+    }
+}
+
+fn lock_exclusive(lock: &File, path: &Path) -> Result<(), WalError> {
+    match lock.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(WalError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the WAL directory is in use by another PersistentWal (another process, or one not yet dropped)",
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(path, e)),
+    }
+}
+
+impl PersistentWal {
+    /// Opens `dir` with the defaults: [`SyncPolicy::Always`], 64 MiB segments.
+    pub fn open(dir: impl AsRef<Path>) -> Result<PersistentWal, WalError> {
+        Self::builder(dir).open()
+    }
+
+    /// Options for opening `dir`.
+    pub fn builder(dir: impl AsRef<Path>) -> PersistentWalBuilder {
+        PersistentWalBuilder {
+            dir: dir.as_ref().to_owned(),
+            policy: SyncPolicy::Always,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            skip_corrupt: false,
+            idle_sync: Duration::from_millis(50),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The sync policy.
+    pub fn sync_policy(&self) -> SyncPolicy {
+        self.policy
+    }
+
+    fn send(
+        &self,
+        entry: Entry,
+        waiter: Option<oneshot::Sender<Result<(), WalError>>>,
+    ) -> Result<(), WalError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
+        tx.send(WriterOp::Write { entry, waiter })
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+    }
+
+    /// Sends a record whose durability the caller waits for (per the policy).
+    fn send_durable(&self, entry: Entry) -> Result<WalCommit, WalError> {
+        if self.policy == SyncPolicy::Never {
+            self.send(entry, None)?;
+            return Ok(WalCommit::Durable);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(entry, Some(tx))?;
+        Ok(WalCommit::Waiting(rx))
+    }
+
+    fn check_size(&self, message: &EMessage) -> Result<(), WalError> {
+        let approx = FRAME_HEADER + 256 + message.topic.0.len() + message.payload.0.len();
+        if approx > self.max_record_bytes {
+            return Err(WalError::Backend(format!(
+                "message {} is about {approx} bytes, over the WAL's record limit of {} bytes; raise it with PersistentWal::builder(..).max_record_bytes(..)",
+                message.id, self.max_record_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PersistentWal {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer finish its queue, sync, and release the lock.
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[async_trait]
+impl Wal for PersistentWal {
+    fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
+        self.check_size(message)?;
+        self.index.append(message)?;
+        self.send_durable(Entry::Append(message.clone()))
+    }
+
+    fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
+        let found = self.index.begin(id)?;
+        if found {
+            self.send(Entry::Processing(*id), None)?;
+        }
+        Ok(found)
+    }
+
+    fn complete(&self, id: &Uuid) -> Result<(), WalError> {
+        if self.index.complete_live(id) {
+            self.send(Entry::Complete(*id), None)?;
+        }
+        Ok(())
+    }
+
+    fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
+        self.index.retry(message)?;
+        self.send(Entry::Retry(message.clone()), None)
+    }
+
+    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
+        self.index.fail(message, reason)?;
+        self.send(
+            Entry::Failed {
+                message: message.clone(),
+                reason: reason.clone(),
+                died_at: SystemTime::now(),
+            },
+            None,
+        )
+    }
+
+    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
+        match self.index.cancel(id)? {
+            Some(_) => Ok(Some(self.send_durable(Entry::Cancel(*id))?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
+        self.index.pending().await
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
+        self.index.dead_letters().await
+    }
+
+    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
+        let taken = self.index.take_dead_letter(id).await?;
+        if taken.is_some() {
+            self.send(Entry::Purge(*id), None)?;
+        }
+        Ok(taken)
+    }
+
+    async fn purge_dead_letters(&self) -> Result<usize, WalError> {
+        let mut n = 0;
+        for dead in self.index.dead_letters().await? {
+            if self.take_dead_letter(&dead.message.id).await?.is_some() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn flush(&self) -> Result<(), WalError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
+        let (done, rx) = oneshot::channel();
+        tx.send(WriterOp::Flush(done))
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))?;
+        WalCommit::Waiting(rx).wait().await
+    }
+
+    fn stats(&self) -> WalStats {
+        WalStats {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..self.index.stats()
+        }
+    }
+}

@@ -1,0 +1,646 @@
+//! The byte format of one `PersistentWal` record, and its encoder and decoder.
+//!
+//! All integers are little-endian. A record on disk is a frame:
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     len    u32: length of `body` in bytes (at least 18, at most the WAL's limit)
+//! 4       4     crc    u32: CRC-32 (IEEE, as crc32fast computes it) of `body`
+//! 8       len   body
+//!
+//! body:
+//! 0       1     format version (1)
+//! 1       1     kind
+//! 2       16    message id (UUID bytes)
+//! 18      ..    kind-specific fields
+//! ```
+//!
+//! | kind | name | fields after the id | effect on replay |
+//! |---|---|---|---|
+//! | 1 | Append | message | record is `Pending` |
+//! | 2 | Processing | — | record is `Processing` |
+//! | 3 | Complete | — | record is gone |
+//! | 4 | Retry | message | record is `Pending` with the new `attempts`/`deliver_at` |
+//! | 5 | Failed | died_at u64, reason, message | record is a dead letter |
+//! | 6 | Cancel | — | record is gone (a refused send) |
+//! | 7 | Purge | — | dead letter removed |
+//! | 8 | Snapshot | state u8, died_at u64, reason, message | record is as given (written by compaction) |
+//!
+//! A `message` is: topic (str), payload (bytes), created_at (u64 ns since the Unix epoch),
+//! trace_id (opt str), correlation_id (opt str), causation_id (opt 16 bytes), source (opt str),
+//! attempts u32, delivery mode (u8: 0 Standard, 1 Repeated, 2 Broadcast; then u32 n),
+//! consumed_count u32, deliver_at (opt u64 ns), to_worker (opt str), version u32.
+//! `str`/`bytes` are a u32 length then the bytes; `opt` is a u8 flag (0 absent, 1 present)
+//! then the value. A reason is a u8 tag (0 Explicit, 1 MaxRetriesExceeded, 2 Timeout,
+//! 3 NoHandler, 4 UnknownWorker + str, 5 Other + str).
+//!
+//! Decoding checks every length against the bytes actually present, so a corrupt length can
+//! never make the decoder read out of bounds or allocate more than the record holds.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use event_base_core::{
+    DeadReason, DeliveryMode, EMessage, MessageMetadata, MessagePayload, MessageTopic,
+    WalRecordState,
+};
+use uuid::Uuid;
+
+/// Format version written in every record body.
+pub(crate) const FORMAT_VERSION: u8 = 1;
+/// Bytes of the frame header (len + crc).
+pub(crate) const FRAME_HEADER: usize = 8;
+/// Smallest valid body: version, kind, id.
+pub(crate) const MIN_BODY: usize = 18;
+
+/// One WAL record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Entry {
+    Append(Arc<EMessage>),
+    Processing(Uuid),
+    Complete(Uuid),
+    Retry(Arc<EMessage>),
+    Failed {
+        message: Arc<EMessage>,
+        reason: DeadReason,
+        died_at: SystemTime,
+    },
+    Cancel(Uuid),
+    Purge(Uuid),
+    Snapshot {
+        message: Arc<EMessage>,
+        state: WalRecordState,
+        reason: Option<DeadReason>,
+        at: SystemTime,
+    },
+}
+
+impl Entry {
+    pub(crate) fn id(&self) -> Uuid {
+        match self {
+            Entry::Append(m) | Entry::Retry(m) => m.id,
+            Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => message.id,
+            Entry::Processing(id) | Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
+                *id
+            }
+        }
+    }
+
+    fn kind(&self) -> u8 {
+        match self {
+            Entry::Append(_) => 1,
+            Entry::Processing(_) => 2,
+            Entry::Complete(_) => 3,
+            Entry::Retry(_) => 4,
+            Entry::Failed { .. } => 5,
+            Entry::Cancel(_) => 6,
+            Entry::Purge(_) => 7,
+            Entry::Snapshot { .. } => 8,
+        }
+    }
+
+    /// Whether the record carries the whole message (it becomes the message's anchor: the
+    /// segment holding it must be kept while the message is live or dead).
+    pub(crate) fn is_anchor(&self) -> bool {
+        matches!(
+            self,
+            Entry::Append(_) | Entry::Retry(_) | Entry::Failed { .. } | Entry::Snapshot { .. }
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// Appends the framed record to `out`.
+pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; FRAME_HEADER]);
+    out.push(FORMAT_VERSION);
+    out.push(entry.kind());
+    out.extend_from_slice(entry.id().as_bytes());
+    match entry {
+        Entry::Append(m) | Entry::Retry(m) => put_message(out, m),
+        Entry::Failed {
+            message,
+            reason,
+            died_at,
+        } => {
+            put_u64(out, nanos(*died_at));
+            put_reason(out, reason);
+            put_message(out, message);
+        }
+        Entry::Snapshot {
+            message,
+            state,
+            reason,
+            at,
+        } => {
+            out.push(state_tag(*state));
+            put_u64(out, nanos(*at));
+            put_reason(out, reason.as_ref().unwrap_or(&DeadReason::Explicit));
+            put_message(out, message);
+        }
+        Entry::Processing(_) | Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => {}
+    }
+    let body_len = (out.len() - start - FRAME_HEADER) as u32;
+    let crc = crc32fast::hash(&out[start + FRAME_HEADER..]);
+    out[start..start + 4].copy_from_slice(&body_len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
+        .unwrap_or(0)
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len() as u32);
+    out.extend_from_slice(b);
+}
+
+fn put_opt_str(out: &mut Vec<u8>, s: &Option<String>) {
+    match s {
+        Some(s) => {
+            out.push(1);
+            put_bytes(out, s.as_bytes());
+        }
+        None => out.push(0),
+    }
+}
+
+fn state_tag(s: WalRecordState) -> u8 {
+    match s {
+        WalRecordState::Pending => 0,
+        WalRecordState::Processing => 1,
+        WalRecordState::Complete => 2,
+        WalRecordState::Failed => 3,
+    }
+}
+
+fn put_reason(out: &mut Vec<u8>, r: &DeadReason) {
+    match r {
+        DeadReason::Explicit => out.push(0),
+        DeadReason::MaxRetriesExceeded => out.push(1),
+        DeadReason::Timeout => out.push(2),
+        DeadReason::NoHandler => out.push(3),
+        DeadReason::UnknownWorker(w) => {
+            out.push(4);
+            put_bytes(out, w.as_bytes());
+        }
+        DeadReason::Other(s) => {
+            out.push(5);
+            put_bytes(out, s.as_bytes());
+        }
+    }
+}
+
+fn put_message(out: &mut Vec<u8>, m: &EMessage) {
+    put_bytes(out, m.topic.0.as_bytes());
+    put_bytes(out, &m.payload.0);
+    put_u64(out, nanos(m.metadata.created_at));
+    put_opt_str(out, &m.metadata.trace_id);
+    put_opt_str(out, &m.metadata.correlation_id);
+    match m.metadata.causation_id {
+        Some(id) => {
+            out.push(1);
+            out.extend_from_slice(id.as_bytes());
+        }
+        None => out.push(0),
+    }
+    put_opt_str(out, &m.metadata.source);
+    put_u32(out, m.attempts);
+    match m.delivery_mode {
+        DeliveryMode::Standard => {
+            out.push(0);
+            put_u32(out, 0);
+        }
+        DeliveryMode::Repeated(n) => {
+            out.push(1);
+            put_u32(out, n);
+        }
+        DeliveryMode::Broadcast => {
+            out.push(2);
+            put_u32(out, 0);
+        }
+    }
+    put_u32(out, m.consumed_count);
+    match m.deliver_at {
+        Some(t) => {
+            out.push(1);
+            put_u64(out, nanos(t));
+        }
+        None => out.push(0),
+    }
+    put_opt_str(out, &m.to_worker);
+    put_u32(out, m.version);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// Why a body could not be decoded.
+pub(crate) type DecodeError = String;
+
+/// Reads fields off a body, checking every length.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or_else(|| {
+                format!(
+                    "{what}: needs {n} bytes at {}, record has {}",
+                    self.pos,
+                    self.buf.len()
+                )
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, DecodeError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
+        let b = self.take(8, what)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn uuid(&mut self, what: &str) -> Result<Uuid, DecodeError> {
+        let b = self.take(16, what)?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        Ok(Uuid::from_bytes(a))
+    }
+
+    fn bytes(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
+        let n = self.u32(what)? as usize;
+        self.take(n, what)
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, DecodeError> {
+        let b = self.bytes(what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| format!("{what}: not UTF-8"))
+    }
+
+    fn flag(&mut self, what: &str) -> Result<bool, DecodeError> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(format!("{what}: bad presence flag {other}")),
+        }
+    }
+
+    fn opt_string(&mut self, what: &str) -> Result<Option<String>, DecodeError> {
+        if self.flag(what)? {
+            Ok(Some(self.string(what)?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn time(&mut self, what: &str) -> Result<SystemTime, DecodeError> {
+        Ok(UNIX_EPOCH + Duration::from_nanos(self.u64(what)?))
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} unexpected bytes after the record",
+                self.buf.len() - self.pos
+            ))
+        }
+    }
+}
+
+/// Decodes a record body (after the frame header and CRC check).
+pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
+    let mut c = Cursor { buf: body, pos: 0 };
+    let version = c.u8("version")?;
+    if version != FORMAT_VERSION {
+        return Err(format!("unknown record format version {version}"));
+    }
+    let kind = c.u8("kind")?;
+    let id = c.uuid("id")?;
+    let entry = match kind {
+        1 => Entry::Append(Arc::new(get_message(&mut c, id)?)),
+        2 => Entry::Processing(id),
+        3 => Entry::Complete(id),
+        4 => Entry::Retry(Arc::new(get_message(&mut c, id)?)),
+        5 => {
+            let died_at = c.time("died_at")?;
+            let reason = get_reason(&mut c)?;
+            let message = Arc::new(get_message(&mut c, id)?);
+            Entry::Failed {
+                message,
+                reason,
+                died_at,
+            }
+        }
+        6 => Entry::Cancel(id),
+        7 => Entry::Purge(id),
+        8 => {
+            let state = match c.u8("state")? {
+                0 => WalRecordState::Pending,
+                1 => WalRecordState::Processing,
+                2 => WalRecordState::Complete,
+                3 => WalRecordState::Failed,
+                other => return Err(format!("unknown record state {other}")),
+            };
+            let at = c.time("at")?;
+            let reason = get_reason(&mut c)?;
+            let message = Arc::new(get_message(&mut c, id)?);
+            Entry::Snapshot {
+                message,
+                reason: (state == WalRecordState::Failed).then_some(reason),
+                state,
+                at,
+            }
+        }
+        other => return Err(format!("unknown record kind {other}")),
+    };
+    c.finish()?;
+    Ok(entry)
+}
+
+fn get_reason(c: &mut Cursor<'_>) -> Result<DeadReason, DecodeError> {
+    Ok(match c.u8("reason")? {
+        0 => DeadReason::Explicit,
+        1 => DeadReason::MaxRetriesExceeded,
+        2 => DeadReason::Timeout,
+        3 => DeadReason::NoHandler,
+        4 => DeadReason::UnknownWorker(c.string("reason")?),
+        5 => DeadReason::Other(c.string("reason")?),
+        other => return Err(format!("unknown dead reason {other}")),
+    })
+}
+
+fn get_message(c: &mut Cursor<'_>, id: Uuid) -> Result<EMessage, DecodeError> {
+    let topic = MessageTopic(c.string("topic")?);
+    let payload = MessagePayload(Bytes::copy_from_slice(c.bytes("payload")?));
+    let created_at = c.time("created_at")?;
+    let trace_id = c.opt_string("trace_id")?;
+    let correlation_id = c.opt_string("correlation_id")?;
+    let causation_id = if c.flag("causation_id")? {
+        Some(c.uuid("causation_id")?)
+    } else {
+        None
+    };
+    let source = c.opt_string("source")?;
+    let attempts = c.u32("attempts")?;
+    let mode_tag = c.u8("delivery_mode")?;
+    let n = c.u32("delivery_mode")?;
+    let delivery_mode = match mode_tag {
+        0 => DeliveryMode::Standard,
+        1 => DeliveryMode::Repeated(n),
+        2 => DeliveryMode::Broadcast,
+        other => return Err(format!("unknown delivery mode {other}")),
+    };
+    let consumed_count = c.u32("consumed_count")?;
+    let deliver_at = if c.flag("deliver_at")? {
+        Some(c.time("deliver_at")?)
+    } else {
+        None
+    };
+    let to_worker = c.opt_string("to_worker")?;
+    let version = c.u32("version")?;
+    Ok(EMessage {
+        id,
+        topic,
+        payload,
+        metadata: MessageMetadata {
+            created_at,
+            trace_id,
+            correlation_id,
+            causation_id,
+            source,
+        },
+        attempts,
+        delivery_mode,
+        consumed_count,
+        deliver_at,
+        to_worker,
+        version,
+    })
+}
+
+/// Result of reading one frame from a buffer.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    /// A valid record and the frame's total length.
+    Record(Entry, usize),
+    /// The buffer ends inside the frame (a torn write).
+    Torn,
+    /// The frame is invalid (bad length, CRC or body).
+    Corrupt(String),
+}
+
+/// Reads the frame at the start of `buf`.
+pub(crate) fn read_frame(buf: &[u8], max_body: usize) -> Frame {
+    if buf.len() < FRAME_HEADER {
+        return Frame::Torn;
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    let crc = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    if len < MIN_BODY {
+        return Frame::Corrupt(format!(
+            "record length {len} is below the minimum {MIN_BODY}"
+        ));
+    }
+    if len > max_body {
+        return Frame::Corrupt(format!("record length {len} exceeds the limit {max_body}"));
+    }
+    let Some(body) = buf.get(FRAME_HEADER..FRAME_HEADER + len) else {
+        return Frame::Torn;
+    };
+    let actual = crc32fast::hash(body);
+    if actual != crc {
+        return Frame::Corrupt(format!(
+            "CRC mismatch (stored {crc:08x}, computed {actual:08x})"
+        ));
+    }
+    match decode_body(body) {
+        Ok(entry) => Frame::Record(entry, FRAME_HEADER + len),
+        Err(e) => Frame::Corrupt(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_opt_string() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of(".{0,12}")
+    }
+
+    fn arb_message() -> impl Strategy<Value = EMessage> {
+        (
+            any::<[u8; 16]>(),
+            "[a-z._]{1,20}",
+            proptest::collection::vec(any::<u8>(), 0..256),
+            (arb_opt_string(), arb_opt_string(), arb_opt_string()),
+            proptest::option::of(any::<[u8; 16]>()),
+            any::<u32>(),
+            (0u8..3, any::<u32>()),
+            proptest::option::of(0u64..4_000_000_000_000_000_000),
+            arb_opt_string(),
+        )
+            .prop_map(
+                |(
+                    id,
+                    topic,
+                    payload,
+                    (trace, corr, source),
+                    cause,
+                    attempts,
+                    (mode, n),
+                    at,
+                    to,
+                )| {
+                    let mut m = EMessage::new(
+                        topic.as_str(),
+                        payload,
+                        match mode {
+                            0 => DeliveryMode::Standard,
+                            1 => DeliveryMode::Repeated(n),
+                            _ => DeliveryMode::Broadcast,
+                        },
+                        to,
+                    );
+                    m.id = Uuid::from_bytes(id);
+                    m.metadata.created_at =
+                        UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_000_000);
+                    m.metadata.trace_id = trace;
+                    m.metadata.correlation_id = corr;
+                    m.metadata.source = source;
+                    m.metadata.causation_id = cause.map(Uuid::from_bytes);
+                    m.attempts = attempts;
+                    m.deliver_at = at.map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
+                    m
+                },
+            )
+    }
+
+    fn arb_reason() -> impl Strategy<Value = DeadReason> {
+        prop_oneof![
+            Just(DeadReason::Explicit),
+            Just(DeadReason::MaxRetriesExceeded),
+            Just(DeadReason::Timeout),
+            Just(DeadReason::NoHandler),
+            ".{0,10}".prop_map(DeadReason::UnknownWorker),
+            ".{0,10}".prop_map(DeadReason::Other),
+        ]
+    }
+
+    fn arb_entry() -> impl Strategy<Value = Entry> {
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        prop_oneof![
+            arb_message().prop_map(|m| Entry::Append(Arc::new(m))),
+            arb_message().prop_map(|m| Entry::Retry(Arc::new(m))),
+            (arb_message(), arb_reason()).prop_map(move |(m, r)| Entry::Failed {
+                message: Arc::new(m),
+                reason: r,
+                died_at: t
+            }),
+            (arb_message(), arb_reason(), 0u8..4).prop_map(move |(m, r, s)| {
+                let state = [
+                    WalRecordState::Pending,
+                    WalRecordState::Processing,
+                    WalRecordState::Complete,
+                    WalRecordState::Failed,
+                ][s as usize];
+                Entry::Snapshot {
+                    message: Arc::new(m),
+                    reason: (state == WalRecordState::Failed).then_some(r),
+                    state,
+                    at: t,
+                }
+            }),
+            any::<[u8; 16]>().prop_map(|b| Entry::Processing(Uuid::from_bytes(b))),
+            any::<[u8; 16]>().prop_map(|b| Entry::Complete(Uuid::from_bytes(b))),
+            any::<[u8; 16]>().prop_map(|b| Entry::Cancel(Uuid::from_bytes(b))),
+            any::<[u8; 16]>().prop_map(|b| Entry::Purge(Uuid::from_bytes(b))),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip(entry in arb_entry()) {
+            let mut buf = Vec::new();
+            encode(&entry, &mut buf);
+            match read_frame(&buf, 1 << 20) {
+                Frame::Record(decoded, len) => {
+                    prop_assert_eq!(len, buf.len());
+                    prop_assert_eq!(decoded, entry);
+                }
+                other => prop_assert!(false, "decoded {:?}", other),
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = read_frame(&bytes, 1 << 20);
+            let _ = decode_body(&bytes);
+        }
+
+        #[test]
+        fn any_single_flipped_bit_is_detected(entry in arb_entry(), at in any::<usize>(), bit in 0u8..8) {
+            let mut buf = Vec::new();
+            encode(&entry, &mut buf);
+            let i = at % buf.len();
+            buf[i] ^= 1 << bit;
+            match read_frame(&buf, 1 << 20) {
+                Frame::Record(decoded, _) => prop_assert!(false, "flipped byte {} accepted as {:?}", i, decoded),
+                Frame::Torn | Frame::Corrupt(_) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_frame_is_torn() {
+        let mut buf = Vec::new();
+        encode(&Entry::Complete(Uuid::nil()), &mut buf);
+        for cut in 0..buf.len() {
+            assert!(
+                matches!(read_frame(&buf[..cut], 1 << 20), Frame::Torn),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_length_is_corrupt_not_an_allocation() {
+        let mut buf = vec![0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0];
+        buf.extend_from_slice(&[0u8; 32]);
+        assert!(matches!(read_frame(&buf, 1 << 20), Frame::Corrupt(_)));
+    }
+}

@@ -1,0 +1,331 @@
+//! The single writer of a `PersistentWal`: a dedicated thread that owns the active segment.
+//!
+//! Senders hand it records over a channel. It takes every record waiting (so concurrent
+//! senders share one write and one `fdatasync`), encodes them into one reusable buffer, writes
+//! them with one `write`, syncs when the [`SyncPolicy`] asks for it, and only then answers the
+//! senders waiting for durability. State changes need no answer and never force a sync; when
+//! the writer goes idle with unsynced data it syncs after a short pause.
+//!
+//! It also keeps the disk bounded. Every live or dead message has an *anchor*: the segment
+//! holding its newest full record. A sealed segment is deleted once it is the oldest and no
+//! message is anchored in it; deleting only from the oldest end keeps every `Complete` record
+//! that could still matter. When the oldest segment holds only a few anchors (a quarter or
+//! less of what it was written with), or the whole log has grown past twice its live data plus
+//! two segments, the survivors' current state is written again as `Snapshot` records in the
+//! active segment, synced, and the old segment deleted. Disk use so stays within about twice
+//! the live data (pending messages and dead letters) plus a few segments.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use event_base_core::WalError;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::memory_wal::MemoryWal;
+use crate::record_codec::{encode, Entry};
+use crate::segment::{self, io_err, path_of, HEADER_LEN};
+use crate::sync_policy::SyncPolicy;
+
+/// Most records taken into one write.
+const MAX_BATCH: usize = 4096;
+
+pub(crate) type Waiter = oneshot::Sender<Result<(), WalError>>;
+
+/// A request to the writer.
+pub(crate) enum WriterOp {
+    /// Append a record; answer `waiter` once it is as durable as the policy makes it.
+    Write {
+        entry: Entry,
+        waiter: Option<Waiter>,
+    },
+    /// Sync everything written so far, then answer.
+    Flush(Waiter),
+}
+
+pub(crate) struct Writer {
+    pub(crate) dir: PathBuf,
+    pub(crate) policy: SyncPolicy,
+    pub(crate) segment_bytes: u64,
+    pub(crate) idle_sync: Duration,
+    pub(crate) index: Arc<MemoryWal>,
+    pub(crate) file: File,
+    pub(crate) active: u64,
+    /// Size of every segment on disk, oldest first (includes the active one).
+    pub(crate) sizes: BTreeMap<u64, u64>,
+    pub(crate) anchors: HashMap<Uuid, u64>,
+    /// Anchors per segment now.
+    pub(crate) live: BTreeMap<u64, u64>,
+    /// Anchor records written per segment in all.
+    pub(crate) written: BTreeMap<u64, u64>,
+    pub(crate) disk_bytes: Arc<AtomicU64>,
+    /// Held for the writer's lifetime: one process per WAL directory.
+    pub(crate) _lock: File,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) unsynced: bool,
+}
+
+impl Writer {
+    pub(crate) fn run(mut self, rx: flume::Receiver<WriterOp>) {
+        self.compact();
+        let mut ops: Vec<WriterOp> = Vec::with_capacity(64);
+        loop {
+            let first = if self.unsynced && self.policy != SyncPolicy::Never {
+                match rx.recv_timeout(self.idle_sync) {
+                    Ok(op) => op,
+                    Err(flume::RecvTimeoutError::Timeout) => {
+                        self.sync_quietly();
+                        continue;
+                    }
+                    Err(flume::RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(op) => op,
+                    Err(_) => break,
+                }
+            };
+            ops.push(first);
+            while ops.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(op) => ops.push(op),
+                    Err(_) => break,
+                }
+            }
+            if let SyncPolicy::Batch {
+                max_records,
+                max_delay,
+            } = self.policy
+            {
+                let deadline = Instant::now() + max_delay;
+                while waiting(&ops) < max_records && ops.len() < MAX_BATCH {
+                    match rx.recv_deadline(deadline) {
+                        Ok(op) => ops.push(op),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.process(&mut ops);
+        }
+        self.sync_quietly();
+    }
+
+    fn process(&mut self, ops: &mut Vec<WriterOp>) {
+        self.buf.clear();
+        let mut waiters = Vec::new();
+        let mut need_sync = false;
+        let mut result = Ok(());
+        for op in ops.drain(..) {
+            match op {
+                WriterOp::Write { entry, waiter } => {
+                    encode(&entry, &mut self.buf);
+                    self.account(&entry);
+                    if let Some(w) = waiter {
+                        waiters.push(w);
+                        need_sync |= self.policy != SyncPolicy::Never;
+                    }
+                }
+                WriterOp::Flush(w) => {
+                    waiters.push(w);
+                    need_sync = true;
+                }
+            }
+            // Seal the segment as soon as it is full, even in the middle of a batch, so
+            // segments stay close to their configured size.
+            let active_len = self.sizes.get(&self.active).copied().unwrap_or(0);
+            if result.is_ok() && active_len + self.buf.len() as u64 >= self.segment_bytes {
+                result = self.write_buf().and_then(|()| self.rotate());
+                self.buf.clear();
+            }
+        }
+        if result.is_ok() {
+            result = self.write_buf().and_then(|()| {
+                if need_sync {
+                    self.sync()
+                } else {
+                    self.unsynced |= !self.buf.is_empty();
+                    Ok(())
+                }
+            });
+        }
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "WAL write failed");
+        }
+        for w in waiters {
+            let answer = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(WalError::Backend(e.to_string())),
+            };
+            let _ = w.send(answer);
+        }
+        self.compact();
+    }
+
+    fn write_buf(&mut self) -> Result<(), WalError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let path = path_of(&self.dir, self.active);
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| io_err(&path, e))?;
+        let n = self.buf.len() as u64;
+        *self.sizes.entry(self.active).or_default() += n;
+        self.disk_bytes.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), WalError> {
+        self.file
+            .sync_data()
+            .map_err(|e| io_err(&path_of(&self.dir, self.active), e))?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    fn sync_quietly(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::error!(error = %e, "WAL sync failed");
+        }
+    }
+
+    fn account(&mut self, entry: &Entry) {
+        let id = entry.id();
+        let finished = match entry {
+            Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => true,
+            Entry::Snapshot { state, .. } => *state == event_base_core::WalRecordState::Complete,
+            _ => false,
+        };
+        if finished {
+            if let Some(old) = self.anchors.remove(&id) {
+                self.release(old);
+            }
+        } else if entry.is_anchor() {
+            if let Some(old) = self.anchors.insert(id, self.active) {
+                self.release(old);
+            }
+            *self.live.entry(self.active).or_default() += 1;
+            *self.written.entry(self.active).or_default() += 1;
+        }
+    }
+
+    fn release(&mut self, seq: u64) {
+        if let Some(n) = self.live.get_mut(&seq) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    fn rotate(&mut self) -> Result<(), WalError> {
+        self.sync()?;
+        let next = self.active + 1;
+        self.file = segment::create(&self.dir, next)?;
+        self.active = next;
+        self.sizes.insert(next, HEADER_LEN as u64);
+        self.disk_bytes
+            .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Deletes (or first rewrites the few survivors of) the oldest sealed segments.
+    fn compact(&mut self) {
+        loop {
+            let Some((&oldest, &size)) = self.sizes.iter().next() else {
+                return;
+            };
+            if oldest == self.active {
+                return;
+            }
+            let live = self.live.get(&oldest).copied().unwrap_or(0);
+            if live == 0 {
+                let path = path_of(&self.dir, oldest);
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::error!(file = %path.display(), error = %e, "could not delete a finished WAL segment");
+                    return;
+                }
+                if let Err(e) = segment::sync_dir(&self.dir) {
+                    tracing::warn!(error = %e, "could not sync the WAL directory");
+                }
+                self.sizes.remove(&oldest);
+                self.live.remove(&oldest);
+                self.written.remove(&oldest);
+                self.disk_bytes.fetch_sub(size, Ordering::Relaxed);
+                continue;
+            }
+            // Rewrite the survivors when they are few, or when the log as a whole holds more
+            // than twice its live data plus two segments of slack. Either way the log is
+            // reclaimed oldest first, which keeps every `Complete` record that could still
+            // matter, and disk use stays within a small multiple of the live data.
+            let written = self.written.get(&oldest).copied().unwrap_or(live).max(1);
+            let total: u64 = self.sizes.values().sum();
+            let live_bytes: u64 = self
+                .sizes
+                .iter()
+                .map(|(seq, len)| {
+                    let w = self.written.get(seq).copied().unwrap_or(0).max(1);
+                    let l = self.live.get(seq).copied().unwrap_or(0).min(w);
+                    len.saturating_mul(l) / w
+                })
+                .sum();
+            let worth_it = live.saturating_mul(4) <= written
+                || total > live_bytes.saturating_mul(2) + self.segment_bytes.saturating_mul(2);
+            if !worth_it || !self.snapshot(oldest) {
+                return;
+            }
+        }
+    }
+
+    /// Writes the current state of every message anchored in `seq` into the active segment.
+    /// Returns whether anything was moved.
+    fn snapshot(&mut self, seq: u64) -> bool {
+        let ids: Vec<Uuid> = self
+            .anchors
+            .iter()
+            .filter(|(_, s)| **s == seq)
+            .map(|(id, _)| *id)
+            .collect();
+        self.buf.clear();
+        let mut moved = 0;
+        for id in ids {
+            if let Some(rec) = self.index.record(&id) {
+                let entry = Entry::Snapshot {
+                    message: rec.message,
+                    state: rec.state,
+                    reason: rec.dead_reason,
+                    at: rec.updated_at,
+                };
+                encode(&entry, &mut self.buf);
+                self.account(&entry);
+                moved += 1;
+            }
+        }
+        if moved == 0 {
+            return false;
+        }
+        match self.write_buf().and_then(|()| self.sync()) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "WAL compaction write failed");
+                false
+            }
+        }
+    }
+}
+
+fn waiting(ops: &[WriterOp]) -> usize {
+    ops.iter()
+        .filter(|op| {
+            matches!(
+                op,
+                WriterOp::Write {
+                    waiter: Some(_),
+                    ..
+                } | WriterOp::Flush(_)
+            )
+        })
+        .count()
+}
