@@ -1,21 +1,29 @@
 //! [`ConsumerRouter`]: takes a topic's messages from its queue and hands them to workers.
 //!
-//! One router task per topic claims up to `batch_size` messages at once (default 64), routes
-//! each, then acknowledges the batch to the queue in one call (skipped for in-memory queues,
-//! whose consumers need no acknowledgement). Routing:
+//! Routing is the same whoever claims the message:
 //!
-//! - a message addressed to a worker (`to_worker`) goes to that worker's inbox; a name the topic
-//!   does not know makes it a dead letter with [`DeadReason::UnknownWorker`], never a drop;
-//! - `Broadcast` puts a copy in every worker's inbox;
-//! - `Standard` goes to the topic's shared work channel, where the next idle worker takes it;
-//!   `Repeated(n)` puts it there `n` times;
-//! - a message whose `deliver_at` is still ahead goes to the scheduler.
+//! - a message addressed to a worker (`to_worker`) goes to that worker; a name the topic does
+//!   not know makes it a dead letter with [`DeadReason::UnknownWorker`], never a drop;
+//! - `Broadcast` gives a copy to every worker of the topic;
+//! - `Standard` goes to the next idle worker; `Repeated(n)` is handed out `n` times;
+//! - a message whose `deliver_at` is still ahead goes to the scheduler;
+//! - a message on the wrong topic becomes a dead letter rather than reach a handler that
+//!   would misread it.
 //!
-//! When every worker is busy the shared channel fills up and the router waits on it (a plain
-//! `await`, no spinning) until a worker takes the next job. Workers never send into the channel
-//! the router waits on; retries come back through the scheduler, so the router cannot deadlock
-//! on its own output. A message on the wrong topic is refused with a dead letter rather than
-//! handed to a handler that would misread it.
+//! Who claims depends on the queue:
+//!
+//! - **Queues that need acknowledgement** (a Redis Streams consumer group): one router task per
+//!   topic claims up to `batch_size` messages at once (default 64), routes them, then acks the
+//!   batch in one call. When every worker is busy the shared work channel fills and the router
+//!   waits on it (an `await`, no spinning) until a worker takes the next job.
+//! - **In-memory queues** (no acknowledgement): there is no router task. Each idle worker
+//!   claims the next message itself and runs the routing above, keeping the message when it
+//!   is its own to handle. This saves a task hand-off per message, which on the memory path
+//!   costs as much as the channel itself; an idle worker is by construction the one that
+//!   claims. Copies for other workers are handed over without ever blocking the claimer.
+//!
+//! Workers never wait on a channel that only they drain: retries come back through the
+//! scheduler or detached hand-offs, so a full channel cannot deadlock the topic.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -51,15 +59,21 @@ impl ConsumerRouter {
         &self.entry.topic
     }
 
-    /// Messages claimed at once.
+    /// Messages claimed at once by the router task.
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
 
-    /// Runs until the queue closes or the system stops.
+    /// Whether workers claim from the queue themselves (in-memory queues) instead of a
+    /// router task.
+    pub fn workers_claim_directly(&self) -> bool {
+        !self.entry.consumer.requires_ack()
+    }
+
+    /// The router task, for queues that need acknowledgement. Runs until the queue closes or
+    /// the system stops.
     pub(crate) async fn run(self) {
         let consumer = self.entry.consumer.clone();
-        let acks = consumer.requires_ack();
         let mut batch: Vec<Claimed> = Vec::with_capacity(self.batch_size);
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -73,36 +87,36 @@ impl ConsumerRouter {
                     continue;
                 }
             }
-            if acks {
-                for claimed in &batch {
-                    self.dispatch(claimed.message.clone()).await;
-                }
-                if let Err(e) = consumer.ack(&batch).await {
-                    tracing::warn!(topic = %self.entry.topic, error = %e, "ack failed; entries will be claimed again (the WAL de-duplicates nothing: handlers may see them twice)");
-                }
-                batch.clear();
-            } else {
-                for claimed in batch.drain(..) {
-                    self.dispatch(claimed.message).await;
-                }
+            for claimed in &batch {
+                self.dispatch(claimed.message.clone(), None).await;
             }
+            if let Err(e) = consumer.ack(&batch).await {
+                tracing::warn!(topic = %self.entry.topic, error = %e, "ack failed; the entries will be claimed again and may be handled twice");
+            }
+            batch.clear();
         }
     }
 
-    /// Routes one message to the right worker channel.
-    async fn dispatch(&self, message: Arc<EMessage>) {
+    /// Routes one message. `claimer` is the index of the worker that claimed it (direct
+    /// mode); the job that worker should handle itself is returned. Without a claimer every
+    /// job is pushed, waiting for room.
+    pub(crate) async fn dispatch(
+        &self,
+        message: Arc<EMessage>,
+        claimer: Option<usize>,
+    ) -> Option<Job> {
         let entry = &*self.entry;
         if message.topic != entry.topic {
+            let reason = DeadReason::Other(format!(
+                "message for topic `{}` reached the queue of `{}`",
+                message.topic, entry.topic
+            ));
             let job = Job {
                 message,
                 group: None,
             };
-            let reason = DeadReason::Other(format!(
-                "message for topic `{}` reached the queue of `{}`",
-                job.message.topic, entry.topic
-            ));
             self.shared.dead_letter(entry, &job, reason).await;
-            return;
+            return None;
         }
         if let Some(at) = message.deliver_at {
             if at > SystemTime::now() {
@@ -113,9 +127,10 @@ impl ConsumerRouter {
                         message,
                     },
                 );
-                return;
+                return None;
             }
         }
+        let mut local = None;
         if let Some(name) = &message.to_worker {
             let Some(i) = entry.worker_index(name) else {
                 let reason = DeadReason::UnknownWorker(name.clone());
@@ -124,7 +139,7 @@ impl ConsumerRouter {
                     group: None,
                 };
                 self.shared.dead_letter(entry, &job, reason).await;
-                return;
+                return None;
             };
             // Addressed: Standard and Broadcast mean once (the worker is the whole audience),
             // Repeated(n) means n times, all by that worker.
@@ -140,7 +155,7 @@ impl ConsumerRouter {
                             message: message.clone(),
                             group: Some(group.clone()),
                         };
-                        entry.push(job, Target::Worker(i)).await;
+                        self.hand(job, Target::Worker(i), claimer, &mut local).await;
                     }
                 }
                 DeliveryMode::Standard | DeliveryMode::Broadcast => {
@@ -148,41 +163,33 @@ impl ConsumerRouter {
                         message,
                         group: None,
                     };
-                    entry.push(job, Target::Worker(i)).await
+                    self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
             }
-            return;
+            return local;
         }
         match message.delivery_mode {
             DeliveryMode::Standard => {
-                entry
-                    .push(
-                        Job {
-                            message,
-                            group: None,
-                        },
-                        Target::Any,
-                    )
-                    .await
+                let job = Job {
+                    message,
+                    group: None,
+                };
+                self.hand(job, Target::Any, claimer, &mut local).await;
             }
             DeliveryMode::Broadcast => {
-                let n = entry.workers.len() as u32;
-                let group = DeliveryGroup::new(n);
+                let group = DeliveryGroup::new(entry.workers.len() as u32);
                 for i in 0..entry.workers.len() {
                     let job = Job {
                         message: message.clone(),
                         group: Some(group.clone()),
                     };
-                    entry.push(job, Target::Worker(i)).await;
+                    self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
             }
-            DeliveryMode::Repeated(0) => {
-                let job = Job {
-                    message,
-                    group: None,
-                };
-                self.shared.finish_ok(&job);
-            }
+            DeliveryMode::Repeated(0) => self.shared.finish_ok(&Job {
+                message,
+                group: None,
+            }),
             DeliveryMode::Repeated(n) => {
                 let group = DeliveryGroup::new(n);
                 for _ in 0..n {
@@ -190,9 +197,30 @@ impl ConsumerRouter {
                         message: message.clone(),
                         group: Some(group.clone()),
                     };
-                    entry.push(job, Target::Any).await;
+                    self.hand(job, Target::Any, claimer, &mut local).await;
                 }
             }
+        }
+        local
+    }
+
+    /// Keeps the first job the claimer may handle; hands every other one over.
+    async fn hand(
+        &self,
+        job: Job,
+        target: Target,
+        claimer: Option<usize>,
+        local: &mut Option<Job>,
+    ) {
+        match claimer {
+            Some(c) => {
+                if local.is_none() && (target == Target::Any || target == Target::Worker(c)) {
+                    *local = Some(job);
+                } else {
+                    self.entry.push_detached(job, target);
+                }
+            }
+            None => self.entry.push(job, target).await,
         }
     }
 }

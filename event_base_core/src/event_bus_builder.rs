@@ -211,8 +211,20 @@ impl EventBusBuilder {
         });
         let tasks = Arc::new(TaskSet::new(shared.clone()));
         tasks.push(tokio::spawn(run_scheduler(scheduler_rx)));
+        // One router per topic: run as its own task for queues that need acks, otherwise
+        // shared by the topic's workers, which claim for themselves.
+        let mut routers: HashMap<MessageTopic, Arc<ConsumerRouter>> = HashMap::new();
+        for (topic, entry) in &shared.topics {
+            let router = ConsumerRouter::new(shared.clone(), entry.clone());
+            if router.workers_claim_directly() {
+                routers.insert(topic.clone(), Arc::new(router));
+            } else {
+                tasks.push(tokio::spawn(router.run()));
+            }
+        }
         for w in pending_workers {
             let entry = shared.topics[&w.topic].clone();
+            let router = routers.get(&w.topic).cloned();
             let worker = Worker::new(
                 shared.clone(),
                 entry,
@@ -224,11 +236,7 @@ impl EventBusBuilder {
                 w.spec.backoff,
                 w.inbox,
             );
-            tasks.push(tokio::spawn(worker.run()));
-        }
-        for entry in shared.topics.values() {
-            let router = ConsumerRouter::new(shared.clone(), entry.clone());
-            tasks.push(tokio::spawn(router.run()));
+            tasks.push(tokio::spawn(worker.run(router)));
         }
         let bus = EventBus { shared, tasks };
         replay(&bus).await?;

@@ -68,7 +68,16 @@ pub trait EConsumer: Send + Sync + 'static {
     /// further. Returns how many were added.
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError>;
 
-    /// Whether `ack`/`nack` do anything; `false` lets the router skip them.
+    /// Appends up to `max` messages that are ready now to `out`, without waiting. Returns how
+    /// many were added. Backends that cannot claim without waiting keep the default (none).
+    fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
+        let _ = (max, out);
+        Ok(0)
+    }
+
+    /// Whether claims must be acknowledged. `false` (in-memory channels) lets each worker
+    /// claim for itself; `true` runs one router task per topic that claims in batches and
+    /// acks them.
     fn requires_ack(&self) -> bool {
         true
     }

@@ -1,8 +1,9 @@
 //! [`Worker`]: runs one handler's pipeline for one message at a time.
 //!
-//! A worker takes jobs from two channels: its private inbox (messages addressed to it with
-//! `to_worker`, its copy of a broadcast, and their retries) first, then the topic's shared
-//! channel, where all idle workers of the topic compete. For every job it moves the WAL record
+//! A worker takes jobs from its private inbox (messages addressed to it with `to_worker`, its
+//! copy of a broadcast, and their retries) first, then the topic's shared channel (retries and
+//! repeated copies), then, for in-memory queues, the topic's queue itself, where all idle
+//! workers of the topic compete (see [`ConsumerRouter`]). For every job it moves the WAL record
 //! to `Processing`, runs the middleware and the handler (catching panics and enforcing the
 //! timeout), and turns the answer into the next state: complete, retry, or dead letter.
 //! A panic or a timeout never ends the worker.
@@ -14,14 +15,23 @@ use crate::ack::{Ack, DeadReason};
 use crate::backoff::Backoff;
 use crate::catch_unwind::CatchUnwind;
 use crate::constant::DEFAULT_MAX_RETRIES;
+use crate::consumer_router::ConsumerRouter;
+use crate::error::QueueError;
 use crate::job::{Job, Target};
 use crate::message::{DeliveryMode, MessageTopic};
 use crate::metrics::TopicCounters;
 use crate::middleware::Pipeline;
+use crate::queue::Claimed;
 use crate::scheduler::Scheduled;
 use crate::system::SystemShared;
 use crate::topic_entry::TopicEntry;
 use crate::worker_registry::{WorkerState, WorkerStatus};
+
+/// What woke a worker.
+enum Source {
+    Job(Option<Job>),
+    Claimed,
+}
 
 /// How one delivery ended, before policy is applied.
 enum Outcome {
@@ -80,27 +90,64 @@ impl Worker {
     }
 
     /// Runs until the system stops (the task is aborted).
-    pub(crate) async fn run(self) {
+    ///
+    /// Sources, in order of priority: the private inbox, the topic's shared work channel
+    /// (retries and repeated copies), and, when `router` is given (in-memory queues), the
+    /// topic's queue itself, claimed one message at a time. Each is tried without waiting
+    /// first; only when all are empty does the worker park on all of them at once.
+    pub(crate) async fn run(self, router: Option<Arc<ConsumerRouter>>) {
         let work = self.entry.work_rx.clone();
+        let consumer = self.entry.consumer.clone();
+        let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
         loop {
-            let job = match self.inbox.try_recv() {
-                Ok(job) => job,
-                Err(_) => match work.try_recv() {
-                    Ok(job) => job,
-                    Err(_) => {
-                        let received = tokio::select! {
-                            biased;
-                            j = self.inbox.recv_async() => j,
-                            j = work.recv_async() => j,
-                        };
-                        match received {
-                            Ok(job) => job,
-                            Err(_) => return,
+            if let Ok(job) = self.inbox.try_recv() {
+                self.process(job).await;
+                continue;
+            }
+            if let Ok(job) = work.try_recv() {
+                self.process(job).await;
+                continue;
+            }
+            let Some(router) = &router else {
+                let received = tokio::select! {
+                    biased;
+                    j = self.inbox.recv_async() => j,
+                    j = work.recv_async() => j,
+                };
+                match received {
+                    Ok(job) => self.process(job).await,
+                    Err(_) => return,
+                }
+                continue;
+            };
+            claimed.clear();
+            let got = match consumer.try_claim(1, &mut claimed) {
+                Ok(n) if n > 0 => Source::Claimed,
+                _ => tokio::select! {
+                    biased;
+                    j = self.inbox.recv_async() => Source::Job(j.ok()),
+                    j = work.recv_async() => Source::Job(j.ok()),
+                    r = consumer.claim_batch(1, &mut claimed) => match r {
+                        Ok(_) => Source::Claimed,
+                        Err(QueueError::Closed(_)) => return,
+                        Err(e) => {
+                            tracing::error!(topic = %self.entry.topic, error = %e, "claim failed");
+                            Source::Job(None)
                         }
-                    }
+                    },
                 },
             };
-            self.process(job).await;
+            match got {
+                Source::Job(Some(job)) => self.process(job).await,
+                Source::Job(None) => {}
+                Source::Claimed => {
+                    for c in claimed.drain(..) {
+                        if let Some(job) = router.dispatch(c.message, Some(self.index)).await {
+                            self.process(job).await;
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -137,6 +137,26 @@ impl EConsumer for FlumeConsumer {
         Ok(n)
     }
 
+    fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
+        let mut n = 0;
+        while n < max {
+            match self.rx.try_recv() {
+                Ok(message) => {
+                    out.push(Claimed {
+                        message,
+                        receipt: Receipt::default(),
+                    });
+                    n += 1;
+                }
+                Err(flume::TryRecvError::Empty) => break,
+                Err(flume::TryRecvError::Disconnected) => {
+                    return Err(QueueError::Closed(self.topic.0.clone()))
+                }
+            }
+        }
+        Ok(n)
+    }
+
     fn requires_ack(&self) -> bool {
         false
     }

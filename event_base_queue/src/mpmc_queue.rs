@@ -128,6 +128,24 @@ impl EConsumer for KanalConsumer {
         Ok(n)
     }
 
+    fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
+        let mut n = 0;
+        while n < max {
+            match self.rx.try_recv() {
+                Ok(Some(message)) => {
+                    out.push(Claimed {
+                        message,
+                        receipt: Receipt::default(),
+                    });
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(_) => return Err(QueueError::Closed(self.topic.0.clone())),
+            }
+        }
+        Ok(n)
+    }
+
     fn requires_ack(&self) -> bool {
         false
     }

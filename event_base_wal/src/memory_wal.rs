@@ -16,34 +16,74 @@ use uuid::Uuid;
 /// Number of independently locked shards; a power of two.
 const SHARDS: usize = 32;
 
-/// Message ids are random UUIDs, so their bits are already a good hash: folding them is enough
-/// and much cheaper than SipHash on the hot path.
+/// Message ids are random UUIDs, so one multiply of their folded halves spreads them well
+/// over every bit the hash table uses; SipHash would cost several times more on the hot path.
+/// (Which shard an id lives in is taken from other bits, see [`MemoryWal::shard`].)
 #[derive(Default)]
 struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
-        self.0
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 
     fn write(&mut self, bytes: &[u8]) {
         for chunk in bytes.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(word);
         }
     }
 }
 
 type IdMap = HashMap<Uuid, Slot, BuildHasherDefault<IdHasher>>;
 
+/// One record. Kept small (40 bytes) because the hot path touches it three times.
 #[derive(Debug)]
 struct Slot {
     message: Arc<EMessage>,
     state: WalRecordState,
-    updated_at: SystemTime,
-    reason: Option<DeadReason>,
-    died_at: Option<SystemTime>,
+    /// `None` until the record is rewritten: reading the clock on every append costs more
+    /// than the rest of the append, and the message's `created_at` says the same.
+    updated_at: Option<SystemTime>,
+    dead: Option<Box<DeadInfo>>,
+}
+
+#[derive(Debug)]
+struct DeadInfo {
+    reason: DeadReason,
+    died_at: SystemTime,
+}
+
+impl Slot {
+    fn live(message: Arc<EMessage>, updated_at: Option<SystemTime>) -> Slot {
+        Slot {
+            message,
+            state: WalRecordState::Pending,
+            updated_at,
+            dead: None,
+        }
+    }
+
+    fn updated_at(&self) -> SystemTime {
+        match (&self.dead, self.updated_at) {
+            (Some(d), _) => d.died_at,
+            (None, Some(t)) => t,
+            (None, None) => self.message.metadata.created_at,
+        }
+    }
+
+    fn dead_letter(&self) -> DeadLetterMessage {
+        DeadLetterMessage {
+            message: (*self.message).clone(),
+            reason: self
+                .dead
+                .as_ref()
+                .map_or(DeadReason::Explicit, |d| d.reason.clone()),
+            attempts: self.message.attempts,
+            died_at: self.updated_at(),
+        }
+    }
 }
 
 /// An in-memory [`Wal`].
@@ -92,7 +132,8 @@ impl MemoryWal {
     }
 
     fn shard(&self, id: &Uuid) -> MutexGuard<'_, IdMap> {
-        let idx = (id.as_u64_pair().1 as usize) & (SHARDS - 1);
+        // Byte 0 of the id: random in a v4 UUID, and not among the bits the table hash keeps.
+        let idx = usize::from(id.as_bytes()[0]) & (SHARDS - 1);
         // A poisoned shard only means a panic elsewhere while holding it; the map itself is
         // still consistent (every update is a single insert/remove/assignment).
         match self.shards[idx].lock() {
@@ -113,8 +154,8 @@ impl MemoryWal {
         self.shard(id).get(id).map(|s| WalRecord {
             message: s.message.clone(),
             state: s.state,
-            updated_at: s.died_at.unwrap_or(s.updated_at),
-            dead_reason: s.reason.clone(),
+            updated_at: s.updated_at(),
+            dead_reason: s.dead.as_ref().map(|d| d.reason.clone()),
         })
     }
 
@@ -132,9 +173,13 @@ impl MemoryWal {
         let slot = Slot {
             message: record.message,
             state,
-            updated_at: record.updated_at,
-            died_at: (state == WalRecordState::Failed).then_some(record.updated_at),
-            reason: record.dead_reason,
+            updated_at: Some(record.updated_at),
+            dead: (state == WalRecordState::Failed).then(|| {
+                Box::new(DeadInfo {
+                    reason: record.dead_reason.unwrap_or(DeadReason::Explicit),
+                    died_at: record.updated_at,
+                })
+            }),
         };
         let old = self.shard(&id).insert(id, slot);
         if let Some(old) = old {
@@ -188,13 +233,7 @@ impl MemoryWal {
 #[async_trait]
 impl Wal for MemoryWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
-        let slot = Slot {
-            message: message.clone(),
-            state: WalRecordState::Pending,
-            updated_at: SystemTime::now(),
-            reason: None,
-            died_at: None,
-        };
+        let slot = Slot::live(message.clone(), None);
         let old = self.shard(&message.id).insert(message.id, slot);
         if let Some(old) = old {
             self.forget(&old);
@@ -232,19 +271,13 @@ impl Wal for MemoryWal {
                 }
                 slot.message = message.clone();
                 slot.state = WalRecordState::Pending;
-                slot.updated_at = SystemTime::now();
-                slot.reason = None;
+                slot.updated_at = Some(SystemTime::now());
+                slot.dead = None;
             }
             None => {
                 shard.insert(
                     message.id,
-                    Slot {
-                        message: message.clone(),
-                        state: WalRecordState::Pending,
-                        updated_at: SystemTime::now(),
-                        reason: None,
-                        died_at: None,
-                    },
+                    Slot::live(message.clone(), Some(SystemTime::now())),
                 );
                 self.live.fetch_add(1, Ordering::Relaxed);
             }
@@ -257,9 +290,11 @@ impl Wal for MemoryWal {
         let slot = Slot {
             message: message.clone(),
             state: WalRecordState::Failed,
-            updated_at: now,
-            reason: Some(reason.clone()),
-            died_at: Some(now),
+            updated_at: Some(now),
+            dead: Some(Box::new(DeadInfo {
+                reason: reason.clone(),
+                died_at: now,
+            })),
         };
         let old = self.shard(&message.id).insert(message.id, slot);
         if let Some(old) = old {
@@ -294,7 +329,7 @@ impl Wal for MemoryWal {
                     .map(|s| WalRecord {
                         message: s.message.clone(),
                         state: s.state,
-                        updated_at: s.updated_at,
+                        updated_at: s.updated_at(),
                         dead_reason: None,
                     }),
             );
@@ -309,12 +344,7 @@ impl Wal for MemoryWal {
                 shard
                     .values()
                     .filter(|s| s.state == WalRecordState::Failed)
-                    .map(|s| DeadLetterMessage {
-                        message: (*s.message).clone(),
-                        reason: s.reason.clone().unwrap_or(DeadReason::Explicit),
-                        attempts: s.message.attempts,
-                        died_at: s.died_at.unwrap_or(s.updated_at),
-                    }),
+                    .map(Slot::dead_letter),
             );
         }
         out.sort_by_key(|d| d.died_at);
@@ -334,12 +364,7 @@ impl Wal for MemoryWal {
         };
         drop(shard);
         self.forget(&s);
-        Ok(Some(DeadLetterMessage {
-            message: (*s.message).clone(),
-            reason: s.reason.unwrap_or(DeadReason::Explicit),
-            attempts: s.message.attempts,
-            died_at: s.died_at.unwrap_or(s.updated_at),
-        }))
+        Ok(Some(s.dead_letter()))
     }
 
     async fn purge_dead_letters(&self) -> Result<usize, WalError> {

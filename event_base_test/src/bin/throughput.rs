@@ -1,27 +1,63 @@
-//! Throughput and latency of the bus beside the bare-channel floor, measured in the same run.
+//! Throughput and latency of the bus beside its floor, measured in the same run.
 //!
-//! `cargo run --release -p event_base_test --bin throughput [-- --quick]`
+//! `cargo run --release -p event_base_test --bin throughput [-- --quick] [-- --only NAME]`
 //!
 //! Each scenario prints one line:
-//! `scenario=<name> msgs=<n> secs=<t> msgs_per_sec=<r> floor_msgs_per_sec=<f> ratio=<r/f>`.
-//! The floor is a bare bounded `flume` channel feeding the same number of consumer tasks, so
-//! the ratio says what the bus costs on top of the channel it sits on. Absolute figures move
-//! with the machine's load; ratios from one run are comparable.
+//! `scenario=<name> msgs=<n> secs=<t> msgs_per_sec=<r> floor_msgs_per_sec=<f> ratio=<r/f>`
+//! plus latency percentiles where relevant. The floor is what the same work costs without
+//! the bus: a bare bounded `flume` channel feeding the same number of consumer tasks for the
+//! memory path, a raw `write` + `fdatasync` loop on the same disk for the durable path. These
+//! machines are shared and noisy, so only ratios from one run are comparable.
+//!
+//! `--quick` runs every scenario with small counts so CI keeps the binary working; it asserts
+//! no timing.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+#![allow(unsafe_code)] // the counting allocator below; see `CountingAlloc`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use event_base::{async_trait, Ack, EHandler, EMessage, HandlerSpec};
+use event_base::{
+    async_trait, Ack, Bytes, EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec,
+    MemoryWal, PersistentWal, SyncPolicy,
+};
 use tokio::sync::Notify;
+
+/// Counts heap allocations so the report can say how many a message costs. Measured reason
+/// for `unsafe`: `GlobalAlloc` can only be implemented with `unsafe`; the impl forwards to the
+/// system allocator unchanged.
+struct CountingAlloc;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 const PAYLOAD: usize = 64;
 const WORKERS: usize = 4;
 const BOUND: usize = 8192;
 
+/// Counts deliveries and wakes the benchmark when the target is reached.
 struct Counter {
     seen: AtomicU64,
-    target: u64,
+    target: AtomicU64,
     done: Notify,
 }
 
@@ -29,15 +65,20 @@ impl Counter {
     fn new(target: u64) -> Arc<Counter> {
         Arc::new(Counter {
             seen: AtomicU64::new(0),
-            target,
+            target: AtomicU64::new(target),
             done: Notify::new(),
         })
     }
 
     fn hit(&self) {
-        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
+        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 == self.target.load(Ordering::Relaxed) {
             self.done.notify_one();
         }
+    }
+
+    fn reset(&self, target: u64) {
+        self.seen.store(0, Ordering::Relaxed);
+        self.target.store(target, Ordering::Relaxed);
     }
 }
 
@@ -49,9 +90,13 @@ impl EHandler for Counter {
     }
 }
 
-/// Bare flume: one sender, `WORKERS` consumer tasks.
-async fn floor(n: u64, payload: usize) -> f64 {
-    let (tx, rx) = flume::bounded::<Vec<u8>>(BOUND);
+fn payload(len: usize) -> Bytes {
+    Bytes::from(vec![7u8; len])
+}
+
+/// Bare flume: one sender, `WORKERS` consumer tasks. Returns seconds.
+async fn flume_floor(n: u64, len: usize) -> f64 {
+    let (tx, rx) = flume::bounded::<Bytes>(BOUND);
     let counter = Counter::new(n);
     let mut tasks = Vec::new();
     for _ in 0..WORKERS {
@@ -64,12 +109,13 @@ async fn floor(n: u64, payload: usize) -> f64 {
             }
         }));
     }
+    let data = payload(len);
     let started = Instant::now();
     let done = counter.done.notified();
     tokio::pin!(done);
     done.as_mut().enable();
     for _ in 0..n {
-        tx.send_async(vec![0u8; payload]).await.unwrap();
+        tx.send_async(data.clone()).await.unwrap();
     }
     done.await;
     let secs = started.elapsed().as_secs_f64();
@@ -80,24 +126,51 @@ async fn floor(n: u64, payload: usize) -> f64 {
     secs
 }
 
-/// The bus with MemoryWal and flume queues.
-async fn memory_bus(n: u64, payload: usize) -> f64 {
-    let counter = Counter::new(n);
-    let bus = event_base::builder()
-        .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
-        .build()
-        .await
-        .unwrap();
+async fn memory_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
+    let mut b = EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::bounded(BOUND));
+    if topics == 1 {
+        b = b.handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS));
+    } else {
+        for t in 0..topics {
+            b = b.handler(HandlerSpec::new(
+                format!("h{t}"),
+                format!("t{t}"),
+                counter.clone(),
+            ));
+        }
+    }
+    b.build().await.unwrap()
+}
+
+/// Sends `n` messages from one task over `topics` topics; returns (seconds, allocations).
+async fn drive(
+    bus: &EventBus,
+    counter: &Arc<Counter>,
+    n: u64,
+    len: usize,
+    topics: usize,
+) -> (f64, u64) {
+    counter.reset(n);
+    let names: Vec<String> = if topics == 1 {
+        vec!["bench".into()]
+    } else {
+        (0..topics).map(|t| format!("t{t}")).collect()
+    };
     let router = bus.router();
-    let started = Instant::now();
+    let data = payload(len);
     let done = counter.done.notified();
     tokio::pin!(done);
     done.as_mut().enable();
-    for _ in 0..n {
+    let allocs = ALLOCS.load(Ordering::Relaxed);
+    let started = Instant::now();
+    for i in 0..n as usize {
+        let topic = &names[i % names.len()];
         router
             .send(
-                "bench",
-                EMessage::standard("bench", vec![0u8; payload]),
+                topic,
+                EMessage::standard(topic.as_str(), data.clone()),
                 None,
                 None,
             )
@@ -106,33 +179,295 @@ async fn memory_bus(n: u64, payload: usize) -> f64 {
     }
     done.await;
     let secs = started.elapsed().as_secs_f64();
-    bus.wait_idle(Duration::from_secs(30)).await.unwrap();
+    let allocs = ALLOCS.load(Ordering::Relaxed) - allocs;
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    (secs, allocs)
+}
+
+fn line(name: &str, n: u64, secs: f64, floor_rate: f64, extra: &str) -> f64 {
+    let rate = n as f64 / secs;
+    println!(
+        "scenario={name} msgs={n} secs={secs:.3} msgs_per_sec={rate:.0} floor_msgs_per_sec={floor_rate:.0} ratio={:.2}{extra}",
+        rate / floor_rate
+    );
+    let _ = std::io::stdout().flush();
+    rate
+}
+
+fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    let p = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+    (p(0.50), p(0.99))
+}
+
+/// One message at a time through a bare channel and back.
+async fn latency_floor(n: usize) -> Vec<Duration> {
+    let (tx, rx) = flume::bounded::<Bytes>(BOUND);
+    let back = Arc::new(Notify::new());
+    let b = back.clone();
+    let task = tokio::spawn(async move {
+        while let Ok(m) = rx.recv_async().await {
+            std::hint::black_box(&m);
+            b.notify_one();
+        }
+    });
+    let data = payload(PAYLOAD);
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        tx.send_async(data.clone()).await.unwrap();
+        back.notified().await;
+        out.push(started.elapsed());
+    }
+    drop(tx);
+    let _ = task.await;
+    out
+}
+
+async fn latency_bus(n: usize) -> Vec<Duration> {
+    let counter = Counter::new(u64::MAX);
+    let bus = memory_bus(&counter, 1).await;
+    let router = bus.router();
+    let data = payload(PAYLOAD);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        counter.reset(i + 1);
+        counter.seen.store(i, Ordering::Relaxed);
+        let done = counter.done.notified();
+        tokio::pin!(done);
+        done.as_mut().enable();
+        let started = Instant::now();
+        router
+            .send(
+                "bench",
+                EMessage::standard("bench", data.clone()),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        done.await;
+        out.push(started.elapsed());
+    }
+    out
+}
+
+/// Raw `write` + `fdatasync` of a 128-byte record, one at a time, on the WAL's disk.
+fn fsync_floor(dir: &std::path::Path, secs: f64) -> f64 {
+    let path = dir.join("floor.bin");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let rec = [1u8; 128];
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed().as_secs_f64() < secs {
+        f.write_all(&rec).unwrap();
+        f.sync_data().unwrap();
+        n += 1;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    rate
+}
+
+/// `senders` tasks each sending `per_sender` messages through a `PersistentWal` bus.
+async fn durable(policy: SyncPolicy, senders: usize, per_sender: u64) -> f64 {
+    let dir = tempdir();
+    let counter = Counter::new(senders as u64 * per_sender);
+    let bus = EventBus::builder()
+        .wal(
+            PersistentWal::builder(&dir)
+                .sync_policy(policy)
+                .open()
+                .unwrap(),
+        )
+        .queue(FlumeQueueFactory::bounded(BOUND))
+        .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
+        .build()
+        .await
+        .unwrap();
+    let data = payload(PAYLOAD);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..senders {
+        let router = bus.router();
+        let data = data.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per_sender {
+                router
+                    .send(
+                        "bench",
+                        EMessage::standard("bench", data.clone()),
+                        None,
+                        None,
+                    )
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    drop(bus);
+    let _ = std::fs::remove_dir_all(&dir);
     secs
 }
 
-fn line(name: &str, n: u64, secs: f64, floor_secs: f64) {
-    let rate = n as f64 / secs;
-    let floor_rate = n as f64 / floor_secs;
-    println!(
-        "scenario={name} msgs={n} secs={secs:.3} msgs_per_sec={rate:.0} floor_msgs_per_sec={floor_rate:.0} ratio={:.2}",
-        rate / floor_rate
-    );
+fn tempdir() -> std::path::PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let base = std::env::var_os("EB_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::current_dir().unwrap().join("target"));
+    let dir = base.join(format!(
+        "eb-bench-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// CPU time (user + system) of this process.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let n: u64 = if quick { 20_000 } else { 1_000_000 };
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
+    let run = |name: &str| only.as_deref().is_none_or(|o| name.starts_with(o));
+    let scale = |full: u64, q: u64| if quick { q } else { full };
+
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        // Warm up both paths once.
-        floor(n / 10, PAYLOAD).await;
-        memory_bus(n / 10, PAYLOAD).await;
-        let f = floor(n, PAYLOAD).await;
-        let b = memory_bus(n, PAYLOAD).await;
-        line("memory_path", n, b, f);
+        let n = scale(1_000_000, 20_000);
+        let mut single_topic_rate = 0.0;
+        let mut small_payload_rate = 0.0;
+        if run("memory") || run("topics") || run("payload") {
+            // Warm up both paths once.
+            flume_floor(n / 10, PAYLOAD).await;
+            let counter = Counter::new(0);
+            let bus = memory_bus(&counter, 1).await;
+            drive(&bus, &counter, n / 10, PAYLOAD, 1).await;
+
+            let floor = n as f64 / flume_floor(n, PAYLOAD).await;
+            let (secs, allocs) = drive(&bus, &counter, n, PAYLOAD, 1).await;
+            single_topic_rate = line(
+                "memory_path",
+                n,
+                secs,
+                floor,
+                &format!(" allocs_per_msg={:.2}", allocs as f64 / n as f64),
+            );
+            small_payload_rate = single_topic_rate;
+        }
+        if run("topics") {
+            let counter = Counter::new(0);
+            let bus = memory_bus(&counter, 1000).await;
+            let (secs, _) = drive(&bus, &counter, n, PAYLOAD, 1000).await;
+            line("topics_1000x1", n, secs, single_topic_rate, " floor=memory_path");
+        }
+        if run("payload") {
+            let n64k = scale(200_000, 5_000);
+            let counter = Counter::new(0);
+            let bus = memory_bus(&counter, 1).await;
+            let (secs, _) = drive(&bus, &counter, n64k, 64 << 10, 1).await;
+            line("payload_64k", n64k, secs, small_payload_rate, " floor=memory_path_64b");
+        }
+        if run("latency") {
+            let m = scale(20_000, 1_000) as usize;
+            let floor = latency_floor(m).await;
+            let bus = latency_bus(m).await;
+            let (f50, f99) = percentiles(floor);
+            let (b50, b99) = percentiles(bus);
+            println!(
+                "scenario=latency msgs={m} p50_us={:.1} p99_us={:.1} floor_p50_us={:.1} floor_p99_us={:.1} ratio_p50={:.2} ratio_p99={:.2}",
+                b50.as_secs_f64() * 1e6,
+                b99.as_secs_f64() * 1e6,
+                f50.as_secs_f64() * 1e6,
+                f99.as_secs_f64() * 1e6,
+                b50.as_secs_f64() / f50.as_secs_f64(),
+                b99.as_secs_f64() / f99.as_secs_f64()
+            );
+        }
+        if run("wal") {
+            let dir = tempdir();
+            let floor = fsync_floor(&dir, if quick { 0.2 } else { 2.0 });
+            let _ = std::fs::remove_dir_all(&dir);
+            let batch = SyncPolicy::Batch {
+                max_records: 256,
+                max_delay: Duration::from_millis(2),
+            };
+            for (label, policy) in [("always", SyncPolicy::Always), ("batch", batch)] {
+                for senders in [1usize, 8, 64] {
+                    let per = scale(if senders == 1 { 1_000 } else { 8_000 / senders as u64 * 8 }, 20);
+                    let per = per.max(10);
+                    let secs = durable(policy, senders, per).await;
+                    line(
+                        &format!("wal_{label}_{senders}"),
+                        per * senders as u64,
+                        secs,
+                        floor,
+                        " floor=write+fdatasync",
+                    );
+                }
+            }
+        }
+        if run("idle") {
+            let counter = Counter::new(0);
+            let bus = memory_bus(&counter, 10).await;
+            let window = Duration::from_secs(if quick { 1 } else { 5 });
+            let before = cpu_time();
+            tokio::time::sleep(window).await;
+            let used = cpu_time() - before;
+            println!(
+                "scenario=idle secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
+                window.as_secs(),
+                used.as_millis(),
+                used.as_secs_f64() / window.as_secs_f64() * 100.0
+            );
+            drop(bus);
+        }
+        if run("memory_flat") {
+            let total = scale(5_000_000, 50_000);
+            let counter = Counter::new(0);
+            let bus = memory_bus(&counter, 1).await;
+            drive(&bus, &counter, total / 10, PAYLOAD, 1).await;
+            let before = rss_kib();
+            drive(&bus, &counter, total, PAYLOAD, 1).await;
+            let after = rss_kib();
+            println!(
+                "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1}",
+                (after as f64 - before as f64) / 1024.0
+            );
+        }
     });
 }
