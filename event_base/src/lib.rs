@@ -150,4 +150,7 @@ pub mod guide {
     pub mod handler {}
     #[doc = include_str!("../../docs/guide/sending.md")]
     pub mod sending {}
+    #[cfg(feature = "persistent")]
+    #[doc = include_str!("../../docs/guide/persistence.md")]
+    pub mod persistence {}
 }

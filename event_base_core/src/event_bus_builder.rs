@@ -3,9 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use crate::ack::DeadReason;
 use crate::constant::{DEFAULT_BATCH_SIZE, SYSTEM_TOPICS};
 use crate::consumer_router::ConsumerRouter;
 use crate::error::CoreError;
@@ -17,10 +15,10 @@ use crate::message::MessageTopic;
 use crate::metrics::TopicCounters;
 use crate::middleware::{Middleware, Pipeline};
 use crate::queue::QueueFactory;
-use crate::scheduler::{instant_for, run_scheduler, Scheduled, SchedulerHandle};
+use crate::scheduler::{run_scheduler, SchedulerHandle};
 use crate::system::SystemShared;
 use crate::topic_entry::{TopicEntry, WorkerSlot};
-use crate::wal::{Wal, WalRecord};
+use crate::wal::Wal;
 use crate::worker::Worker;
 use crate::worker_registry::{WorkerRegistry, WorkerState};
 
@@ -239,7 +237,7 @@ impl EventBusBuilder {
             tasks.push(tokio::spawn(worker.run(router)));
         }
         let bus = EventBus { shared, tasks };
-        replay(&bus).await?;
+        bus.router().replay().await?;
         Ok(bus)
     }
 }
@@ -272,39 +270,5 @@ fn validate(specs: &[HandlerSpec]) -> Result<(), CoreError> {
             )));
         }
     }
-    Ok(())
-}
-
-/// Delivers again every record a previous system left unfinished.
-async fn replay(bus: &EventBus) -> Result<(), CoreError> {
-    let shared = &bus.shared;
-    let mut records: Vec<WalRecord> = shared.wal.pending().await?;
-    if records.is_empty() {
-        return Ok(());
-    }
-    records.sort_by_key(|r| r.message.metadata.created_at);
-    let count = records.len();
-    let now = SystemTime::now();
-    for record in records {
-        let message = record.message;
-        let Some(entry) = shared.topic(message.topic.as_str()).cloned() else {
-            tracing::warn!(id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
-            shared.wal.fail(&message, &DeadReason::NoHandler)?;
-            continue;
-        };
-        shared.in_flight.add();
-        TopicCounters::add(&entry.counters.sent);
-        match message.deliver_at {
-            Some(at) if at > now => shared.scheduler.schedule(
-                instant_for(at),
-                Scheduled::Message {
-                    entry: entry.clone(),
-                    message,
-                },
-            ),
-            _ => entry.producer.send(message).await?,
-        }
-    }
-    tracing::info!(count, "replayed unfinished messages from the WAL");
     Ok(())
 }

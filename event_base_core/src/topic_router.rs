@@ -104,6 +104,18 @@ impl TopicRouter {
         shared.send(topic, message, false, None).await
     }
 
+    /// Delivers again every message the WAL holds as `Pending` or `Processing` (those were
+    /// interrupted), re-schedules those whose `deliver_at` is still ahead, and dead-letters
+    /// those whose topic has no handler any more (`DeadReason::NoHandler`). Dead letters and
+    /// completed messages are left alone. Returns how many were re-delivered.
+    ///
+    /// [`EventBusBuilder::build`](crate::EventBusBuilder::build) calls it once at start.
+    /// Calling it again on a running system delivers messages that are in flight right now a
+    /// second time: at-least-once still holds, but handlers see duplicates.
+    pub async fn replay(&self) -> Result<usize, CoreError> {
+        self.shared()?.replay().await
+    }
+
     /// The topics that have handlers.
     pub fn topics(&self) -> Vec<String> {
         match &self.shared {

@@ -106,8 +106,9 @@ pub trait Wal: Send + Sync + 'static {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError>;
 
     /// Marks the message `Processing` before a handler runs. Returns `false` if the record is
-    /// gone or final (the send was cancelled, or another delivery finished it): the caller must
-    /// then not deliver it.
+    /// gone or `Complete` (the send was withdrawn, or the message is finished): the caller must
+    /// then not deliver it. A dead letter (`Failed`) answers `true` and keeps its state, so the
+    /// remaining copies of a broadcast whose other copy died still run.
     fn begin(&self, id: &Uuid) -> Result<bool, WalError>;
 
     /// Marks the message `Complete`. Need not be durable at once: a lost completion only

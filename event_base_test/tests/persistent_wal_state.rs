@@ -70,3 +70,62 @@ async fn a_second_open_of_the_same_directory_is_refused() {
     let err = PersistentWal::open(dir.path()).unwrap_err();
     assert!(err.to_string().contains("in use"), "{err}");
 }
+
+#[tokio::test]
+async fn restarts_do_not_pile_up_segment_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..8u8 {
+        let wal = PersistentWal::open(dir.path()).unwrap();
+        // One dead letter per round stays live for good.
+        let m = Arc::new(EMessage::standard("t", vec![round]));
+        wal.append(&m).unwrap().wait().await.unwrap();
+        wal.fail(&m, &DeadReason::Explicit).unwrap();
+        wal.flush().await.unwrap();
+    }
+    let segments = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wal")
+        })
+        .count();
+    assert_eq!(segments, 1, "each open appends to the last segment");
+    let wal = PersistentWal::open(dir.path()).unwrap();
+    assert_eq!(wal.dead_letters().await.unwrap().len(), 8);
+}
+
+#[tokio::test]
+async fn records_over_the_size_limit_are_refused_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = PersistentWal::builder(dir.path())
+            .max_record_bytes(1024)
+            .open()
+            .unwrap();
+        let ok = Arc::new(EMessage::standard("t", vec![1u8; 100]));
+        wal.append(&ok).unwrap().wait().await.unwrap();
+        // A small payload with a long trace id: the metadata counts too.
+        let big = Arc::new(EMessage::standard("t", vec![2u8; 500]).with_trace_id("x".repeat(600)));
+        let err = wal.append(&big).unwrap_err();
+        assert!(err.to_string().contains("max_record_bytes"), "{err}");
+        // A dead letter with an enormous reason is cut to fit, not lost.
+        wal.fail(&ok, &DeadReason::Other("p".repeat(100_000)))
+            .unwrap();
+        let after = Arc::new(EMessage::standard("t", vec![3u8; 10]));
+        wal.append(&after).unwrap().wait().await.unwrap();
+    }
+    let wal = PersistentWal::builder(dir.path())
+        .max_record_bytes(1024)
+        .open()
+        .unwrap_or_else(|e| panic!("reopen failed: {e}"));
+    assert_eq!(
+        wal.pending().await.unwrap().len(),
+        1,
+        "the record after the dead letter survived"
+    );
+    let dead = wal.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+}

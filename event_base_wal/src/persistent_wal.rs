@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::memory_wal::MemoryWal;
-use crate::record_codec::{Entry, FRAME_HEADER};
+use crate::record_codec::{message_body_bound, Entry};
 use crate::recovery::recover;
 use crate::segment::{self, io_err};
 use crate::sync_policy::SyncPolicy;
@@ -27,6 +27,8 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 /// Default largest record body accepted (on write and on recovery).
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 << 20;
 const LOCK_FILE: &str = "LOCK";
+/// Longest dead-letter reason text written to the log; longer ones are cut.
+const MAX_REASON_BYTES: usize = 4096;
 
 /// A write-ahead log in a directory of segment files.
 ///
@@ -139,9 +141,18 @@ impl PersistentWalBuilder {
                 .len();
             sizes.insert(seq, len);
         }
-        let active = rec.segments.last().copied().unwrap_or(0) + 1;
-        let file = segment::create(&dir, active)?;
-        sizes.insert(active, segment::HEADER_LEN as u64);
+        // Keep appending to the last segment if it has room; a new segment per open would
+        // leave one small file behind per restart.
+        let (active, file) = match rec.segments.last().copied() {
+            Some(last) if sizes.get(&last).copied().unwrap_or(0) < self.segment_bytes => {
+                (last, segment::open_for_append(&dir, last)?)
+            }
+            last => {
+                let next = last.unwrap_or(0) + 1;
+                sizes.insert(next, segment::HEADER_LEN as u64);
+                (next, segment::create(&dir, next)?)
+            }
+        };
         let disk_bytes = Arc::new(AtomicU64::new(sizes.values().sum()));
         let mut live = BTreeMap::new();
         for seq in rec.anchors.values() {
@@ -166,6 +177,8 @@ impl PersistentWalBuilder {
             _lock: lock,
             buf: Vec::with_capacity(64 << 10),
             unsynced: false,
+            max_body: self.max_record_bytes,
+            failed: None,
         };
         let (tx, rx) = flume::unbounded();
         let thread = std::thread::Builder::new()
@@ -251,10 +264,10 @@ impl PersistentWal {
     }
 
     fn check_size(&self, message: &EMessage) -> Result<(), WalError> {
-        let approx = FRAME_HEADER + 256 + message.topic.0.len() + message.payload.0.len();
-        if approx > self.max_record_bytes {
+        let bound = message_body_bound(message);
+        if bound > self.max_record_bytes {
             return Err(WalError::Backend(format!(
-                "message {} is about {approx} bytes, over the WAL's record limit of {} bytes; raise it with PersistentWal::builder(..).max_record_bytes(..)",
+                "message {} needs up to {bound} bytes, over the WAL's record limit of {} bytes; raise it with PersistentWal::builder(..).max_record_bytes(..)",
                 message.id, self.max_record_bytes
             )));
         }
@@ -296,16 +309,37 @@ impl Wal for PersistentWal {
     }
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
+        self.check_size(message)?;
         self.index.retry(message)?;
         self.send(Entry::Retry(message.clone()), None)
     }
 
     fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
-        self.index.fail(message, reason)?;
+        // A reason's text (a panic message, say) is not bounded by anyone; keep the record
+        // within the limit the log was promised.
+        let room = self
+            .max_record_bytes
+            .saturating_sub(message_body_bound(message) + 8)
+            .min(MAX_REASON_BYTES);
+        let reason = match reason {
+            DeadReason::Other(text) | DeadReason::UnknownWorker(text) if text.len() > room => {
+                let mut cut = room;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let cut_text = format!("{}…", &text[..cut]);
+                match reason {
+                    DeadReason::UnknownWorker(_) => DeadReason::UnknownWorker(cut_text),
+                    _ => DeadReason::Other(cut_text),
+                }
+            }
+            other => other.clone(),
+        };
+        self.index.fail(message, &reason)?;
         self.send(
             Entry::Failed {
                 message: message.clone(),
-                reason: reason.clone(),
+                reason,
                 died_at: SystemTime::now(),
             },
             None,

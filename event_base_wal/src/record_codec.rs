@@ -246,6 +246,24 @@ fn put_message(out: &mut Vec<u8>, m: &EMessage) {
     put_u32(out, m.version);
 }
 
+/// An upper bound of the body length of an `Append`/`Retry` record for `m` (exact but for
+/// the fixed part, which it rounds up), so a sender can be refused before anything is written.
+pub(crate) fn message_body_bound(m: &EMessage) -> usize {
+    let opt = |s: &Option<String>| 5 + s.as_ref().map_or(0, String::len);
+    2 + 16 // version, kind, id
+        + 4 + m.topic.0.len()
+        + 4 + m.payload.0.len()
+        + 8
+        + opt(&m.metadata.trace_id)
+        + opt(&m.metadata.correlation_id)
+        + 17
+        + opt(&m.metadata.source)
+        + 4 + 5 + 4 + 9
+        + opt(&m.to_worker)
+        + 4
+        + 64 // Failed/Snapshot extras (state, time, reason tag and length)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Decoding
 

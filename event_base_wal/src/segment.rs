@@ -97,6 +97,15 @@ pub(crate) fn create(dir: &Path, seq: u64) -> Result<File, WalError> {
     Ok(f)
 }
 
+/// Opens an existing (recovered, so well-formed) segment to append to it.
+pub(crate) fn open_for_append(dir: &Path, seq: u64) -> Result<File, WalError> {
+    let path = path_of(dir, seq);
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(|e| io_err(&path, e))
+}
+
 /// Makes a directory's entries (created or deleted files) durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     File::open(dir)

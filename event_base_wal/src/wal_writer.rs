@@ -12,8 +12,13 @@
 //! that could still matter. When the oldest segment holds only a few anchors (a quarter or
 //! less of what it was written with), or the whole log has grown past twice its live data plus
 //! two segments, the survivors' current state is written again as `Snapshot` records in the
-//! active segment, synced, and the old segment deleted. Disk use so stays within about twice
-//! the live data (pending messages and dead letters) plus a few segments.
+//! active segment, synced, and the old segment deleted; the same happens whenever there are
+//! more than 16 segment files. Disk use so stays within about twice the live data (pending
+//! messages and dead letters) plus a few segments.
+//!
+//! A failed write or `fdatasync` stops the writer for good: every later request fails with
+//! `WalError::Closed`. After a failed sync the kernel may have dropped the data, so going on
+//! could acknowledge records that never reached the disk; reopening recovers from what did.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -28,12 +33,15 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::memory_wal::MemoryWal;
-use crate::record_codec::{encode, Entry};
+use crate::record_codec::{encode, Entry, FRAME_HEADER};
 use crate::segment::{self, io_err, path_of, HEADER_LEN};
 use crate::sync_policy::SyncPolicy;
 
 /// Most records taken into one write.
 const MAX_BATCH: usize = 4096;
+/// Past this many segment files the oldest is rewritten whatever it holds, so that small
+/// segments holding a few long-lived records cannot pile up.
+const MAX_SEGMENTS: usize = 16;
 
 pub(crate) type Waiter = oneshot::Sender<Result<(), WalError>>;
 
@@ -68,6 +76,13 @@ pub(crate) struct Writer {
     pub(crate) _lock: File,
     pub(crate) buf: Vec<u8>,
     pub(crate) unsynced: bool,
+    /// Largest record body the log may hold (recovery treats longer ones as corruption).
+    pub(crate) max_body: usize,
+    /// Set after a failed write or sync. From then on nothing more is written and every
+    /// request fails: after a failed `fdatasync` the kernel may have dropped the data, so
+    /// carrying on could acknowledge records that are not on disk. Reopening the WAL
+    /// recovers from what is.
+    pub(crate) failed: Option<String>,
 }
 
 impl Writer {
@@ -116,6 +131,18 @@ impl Writer {
     }
 
     fn process(&mut self, ops: &mut Vec<WriterOp>) {
+        if let Some(reason) = &self.failed {
+            for op in ops.drain(..) {
+                let waiter = match op {
+                    WriterOp::Write { waiter, .. } => waiter,
+                    WriterOp::Flush(w) => Some(w),
+                };
+                if let Some(w) = waiter {
+                    let _ = w.send(Err(WalError::Closed(reason.clone())));
+                }
+            }
+            return;
+        }
         self.buf.clear();
         let mut waiters = Vec::new();
         let mut need_sync = false;
@@ -123,7 +150,21 @@ impl Writer {
         for op in ops.drain(..) {
             match op {
                 WriterOp::Write { entry, waiter } => {
+                    let start = self.buf.len();
                     encode(&entry, &mut self.buf);
+                    if self.buf.len() - start - FRAME_HEADER > self.max_body {
+                        // Never write what recovery would call corrupt.
+                        self.buf.truncate(start);
+                        tracing::error!(id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
+                        if let Some(w) = waiter {
+                            let _ = w.send(Err(WalError::Backend(format!(
+                                "record for {} is over the WAL's record limit of {} bytes",
+                                entry.id(),
+                                self.max_body
+                            ))));
+                        }
+                        continue;
+                    }
                     self.account(&entry);
                     if let Some(w) = waiter {
                         waiters.push(w);
@@ -154,7 +195,8 @@ impl Writer {
             });
         }
         if let Err(e) = &result {
-            tracing::error!(error = %e, "WAL write failed");
+            tracing::error!(error = %e, "WAL write failed; the WAL stops accepting records until it is reopened");
+            self.failed = Some(format!("an earlier write failed ({e})"));
         }
         for w in waiters {
             let answer = match &result {
@@ -163,7 +205,9 @@ impl Writer {
             };
             let _ = w.send(answer);
         }
-        self.compact();
+        if result.is_ok() {
+            self.compact();
+        }
     }
 
     fn write_buf(&mut self) -> Result<(), WalError> {
@@ -189,6 +233,9 @@ impl Writer {
     }
 
     fn sync_quietly(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
         if let Err(e) = self.sync() {
             tracing::error!(error = %e, "WAL sync failed");
         }
@@ -272,7 +319,8 @@ impl Writer {
                 })
                 .sum();
             let worth_it = live.saturating_mul(4) <= written
-                || total > live_bytes.saturating_mul(2) + self.segment_bytes.saturating_mul(2);
+                || total > live_bytes.saturating_mul(2) + self.segment_bytes.saturating_mul(2)
+                || self.sizes.len() > MAX_SEGMENTS;
             if !worth_it || !self.snapshot(oldest) {
                 return;
             }
