@@ -12,8 +12,10 @@ use std::time::Duration;
 ///
 /// With `Always` many concurrent senders still share one `fdatasync`: the writer takes every
 /// record waiting when it starts a write, so throughput grows with concurrency while each
-/// sender waits for the sync that covers its own record. `Batch` goes further by waiting up to
-/// `max_delay` for up to `max_records` records before syncing: fewer syncs, more latency.
+/// sender waits for the sync that covers its own record. `Batch` goes further by waiting for
+/// company before syncing: up to `max_delay` for up to `max_records` records, but no longer
+/// than an eighth of `max_delay` after the last record arrived. Fewer syncs when senders
+/// trickle in, at the price of that wait for a lone sender.
 ///
 /// State changes (processing, complete, retry, dead letter) never force a sync of their own;
 /// they ride along with the next synced batch or an idle sync. Losing one in a crash only
@@ -23,8 +25,9 @@ pub enum SyncPolicy {
     /// Every append is durable before `send` returns (the default).
     #[default]
     Always,
-    /// Group commit: sync when `max_records` appends are waiting or `max_delay` has passed
-    /// since the first of them, whichever comes first.
+    /// Group commit: sync when `max_records` appends are waiting, when `max_delay` has passed
+    /// since the first of them, or when no new append came for `max_delay / 8`, whichever
+    /// comes first.
     Batch {
         /// Appends that trigger a sync at once.
         max_records: usize,

@@ -117,9 +117,14 @@ impl Writer {
                 max_delay,
             } = self.policy
             {
+                // Wait for company while it keeps arriving: up to `max_delay` in all, but stop
+                // as soon as no append came for an eighth of it (more would probably not come,
+                // and every waiting sender pays for the wait).
                 let deadline = Instant::now() + max_delay;
+                let gap = (max_delay / 8).max(Duration::from_micros(50));
                 while waiting(&ops) < max_records && ops.len() < MAX_BATCH {
-                    match rx.recv_deadline(deadline) {
+                    let next = (Instant::now() + gap).min(deadline);
+                    match rx.recv_deadline(next) {
                         Ok(op) => ops.push(op),
                         Err(_) => break,
                     }
