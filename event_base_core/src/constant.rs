@@ -50,3 +50,7 @@ pub const DEFAULT_MAX_RETRIES: u32 = 3;
 pub const DEFAULT_BACKOFF_BASE_MS: u64 = 100;
 /// Largest payload a system topic handler decodes; larger ones are refused with a typed error.
 pub const MAX_SYSTEM_PAYLOAD: usize = 1 << 20;
+/// How often the monitor samples every worker's liveness.
+pub const DEFAULT_HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a worker may work on one message without progress before it is declared dead.
+pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);

@@ -177,8 +177,14 @@ impl ConsumerRouter {
                 self.hand(job, Target::Any, claimer, &mut local).await;
             }
             DeliveryMode::Broadcast => {
-                let group = DeliveryGroup::new(entry.workers.len() as u32);
-                for i in 0..entry.workers.len() {
+                let audience = entry.running_workers();
+                if audience.is_empty() {
+                    // Nobody left to hear it (the topic's workers were all stopped): keep it
+                    // in the WAL for the next start rather than call it delivered.
+                    return None;
+                }
+                let group = DeliveryGroup::new(audience.len() as u32);
+                for i in audience {
                     let job = Job {
                         message: message.clone(),
                         group: Some(group.clone()),

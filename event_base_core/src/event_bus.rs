@@ -1,9 +1,8 @@
 //! [`EventBus`]: a running system, and the handle to observe and stop it.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::dead_letter::DeadLetterMessage;
@@ -13,49 +12,10 @@ use crate::message::{EMessage, IntoMessage};
 use crate::metrics::MetricsSnapshot;
 use crate::shutdown::{ShutdownReport, ShutdownStrategy};
 use crate::system::SystemShared;
+use crate::system_tasks::SystemTasks;
 use crate::topic_router::TopicRouter;
 use crate::wal::{Wal, WalStats};
-use crate::worker_registry::{WorkerRegistry, WorkerStatus};
-
-/// The background tasks of one system; aborted when the last handle goes away, and from then
-/// on the system refuses sends (a `TopicRouter` may outlive the handles).
-pub(crate) struct TaskSet {
-    handles: Mutex<Vec<JoinHandle<()>>>,
-    shared: Arc<SystemShared>,
-}
-
-impl TaskSet {
-    pub(crate) fn new(shared: Arc<SystemShared>) -> Self {
-        TaskSet {
-            handles: Mutex::new(Vec::new()),
-            shared,
-        }
-    }
-
-    pub(crate) fn push(&self, h: JoinHandle<()>) {
-        if let Ok(mut v) = self.handles.lock() {
-            v.push(h);
-        }
-    }
-
-    fn take(&self) -> Vec<JoinHandle<()>> {
-        self.handles
-            .lock()
-            .map(|mut v| std::mem::take(&mut *v))
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for TaskSet {
-    fn drop(&mut self) {
-        self.shared
-            .accepting
-            .store(false, std::sync::atomic::Ordering::Release);
-        for h in self.take() {
-            h.abort();
-        }
-    }
-}
+use crate::worker_registry::WorkerRegistry;
 
 static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
 
@@ -68,7 +28,7 @@ static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
 #[derive(Clone)]
 pub struct EventBus {
     pub(crate) shared: Arc<SystemShared>,
-    pub(crate) tasks: Arc<TaskSet>,
+    pub(crate) tasks: Arc<SystemTasks>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -229,26 +189,70 @@ impl EventBus {
             .load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Stops the system with `strategy` (see [`ShutdownStrategy`]). Unfinished messages stay
-    /// in the WAL for the next start.
+    /// Stops the system (or, with `Graceful`, one worker) with `strategy`; see
+    /// [`ShutdownStrategy`] for what each does with queued and in-flight messages. Unfinished
+    /// messages stay in the WAL for the next start.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
-        let started = Instant::now();
-        self.shared
-            .accepting
-            .store(false, std::sync::atomic::Ordering::Release);
-        let drained = match strategy {
-            ShutdownStrategy::Drain { timeout } => self.wait_idle(timeout).await.is_ok(),
-            ShutdownStrategy::Force => self.in_flight() == 0,
-        };
-        self.shared.registry.mark_all(WorkerStatus::Stopping);
-        for h in self.tasks.take() {
-            h.abort();
-            let _ = h.await;
+        crate::shutdown_coordinator::shutdown(self, strategy).await
+    }
+
+    /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
+    ///
+    /// The signal handlers are installed when this is called, before the returned future is
+    /// first polled, so a signal that arrives in between is not missed.
+    ///
+    /// ```no_run
+    /// # async fn run(bus: event_base_core::EventBus) -> Result<(), event_base_core::CoreError> {
+    /// use event_base_core::ShutdownStrategy;
+    /// use std::time::Duration;
+    /// let report = bus
+    ///     .run_until_signal(ShutdownStrategy::Drain { timeout: Duration::from_secs(10) })?
+    ///     .await?;
+    /// println!("{} messages left for the next start", report.left_for_replay);
+    /// # Ok(()) }
+    /// ```
+    pub fn run_until_signal(
+        &self,
+        strategy: ShutdownStrategy,
+    ) -> Result<
+        impl std::future::Future<Output = Result<ShutdownReport, CoreError>> + Send + 'static,
+        CoreError,
+    > {
+        let signal = crate::signal::ShutdownSignal::install()?;
+        let bus = self.clone();
+        Ok(async move {
+            let which = signal.recv().await;
+            tracing::info!(signal = which, "signal received; shutting down");
+            bus.shutdown(strategy).await
+        })
+    }
+
+    /// Starts `n` more workers for the handler called `handler` (scale up); returns their
+    /// names.
+    pub fn add_workers(&self, handler: &str, n: usize) -> Result<Vec<String>, CoreError> {
+        if !self.is_accepting() {
+            return Err(CoreError::SystemShutdown);
         }
-        self.shared.registry.mark_all(WorkerStatus::Stopped);
-        if let Err(e) = self.shared.wal.flush().await {
-            tracing::error!(error = %e, "WAL flush at shutdown failed");
-        }
+        let runtime = self
+            .tasks
+            .handlers
+            .get(handler)
+            .cloned()
+            .ok_or_else(|| CoreError::Config(format!("no handler named `{handler}`")))?;
+        (0..n).map(|_| self.tasks.spawn_worker(&runtime)).collect()
+    }
+
+    /// Stops one worker once it has finished its current message (scale down); the same as
+    /// `shutdown(ShutdownStrategy::Graceful { .. })`.
+    pub async fn remove_worker(&self, name: &str) -> Result<ShutdownReport, CoreError> {
+        self.shutdown(ShutdownStrategy::Graceful {
+            worker_name: name.to_owned(),
+            poll_interval: Duration::from_secs(1),
+        })
+        .await
+    }
+
+    pub(crate) fn uninstall_global(&self) {
         TopicRouter::uninstall_global(&self.shared);
         if let Ok(mut global) = GLOBAL_BUS.lock() {
             if global
@@ -258,10 +262,5 @@ impl EventBus {
                 *global = None;
             }
         }
-        Ok(ShutdownReport {
-            drained,
-            left_for_replay: self.in_flight(),
-            elapsed: started.elapsed(),
-        })
     }
 }

@@ -2,28 +2,29 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use crate::constant::{DEFAULT_BATCH_SIZE, SYSTEM_TOPICS};
+use crate::constant::{
+    DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
+};
 use crate::consumer_router::ConsumerRouter;
 use crate::error::CoreError;
-use crate::event_bus::{EventBus, TaskSet};
+use crate::event_bus::EventBus;
 use crate::handler::{HandlerSpec, HANDLER_REGISTRY};
+use crate::handler_runtime::HandlerRuntime;
 use crate::in_flight::InFlight;
-use crate::job::Job;
-use crate::message::MessageTopic;
 use crate::metrics::TopicCounters;
-use crate::middleware::{Middleware, Pipeline};
+use crate::middleware::Middleware;
 use crate::queue::QueueFactory;
 use crate::scheduler::{run_scheduler, SchedulerHandle};
 use crate::system::SystemShared;
-use crate::topic_entry::{TopicEntry, WorkerSlot};
+use crate::system_handlers::ShutdownCommandHandler;
+use crate::system_tasks::SystemTasks;
+use crate::topic_entry::TopicEntry;
 use crate::wal::Wal;
-use crate::worker::Worker;
-use crate::worker_registry::{WorkerRegistry, WorkerState};
-
-/// Capacity of each worker's private inbox.
-const INBOX_CAPACITY: usize = 1024;
+use crate::worker_monitor::run_monitor;
+use crate::worker_registry::WorkerRegistry;
 
 /// Builds an [`EventBus`].
 ///
@@ -45,6 +46,8 @@ pub struct EventBusBuilder {
     handlers: Vec<HandlerSpec>,
     registered: bool,
     global_middleware: Vec<Arc<dyn Middleware>>,
+    heartbeat_interval: Duration,
+    stale_after: Duration,
 }
 
 impl Default for EventBusBuilder {
@@ -63,6 +66,8 @@ impl EventBusBuilder {
             handlers: Vec::new(),
             registered: false,
             global_middleware: Vec::new(),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            stale_after: DEFAULT_STALE_AFTER,
         }
     }
 
@@ -102,6 +107,16 @@ impl EventBusBuilder {
         self
     }
 
+    /// How often the monitor samples every worker (default 1 s), and how long a worker may
+    /// work on one message without progress before it is declared dead, cancelled, and its
+    /// message delivered to another worker (default 60 s; never less than the handler's own
+    /// `timeout` plus one interval).
+    pub fn heartbeat(mut self, interval: Duration, stale_after: Duration) -> Self {
+        self.heartbeat_interval = interval.max(Duration::from_millis(1));
+        self.stale_after = stale_after;
+        self
+    }
+
     /// Starts the system: spawns its tasks on the current tokio runtime and replays every
     /// unfinished record of the WAL.
     pub async fn build(self) -> Result<EventBus, CoreError> {
@@ -130,113 +145,94 @@ impl EventBusBuilder {
             specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
         }
         validate(&specs)?;
+        // The bus's own handler: shutdown commands sent on `_system.shutdown`.
+        let command_handler = ShutdownCommandHandler::default();
+        let bus_cell = command_handler.cell();
+        specs.push(HandlerSpec::new(
+            "event_base.shutdown",
+            crate::constant::SHUTDOWN,
+            command_handler,
+        ));
 
-        // Group handlers by topic, keeping declaration order.
-        let mut order: Vec<MessageTopic> = Vec::new();
-        let mut by_topic: HashMap<MessageTopic, Vec<HandlerSpec>> = HashMap::new();
-        for spec in specs {
-            if !by_topic.contains_key(&spec.topic) {
-                order.push(spec.topic.clone());
-            }
-            by_topic.entry(spec.topic.clone()).or_default().push(spec);
-        }
-
-        struct PendingWorker {
-            topic: MessageTopic,
-            index: usize,
-            state: Arc<WorkerState>,
-            pipeline: Pipeline,
-            spec: HandlerSpec,
-            inbox: flume::Receiver<Job>,
-        }
-
-        let registry = WorkerRegistry::default();
+        // One entry per topic, in declaration order.
         let mut topics = HashMap::new();
-        let mut pending_workers = Vec::new();
-        for topic in &order {
-            let handlers = by_topic.remove(topic).unwrap_or_default();
-            let q = queue.create(topic)?;
-            let total: usize = handlers.iter().map(|h| h.workers).sum();
-            let (work_tx, work_rx) = flume::bounded(self.batch_size.max(total));
-            let mut slots = Vec::with_capacity(total);
-            for spec in handlers {
-                let mut layers = self.global_middleware.clone();
-                layers.extend(spec.middleware.iter().cloned());
-                let pipeline = Pipeline::new(spec.handler.clone(), layers);
-                for i in 0..spec.workers {
-                    let name = format!("{}-{}", spec.name, i);
-                    let (tx, rx) = flume::bounded(INBOX_CAPACITY);
-                    let state = Arc::new(WorkerState::new(name.clone(), topic.clone()));
-                    registry.register(state.clone());
-                    pending_workers.push(PendingWorker {
-                        topic: topic.clone(),
-                        index: slots.len(),
-                        state,
-                        pipeline: pipeline.clone(),
-                        spec: spec.clone(),
-                        inbox: rx,
-                    });
-                    slots.push(WorkerSlot { name, inbox: tx });
-                }
-                tracing::info!(handler = %spec.name, topic = %topic, workers = spec.workers, "handler registered");
+        let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::new();
+        for spec in &specs {
+            if !topics.contains_key(&spec.topic) {
+                let q = queue.create(&spec.topic)?;
+                let total: usize = specs
+                    .iter()
+                    .filter(|s| s.topic == spec.topic)
+                    .map(|s| s.workers)
+                    .sum();
+                let (work_tx, work_rx) = flume::bounded(self.batch_size.max(total));
+                topics.insert(
+                    spec.topic.clone(),
+                    Arc::new(TopicEntry {
+                        topic: spec.topic.clone(),
+                        producer: q.producer,
+                        consumer: q.consumer,
+                        work_tx,
+                        work_rx,
+                        workers: RwLock::new(Vec::with_capacity(total)),
+                        counters: TopicCounters::default(),
+                    }),
+                );
             }
-            topics.insert(
-                topic.clone(),
-                Arc::new(TopicEntry {
-                    topic: topic.clone(),
-                    producer: q.producer,
-                    consumer: q.consumer,
-                    work_tx,
-                    work_rx,
-                    workers: slots,
-                    counters: TopicCounters::default(),
-                }),
-            );
+            handlers.push(Arc::new(HandlerRuntime::new(spec, &self.global_middleware)));
+            if !spec.topic.is_system() {
+                tracing::info!(handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
+            }
         }
-        if topics.is_empty() {
+        if specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!("event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
 
-        let (scheduler, scheduler_rx) = SchedulerHandle::new();
+        let in_flight = Arc::new(InFlight::default());
+        let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
         let shared = Arc::new(SystemShared {
             wal,
             topics,
-            registry,
+            registry: WorkerRegistry::default(),
             scheduler,
-            in_flight: InFlight::default(),
+            in_flight: in_flight.clone(),
             accepting: AtomicBool::new(true),
             batch_size: self.batch_size,
         });
-        let tasks = Arc::new(TaskSet::new(shared.clone()));
-        tasks.push(tokio::spawn(run_scheduler(scheduler_rx)));
-        // One router per topic: run as its own task for queues that need acks, otherwise
-        // shared by the topic's workers, which claim for themselves.
-        let mut routers: HashMap<MessageTopic, Arc<ConsumerRouter>> = HashMap::new();
+
+        // One router per topic: its own task for queues that need acks, otherwise shared by
+        // the topic's workers, which claim for themselves.
+        let mut routers = HashMap::new();
+        let mut router_tasks = Vec::new();
         for (topic, entry) in &shared.topics {
             let router = ConsumerRouter::new(shared.clone(), entry.clone());
             if router.workers_claim_directly() {
                 routers.insert(topic.clone(), Arc::new(router));
             } else {
-                tasks.push(tokio::spawn(router.run()));
+                router_tasks.push(router);
             }
         }
-        for w in pending_workers {
-            let entry = shared.topics[&w.topic].clone();
-            let router = routers.get(&w.topic).cloned();
-            let worker = Worker::new(
-                shared.clone(),
-                entry,
-                w.index,
-                w.state,
-                w.pipeline,
-                w.spec.timeout,
-                w.spec.retries,
-                w.spec.backoff,
-                w.inbox,
-            );
-            tasks.push(tokio::spawn(worker.run(router)));
+        let by_name: HashMap<String, Arc<HandlerRuntime>> = handlers
+            .iter()
+            .map(|h| (h.name.clone(), h.clone()))
+            .collect();
+        let tasks = Arc::new(SystemTasks::new(shared.clone(), routers, by_name));
+        tasks.push_other(tokio::spawn(run_scheduler(scheduler_rx, in_flight)));
+        for router in router_tasks {
+            tasks.push_other(tokio::spawn(router.run()));
         }
+        for (spec, handler) in specs.iter().zip(&handlers) {
+            for _ in 0..spec.workers {
+                tasks.spawn_worker(handler)?;
+            }
+        }
+        tasks.push_other(tokio::spawn(run_monitor(
+            Arc::downgrade(&tasks),
+            self.heartbeat_interval,
+            self.stale_after,
+        )));
         let bus = EventBus { shared, tasks };
+        bus_cell.set(&bus);
         bus.router().replay().await?;
         Ok(bus)
     }

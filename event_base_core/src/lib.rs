@@ -58,6 +58,7 @@ mod error;
 mod event_bus;
 mod event_bus_builder;
 mod handler;
+mod handler_runtime;
 mod in_flight;
 mod job;
 mod message;
@@ -67,11 +68,16 @@ mod middleware;
 mod queue;
 mod scheduler;
 mod shutdown;
+mod shutdown_coordinator;
+mod signal;
 mod system;
+mod system_handlers;
+mod system_tasks;
 mod topic_entry;
 mod topic_router;
 mod wal;
 mod worker;
+mod worker_monitor;
 mod worker_registry;
 
 pub mod constant;
@@ -94,7 +100,9 @@ pub use message_id::new_message_id;
 pub use metrics::{MetricsSnapshot, TopicMetrics};
 pub use middleware::{BoxAckFuture, Middleware, Next, Pipeline};
 pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
-pub use shutdown::{ShutdownReport, ShutdownStrategy};
+pub use shutdown::{
+    ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
+};
 pub use topic_router::TopicRouter;
 pub use wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
 pub use worker::Worker;

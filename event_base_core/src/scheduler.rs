@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::in_flight::InFlight;
 use crate::job::{Job, Target};
 use crate::message::EMessage;
 use crate::queue::TrySendError;
@@ -89,17 +90,22 @@ pub(crate) fn instant_for(at: SystemTime) -> Instant {
 #[derive(Clone)]
 pub(crate) struct SchedulerHandle {
     tx: flume::Sender<(Instant, Scheduled)>,
+    in_flight: Arc<InFlight>,
 }
 
 impl SchedulerHandle {
-    pub(crate) fn new() -> (SchedulerHandle, flume::Receiver<(Instant, Scheduled)>) {
+    pub(crate) fn new(
+        in_flight: Arc<InFlight>,
+    ) -> (SchedulerHandle, flume::Receiver<(Instant, Scheduled)>) {
         let (tx, rx) = flume::unbounded();
-        (SchedulerHandle { tx }, rx)
+        (SchedulerHandle { tx, in_flight }, rx)
     }
 
     pub(crate) fn schedule(&self, at: Instant, what: Scheduled) {
+        self.in_flight.timer_added();
         if let Err(flume::SendError((_, what))) = self.tx.send((at, what)) {
             // The scheduler is gone (shutdown); the WAL keeps the message for replay.
+            self.in_flight.timer_fired();
             drop(what);
         }
     }
@@ -110,7 +116,10 @@ impl SchedulerHandle {
 }
 
 /// The scheduler task.
-pub(crate) async fn run_scheduler(rx: flume::Receiver<(Instant, Scheduled)>) {
+pub(crate) async fn run_scheduler(
+    rx: flume::Receiver<(Instant, Scheduled)>,
+    in_flight: Arc<InFlight>,
+) {
     let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
     let mut seq = 0u64;
     let sleep = tokio::time::sleep(Duration::from_secs(3600));
@@ -120,6 +129,7 @@ pub(crate) async fn run_scheduler(rx: flume::Receiver<(Instant, Scheduled)>) {
         while heap.peek().is_some_and(|e| e.at <= now) {
             if let Some(e) = heap.pop() {
                 e.what.fire();
+                in_flight.timer_fired();
             }
         }
         if let Some(next) = heap.peek() {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use uuid::Uuid;
 
 use crate::ack::DeadReason;
-use crate::constant::{DEAD_LETTER, SYSTEM_PREFIX};
+use crate::constant::{DEAD_LETTER, SHUTDOWN, SYSTEM_PREFIX};
 use crate::dead_letter::DeadLetterMessage;
 use crate::error::CoreError;
 use crate::in_flight::InFlight;
@@ -29,7 +29,7 @@ pub(crate) struct SystemShared {
     pub(crate) topics: HashMap<MessageTopic, Arc<TopicEntry>>,
     pub(crate) registry: WorkerRegistry,
     pub(crate) scheduler: SchedulerHandle,
-    pub(crate) in_flight: InFlight,
+    pub(crate) in_flight: Arc<InFlight>,
     pub(crate) accepting: AtomicBool,
     pub(crate) batch_size: usize,
 }
@@ -47,7 +47,7 @@ impl SystemShared {
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
-        if topic.starts_with(SYSTEM_PREFIX) {
+        if topic.starts_with(SYSTEM_PREFIX) && topic != SHUTDOWN {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
         self.send_internal(topic, message, try_send, timeout).await
@@ -57,13 +57,23 @@ impl SystemShared {
     pub(crate) async fn send_internal(
         &self,
         topic: &str,
-        mut message: EMessage,
+        message: EMessage,
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
+        self.accept(topic, message, try_send, timeout).await
+    }
+
+    async fn accept(
+        &self,
+        topic: &str,
+        mut message: EMessage,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
         let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
             topic: topic.to_owned(),
         })?;
@@ -258,7 +268,8 @@ impl SystemShared {
         }
     }
 
-    /// Publishes on a system topic if some handler subscribes to it; never waits for room.
+    /// Publishes on a system topic if some handler subscribes to it; never waits for room,
+    /// and works during shutdown too (shutdown acks are published then).
     pub(crate) async fn announce<T: serde::Serialize>(&self, topic: &str, value: &T) {
         if !self.topics.contains_key(topic) {
             return;
@@ -266,7 +277,7 @@ impl SystemShared {
         match serde_json::to_vec(value) {
             Ok(bytes) => {
                 let msg = EMessage::standard(topic, bytes);
-                if let Err(e) = self.send_internal(topic, msg, true, None).await {
+                if let Err(e) = self.accept(topic, msg, true, None).await {
                     tracing::warn!(topic, error = %e, "system announcement dropped");
                 }
             }

@@ -1,6 +1,7 @@
 //! One topic of a running system: its queue, its workers' channels and its counters.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use crate::job::{Job, Target};
 use crate::message::MessageTopic;
@@ -12,6 +13,14 @@ use crate::queue::{EConsumer, EProducer};
 pub(crate) struct WorkerSlot {
     pub(crate) name: String,
     pub(crate) inbox: flume::Sender<Job>,
+    /// Cleared when the worker is stopped or declared dead; routing then skips it.
+    pub(crate) running: AtomicBool,
+}
+
+impl WorkerSlot {
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
 }
 
 pub(crate) struct TopicEntry {
@@ -21,41 +30,83 @@ pub(crate) struct TopicEntry {
     /// Shared by the topic's workers: an idle worker takes the next job (competing consumers).
     pub(crate) work_tx: flume::Sender<Job>,
     pub(crate) work_rx: flume::Receiver<Job>,
-    pub(crate) workers: Vec<WorkerSlot>,
+    /// Every worker the topic ever had, in order; a slot's index never changes, stopped ones
+    /// stay with `running` cleared. Read on broadcast and addressed routing only, and never
+    /// held across an `.await`.
+    pub(crate) workers: RwLock<Vec<Arc<WorkerSlot>>>,
     pub(crate) counters: TopicCounters,
 }
 
 impl TopicEntry {
+    /// Index of the running worker called `name`.
     pub(crate) fn worker_index(&self, name: &str) -> Option<usize> {
-        self.workers.iter().position(|w| w.name == name)
+        self.workers
+            .read()
+            .ok()?
+            .iter()
+            .position(|w| w.name == name && w.is_running())
     }
 
-    fn sender(&self, target: Target) -> Option<&flume::Sender<Job>> {
+    /// Indices of every running worker.
+    pub(crate) fn running_workers(&self) -> Vec<usize> {
+        match self.workers.read() {
+            Ok(w) => w
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.is_running())
+                .map(|(i, _)| i)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    pub(crate) fn slot(&self, i: usize) -> Option<Arc<WorkerSlot>> {
+        self.workers.read().ok()?.get(i).cloned()
+    }
+
+    /// Adds a worker slot; returns its index.
+    pub(crate) fn add_slot(&self, slot: WorkerSlot) -> usize {
+        match self.workers.write() {
+            Ok(mut w) => {
+                w.push(Arc::new(slot));
+                w.len() - 1
+            }
+            Err(_) => usize::MAX,
+        }
+    }
+
+    fn sender(&self, target: Target) -> Option<flume::Sender<Job>> {
         match target {
-            Target::Any => Some(&self.work_tx),
-            Target::Worker(i) => self.workers.get(i).map(|w| &w.inbox),
+            Target::Any => Some(self.work_tx.clone()),
+            Target::Worker(i) => self.slot(i).map(|w| w.inbox.clone()),
         }
     }
 
     /// Hands a job to the workers, waiting while their channel is full.
     pub(crate) async fn push(&self, job: Job, target: Target) {
+        if target == Target::Any {
+            if let Err(flume::TrySendError::Full(job)) = self.work_tx.try_send(job) {
+                // Only fails when the workers are gone (shutdown); the WAL keeps the message.
+                let _ = self.work_tx.send_async(job).await;
+            }
+            return;
+        }
         let Some(tx) = self.sender(target) else {
             return;
         };
         if let Err(flume::TrySendError::Full(job)) = tx.try_send(job) {
-            // Only fails when the workers are gone (shutdown); the WAL keeps the message.
             let _ = tx.send_async(job).await;
         }
     }
 
     /// Hands a job to the workers without ever blocking the caller: if their channel is full,
-    /// a task waits for room. Used by the scheduler, which must never stall on one topic.
+    /// a task waits for room. Used by the scheduler and by workers, which must never stall on
+    /// a channel that workers drain.
     pub(crate) fn push_detached(&self, job: Job, target: Target) {
         let Some(tx) = self.sender(target) else {
             return;
         };
         if let Err(flume::TrySendError::Full(job)) = tx.try_send(job) {
-            let tx = tx.clone();
             tokio::spawn(async move {
                 let _ = tx.send_async(job).await;
             });

@@ -17,6 +17,7 @@ use crate::catch_unwind::CatchUnwind;
 use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::consumer_router::ConsumerRouter;
 use crate::error::QueueError;
+use crate::handler_runtime::HandlerRuntime;
 use crate::job::{Job, Target};
 use crate::message::{DeliveryMode, MessageTopic};
 use crate::metrics::TopicCounters;
@@ -31,6 +32,7 @@ use crate::worker_registry::{WorkerState, WorkerStatus};
 enum Source {
     Job(Option<Job>),
     Claimed,
+    Stop,
 }
 
 /// How one delivery ended, before policy is applied.
@@ -54,27 +56,22 @@ pub struct Worker {
 }
 
 impl Worker {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         shared: Arc<SystemShared>,
         entry: Arc<TopicEntry>,
-        index: usize,
         state: Arc<WorkerState>,
-        pipeline: Pipeline,
-        timeout: Option<Duration>,
-        retries: Option<u32>,
-        backoff: Option<Backoff>,
+        handler: &HandlerRuntime,
         inbox: flume::Receiver<Job>,
     ) -> Self {
         Worker {
             shared,
             entry,
-            index,
+            index: state.index,
             state,
-            pipeline,
-            timeout,
-            retries,
-            backoff,
+            pipeline: handler.pipeline.clone(),
+            timeout: handler.timeout,
+            retries: handler.retries,
+            backoff: handler.backoff,
             inbox,
         }
     }
@@ -101,69 +98,99 @@ impl Worker {
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
         loop {
             if let Ok(job) = self.inbox.try_recv() {
-                self.process(job).await;
-                continue;
-            }
-            if let Ok(job) = work.try_recv() {
-                self.process(job).await;
-                continue;
-            }
-            let Some(router) = &router else {
-                let received = tokio::select! {
-                    biased;
-                    j = self.inbox.recv_async() => j,
-                    j = work.recv_async() => j,
-                };
-                match received {
-                    Ok(job) => self.process(job).await,
-                    Err(_) => return,
+                if !self.process(job).await {
+                    return;
                 }
                 continue;
-            };
-            claimed.clear();
-            let got = match consumer.try_claim(1, &mut claimed) {
-                Ok(n) if n > 0 => Source::Claimed,
-                _ => tokio::select! {
+            }
+            // Asked to stop: the inbox (work addressed to this worker alone) is empty, the
+            // current message is finished; take nothing new.
+            if self.state.stop_requested() {
+                break;
+            }
+            if let Ok(job) = work.try_recv() {
+                if !self.process(job).await {
+                    return;
+                }
+                continue;
+            }
+            let got = match &router {
+                Some(_) => {
+                    claimed.clear();
+                    match consumer.try_claim(1, &mut claimed) {
+                        Ok(n) if n > 0 => Source::Claimed,
+                        _ => tokio::select! {
+                            biased;
+                            _ = self.state.stop_signal() => Source::Stop,
+                            j = self.inbox.recv_async() => Source::Job(j.ok()),
+                            j = work.recv_async() => Source::Job(j.ok()),
+                            r = consumer.claim_batch(1, &mut claimed) => match r {
+                                Ok(_) => Source::Claimed,
+                                Err(QueueError::Closed(_)) => break,
+                                Err(e) => {
+                                    tracing::error!(topic = %self.entry.topic, error = %e, "claim failed");
+                                    Source::Job(None)
+                                }
+                            },
+                        },
+                    }
+                }
+                None => tokio::select! {
                     biased;
+                    _ = self.state.stop_signal() => Source::Stop,
                     j = self.inbox.recv_async() => Source::Job(j.ok()),
                     j = work.recv_async() => Source::Job(j.ok()),
-                    r = consumer.claim_batch(1, &mut claimed) => match r {
-                        Ok(_) => Source::Claimed,
-                        Err(QueueError::Closed(_)) => return,
-                        Err(e) => {
-                            tracing::error!(topic = %self.entry.topic, error = %e, "claim failed");
-                            Source::Job(None)
-                        }
-                    },
                 },
             };
             match got {
-                Source::Job(Some(job)) => self.process(job).await,
-                Source::Job(None) => {}
+                Source::Stop | Source::Job(None) => {}
+                Source::Job(Some(job)) => {
+                    if !self.process(job).await {
+                        return;
+                    }
+                }
                 Source::Claimed => {
-                    for c in claimed.drain(..) {
-                        if let Some(job) = router.dispatch(c.message, Some(self.index)).await {
-                            self.process(job).await;
+                    if let Some(router) = &router {
+                        for c in claimed.drain(..) {
+                            if let Some(job) = router.dispatch(c.message, Some(self.index)).await {
+                                if !self.process(job).await {
+                                    return;
+                                }
+                            }
                         }
                     }
                 }
             }
         }
+        if let Some(slot) = self.entry.slot(self.index) {
+            slot.running
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        // Routing stops sending here once `running` is cleared; finish what slipped in.
+        while let Ok(job) = self.inbox.try_recv() {
+            if !self.process(job).await {
+                return;
+            }
+        }
+        self.state.set_status(WorkerStatus::Stopped);
     }
 
-    async fn process(&self, job: Job) {
-        let message = &job.message;
+    /// Handles one job. Returns `false` if the worker was declared dead meanwhile (the
+    /// monitor took the job and delivered it elsewhere): the worker must then end.
+    async fn process(&self, job: Job) -> bool {
+        let message = job.message.clone();
         match self.shared.wal.begin(&message.id) {
             Ok(true) => {}
-            Ok(false) => return, // withdrawn by a refused send, or already finished
+            Ok(false) => return true, // withdrawn by a refused send, or already finished
             Err(e) => {
                 tracing::error!(id = %message.id, error = %e, "could not mark message processing; delivering anyway");
             }
         }
+        self.state.set_current(job);
         self.state.set_status(WorkerStatus::Working);
         TopicCounters::add(&self.entry.counters.handled);
 
-        let call = CatchUnwind(self.pipeline.call(message));
+        let call = CatchUnwind(self.pipeline.call(&message));
         let outcome = match self.timeout {
             None => match call.await {
                 Ok(ack) => Outcome::Answered(ack),
@@ -176,7 +203,13 @@ impl Worker {
             },
         };
         self.state.count_processed();
+        let Some(job) = self.state.take_current() else {
+            // Declared dead while the handler ran; the monitor has delivered the message
+            // again and owns its outcome.
+            return false;
+        };
         self.state.set_status(WorkerStatus::Idle);
+        let message = &job.message;
 
         let attempts = message.attempts;
         match outcome {
@@ -211,6 +244,7 @@ impl Worker {
                 self.fail_attempt(job, DeadReason::Timeout).await;
             }
         }
+        true
     }
 
     /// A panic or timeout: retry with backoff while retries remain.

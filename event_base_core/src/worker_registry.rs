@@ -1,10 +1,22 @@
-//! [`WorkerRegistry`]: every worker of a system with its topic and live status.
+//! [`WorkerRegistry`]: every worker of a system with its topic, status and liveness.
+//!
+//! A worker shows it is alive by making progress. The system's monitor samples every worker
+//! once per heartbeat interval: an idle worker, or one whose count of finished messages moved,
+//! is alive and gets a fresh `last_heartbeat`; one that has been working on the same message
+//! for longer than the stale limit is declared [`WorkerStatus::Dead`], cancelled, and its
+//! message delivered again to another worker. Sampling costs the hot path nothing: workers only
+//! bump counters they keep anyway. The samples are published, batched, on
+//! `_system.worker_heartbeat` when something subscribes.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use uuid::Uuid;
 
+use crate::job::Job;
 use crate::message::MessageTopic;
 
 /// What a worker is doing.
@@ -14,10 +26,12 @@ pub enum WorkerStatus {
     Idle,
     /// Running a handler.
     Working,
-    /// Finishing before it stops.
+    /// Asked to stop; finishing its current message.
     Stopping,
     /// Stopped.
     Stopped,
+    /// Stuck past the stale limit; cancelled, its message redelivered.
+    Dead,
 }
 
 impl WorkerStatus {
@@ -26,33 +40,53 @@ impl WorkerStatus {
             0 => WorkerStatus::Idle,
             1 => WorkerStatus::Working,
             2 => WorkerStatus::Stopping,
-            _ => WorkerStatus::Stopped,
+            3 => WorkerStatus::Stopped,
+            _ => WorkerStatus::Dead,
         }
     }
 }
 
-/// A worker's live state, shared between the worker task and the registry.
+/// A worker's live state, shared between the worker task, the monitor and the registry.
 #[derive(Debug)]
 pub(crate) struct WorkerState {
     pub(crate) name: String,
+    pub(crate) handler: String,
     pub(crate) topic: MessageTopic,
+    pub(crate) index: usize,
     status: AtomicU8,
     processed: AtomicU64,
+    stop_requested: AtomicBool,
+    stop: Notify,
+    /// The job being handled. Whoever takes it out owns its outcome: the worker when the
+    /// handler returns, or the monitor when it declares the worker dead.
+    current: Mutex<Option<Job>>,
+    /// Milliseconds since the Unix epoch of the last sign of life the monitor saw.
+    last_heartbeat_ms: AtomicU64,
 }
 
 impl WorkerState {
-    pub(crate) fn new(name: String, topic: MessageTopic) -> Self {
+    pub(crate) fn new(name: String, handler: String, topic: MessageTopic, index: usize) -> Self {
         WorkerState {
             name,
+            handler,
             topic,
+            index,
             status: AtomicU8::new(WorkerStatus::Idle as u8),
             processed: AtomicU64::new(0),
+            stop_requested: AtomicBool::new(false),
+            stop: Notify::new(),
+            current: Mutex::new(None),
+            last_heartbeat_ms: AtomicU64::new(now_ms()),
         }
     }
 
     #[inline]
     pub(crate) fn set_status(&self, s: WorkerStatus) {
-        self.status.store(s as u8, Ordering::Relaxed);
+        self.status.store(s as u8, Ordering::Release);
+    }
+
+    pub(crate) fn status(&self) -> WorkerStatus {
+        WorkerStatus::from_u8(self.status.load(Ordering::Acquire))
     }
 
     #[inline]
@@ -60,27 +94,94 @@ impl WorkerState {
         self.processed.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn info(&self) -> WorkerInfo {
+    pub(crate) fn processed(&self) -> u64 {
+        self.processed.load(Ordering::Relaxed)
+    }
+
+    /// Shows `Stopping` for an idle worker about to stop (a working one shows it when done).
+    pub(crate) fn set_status_if_idle_stopping(&self) {
+        let _ = self.status.compare_exchange(
+            WorkerStatus::Idle as u8,
+            WorkerStatus::Stopping as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Asks the worker to stop after its current message (and, for a graceful stop, its inbox).
+    pub(crate) fn request_stop(&self) {
+        self.stop_requested.store(true, Ordering::Release);
+        self.stop.notify_one();
+    }
+
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.stop_requested.load(Ordering::Acquire)
+    }
+
+    pub(crate) async fn stop_signal(&self) {
+        self.stop.notified().await
+    }
+
+    pub(crate) fn set_current(&self, job: Job) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some(job);
+        }
+    }
+
+    /// Takes the current job; `None` if someone else (the monitor) already did.
+    pub(crate) fn take_current(&self) -> Option<Job> {
+        self.current.lock().ok().and_then(|mut c| c.take())
+    }
+
+    pub(crate) fn current_id(&self) -> Option<Uuid> {
+        self.current
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(|j| j.message.id))
+    }
+
+    pub(crate) fn beat(&self) {
+        self.last_heartbeat_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn info(&self) -> WorkerInfo {
         WorkerInfo {
             name: self.name.clone(),
             topic: self.topic.clone(),
-            status: WorkerStatus::from_u8(self.status.load(Ordering::Relaxed)),
-            processed: self.processed.load(Ordering::Relaxed),
+            node: "local".to_owned(),
+            status: self.status(),
+            current_message: self.current_id(),
+            processed: self.processed(),
+            last_heartbeat: SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_millis(self.last_heartbeat_ms.load(Ordering::Relaxed)),
         }
     }
 }
 
-/// A worker as the registry reports it.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A worker as the registry reports it (and as `_system.worker_heartbeat` carries it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
     /// Unique name, `<handler>-<index>`.
     pub name: String,
     /// The topic it serves.
     pub topic: MessageTopic,
+    /// The node (process) it runs on; `"local"` in one process.
+    pub node: String,
     /// What it is doing.
     pub status: WorkerStatus,
+    /// The message it is handling, if any.
+    pub current_message: Option<Uuid>,
     /// Deliveries it has finished.
     pub processed: u64,
+    /// The last time the monitor saw it alive.
+    pub last_heartbeat: SystemTime,
 }
 
 /// Every worker of one system.
@@ -96,41 +197,38 @@ impl WorkerRegistry {
         }
     }
 
-    /// Every worker.
-    pub fn list(&self) -> Vec<WorkerInfo> {
-        match self.workers.read() {
-            Ok(w) => w.iter().map(|s| s.info()).collect(),
-            Err(_) => Vec::new(),
-        }
+    pub(crate) fn states(&self) -> Vec<Arc<WorkerState>> {
+        self.workers.read().map(|w| w.clone()).unwrap_or_default()
     }
 
-    /// Names of the workers serving `topic`.
-    pub fn names_for(&self, topic: &str) -> Vec<String> {
-        match self.workers.read() {
-            Ok(w) => w
-                .iter()
-                .filter(|s| s.topic.as_str() == topic)
-                .map(|s| s.name.clone())
-                .collect(),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    /// One worker by name.
-    pub fn get(&self, name: &str) -> Option<WorkerInfo> {
+    pub(crate) fn state(&self, name: &str) -> Option<Arc<WorkerState>> {
         self.workers
             .read()
             .ok()?
             .iter()
             .find(|s| s.name == name)
-            .map(|s| s.info())
+            .cloned()
     }
 
-    pub(crate) fn mark_all(&self, status: WorkerStatus) {
-        if let Ok(w) = self.workers.read() {
-            for s in w.iter() {
-                s.set_status(status);
-            }
-        }
+    /// Every worker, stopped and dead ones included.
+    pub fn list(&self) -> Vec<WorkerInfo> {
+        self.states().iter().map(|s| s.info()).collect()
+    }
+
+    /// Names of the live (not stopped, not dead) workers serving `topic`.
+    pub fn names_for(&self, topic: &str) -> Vec<String> {
+        self.states()
+            .iter()
+            .filter(|s| {
+                s.topic.as_str() == topic
+                    && !matches!(s.status(), WorkerStatus::Stopped | WorkerStatus::Dead)
+            })
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// One worker by name.
+    pub fn get(&self, name: &str) -> Option<WorkerInfo> {
+        self.state(name).map(|s| s.info())
     }
 }

@@ -6,6 +6,8 @@
 
 #![deny(unsafe_code)]
 
+pub mod shutdown_scenario;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +31,7 @@ pub struct Seen {
 #[derive(Debug, Default)]
 pub struct Probe {
     seen: Mutex<Vec<Seen>>,
+    finished: Mutex<Vec<Uuid>>,
     changed: Notify,
 }
 
@@ -91,6 +94,11 @@ impl Probe {
         self.seen.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
+    /// Ids of the deliveries whose handler returned (after any gate), in order.
+    pub fn finished(&self) -> Vec<Uuid> {
+        self.finished.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
     /// Number of deliveries so far.
     pub fn count(&self) -> usize {
         self.seen.lock().map(|v| v.len()).unwrap_or(0)
@@ -147,7 +155,11 @@ where
         if let Some(gate) = &self.gate {
             gate.wait().await;
         }
-        (self.answer)(msg)
+        let answer = (self.answer)(msg);
+        if let Ok(mut f) = self.probe.finished.lock() {
+            f.push(msg.id);
+        }
+        answer
     }
 }
 

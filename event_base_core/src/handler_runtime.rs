@@ -1,0 +1,47 @@
+//! What a running system keeps of each handler, so it can start more workers for it later
+//! (scaling up, or replacing a worker declared dead).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::handler::HandlerSpec;
+use crate::message::MessageTopic;
+use crate::middleware::{Middleware, Pipeline};
+
+pub(crate) struct HandlerRuntime {
+    pub(crate) name: String,
+    pub(crate) topic: MessageTopic,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retries: Option<u32>,
+    pub(crate) backoff: Option<Backoff>,
+    pub(crate) shutdown_timeout: Option<Duration>,
+    next_index: AtomicUsize,
+}
+
+impl HandlerRuntime {
+    pub(crate) fn new(spec: &HandlerSpec, global: &[std::sync::Arc<dyn Middleware>]) -> Self {
+        let mut layers = global.to_vec();
+        layers.extend(spec.middleware.iter().cloned());
+        HandlerRuntime {
+            name: spec.name.clone(),
+            topic: spec.topic.clone(),
+            pipeline: Pipeline::new(spec.handler.clone(), layers),
+            timeout: spec.timeout,
+            retries: spec.retries,
+            backoff: spec.backoff,
+            shutdown_timeout: spec.shutdown_timeout,
+            next_index: AtomicUsize::new(0),
+        }
+    }
+
+    /// The next worker name: `<handler>-<n>`, never reused.
+    pub(crate) fn next_worker_name(&self) -> String {
+        format!(
+            "{}-{}",
+            self.name,
+            self.next_index.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}

@@ -1,0 +1,92 @@
+//! Handlers the bus registers for itself on its system topics.
+//!
+//! `_system.shutdown`: a [`ShutdownCommand`] (JSON, at most
+//! [`MAX_SYSTEM_PAYLOAD`](crate::constant::MAX_SYSTEM_PAYLOAD) bytes) starts the same shutdown
+//! as [`EventBus::shutdown`]. A payload that is too large or does not decode is a dead letter
+//! with the reason, never a panic. The shutdown runs in its own task: the handler's worker is
+//! itself one of the workers being stopped.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use async_trait::async_trait;
+
+use crate::ack::{Ack, DeadReason};
+use crate::constant::MAX_SYSTEM_PAYLOAD;
+use crate::event_bus::EventBus;
+use crate::handler::EHandler;
+use crate::message::EMessage;
+use crate::shutdown::ShutdownCommand;
+use crate::system::SystemShared;
+use crate::system_tasks::SystemTasks;
+
+/// A handle on a system that does not keep it alive.
+struct WeakBus {
+    shared: Weak<SystemShared>,
+    tasks: Weak<SystemTasks>,
+}
+
+impl WeakBus {
+    fn upgrade(&self) -> Option<EventBus> {
+        Some(EventBus {
+            shared: self.shared.upgrade()?,
+            tasks: self.tasks.upgrade()?,
+        })
+    }
+}
+
+/// Where the builder puts the finished system for the handler to find.
+#[derive(Clone, Default)]
+pub(crate) struct BusCell(Arc<OnceLock<WeakBus>>);
+
+impl BusCell {
+    pub(crate) fn set(&self, bus: &EventBus) {
+        let _ = self.0.set(WeakBus {
+            shared: Arc::downgrade(&bus.shared),
+            tasks: Arc::downgrade(&bus.tasks),
+        });
+    }
+}
+
+/// Handles `_system.shutdown`.
+#[derive(Default)]
+pub(crate) struct ShutdownCommandHandler {
+    bus: BusCell,
+}
+
+impl ShutdownCommandHandler {
+    pub(crate) fn cell(&self) -> BusCell {
+        self.bus.clone()
+    }
+}
+
+#[async_trait]
+impl EHandler for ShutdownCommandHandler {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        if msg.payload.len() > MAX_SYSTEM_PAYLOAD {
+            return Ack::Dead {
+                dead_reason: DeadReason::Other(format!(
+                    "shutdown command of {} bytes exceeds the limit of {MAX_SYSTEM_PAYLOAD}",
+                    msg.payload.len()
+                )),
+            };
+        }
+        let command: ShutdownCommand = match serde_json::from_slice(&msg.payload.0) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ack::Dead {
+                    dead_reason: DeadReason::Other(format!("invalid shutdown command: {e}")),
+                }
+            }
+        };
+        let Some(bus) = self.bus.0.get().and_then(WeakBus::upgrade) else {
+            return Ack::Ack;
+        };
+        tracing::info!(strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
+        tokio::spawn(async move {
+            if let Err(e) = bus.shutdown(command.strategy).await {
+                tracing::error!(error = %e, "shutdown requested by message failed");
+            }
+        });
+        Ack::Ack
+    }
+}

@@ -1,0 +1,119 @@
+//! The monitor: samples every worker's liveness once per heartbeat interval, publishes the
+//! samples on `_system.worker_heartbeat`, and replaces workers stuck past the stale limit.
+//!
+//! A stuck worker is declared dead: its current job is taken from it (so that, should its
+//! handler ever return, the worker drops the outcome and ends), its task is cancelled, the job
+//! is delivered again (to any worker of the topic; a copy that only this worker could take
+//! becomes a dead letter naming it), and a fresh worker of the same handler takes its place.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::ack::DeadReason;
+use crate::constant::WORKER_HEARTBEAT;
+use crate::job::Target;
+use crate::message::DeliveryMode;
+use crate::system_tasks::SystemTasks;
+use crate::worker_registry::{WorkerInfo, WorkerState, WorkerStatus};
+
+pub(crate) async fn run_monitor(
+    tasks: Weak<SystemTasks>,
+    interval: Duration,
+    stale_after: Duration,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Per worker: the processed count last seen, and since when it has not moved.
+    let mut progress: HashMap<String, (u64, Instant)> = HashMap::new();
+    loop {
+        ticker.tick().await;
+        let Some(tasks) = tasks.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut beats: Vec<WorkerInfo> = Vec::new();
+        for state in tasks.shared.registry.states() {
+            let processed = state.processed();
+            let seen = progress
+                .entry(state.name.clone())
+                .or_insert((processed, now));
+            match state.status() {
+                WorkerStatus::Idle | WorkerStatus::Stopping => {
+                    *seen = (processed, now);
+                    state.beat();
+                }
+                WorkerStatus::Working if seen.0 != processed => {
+                    *seen = (processed, now);
+                    state.beat();
+                }
+                WorkerStatus::Working => {
+                    let limit = stale_limit(&tasks, &state, interval, stale_after);
+                    if now.duration_since(seen.1) >= limit {
+                        declare_dead(&tasks, &state).await;
+                        progress.remove(&state.name);
+                        continue;
+                    }
+                }
+                WorkerStatus::Stopped | WorkerStatus::Dead => continue,
+            }
+            beats.push(state.info());
+        }
+        if tasks.shared.topics.contains_key(WORKER_HEARTBEAT) && !beats.is_empty() {
+            tasks.shared.announce(WORKER_HEARTBEAT, &beats).await;
+        }
+    }
+}
+
+/// A handler with its own `timeout` is never declared dead before that timeout could fire.
+fn stale_limit(
+    tasks: &SystemTasks,
+    state: &WorkerState,
+    interval: Duration,
+    stale_after: Duration,
+) -> Duration {
+    let own = tasks
+        .handlers
+        .get(&state.handler)
+        .and_then(|h| h.timeout)
+        .map(|t| t + interval)
+        .unwrap_or_default();
+    stale_after.max(own)
+}
+
+async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
+    let Some(job) = state.take_current() else {
+        return; // it finished just now
+    };
+    let shared = &tasks.shared;
+    state.set_status(WorkerStatus::Dead);
+    tracing::error!(worker = %state.name, topic = %state.topic, id = %job.message.id, "worker stuck past the stale limit: declared dead, its message is delivered again");
+    let Some(entry) = shared.topics.get(&state.topic).cloned() else {
+        return;
+    };
+    if let Some(slot) = entry.slot(state.index) {
+        slot.running
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+    if let Some(handle) = tasks.take_worker(&state.name) {
+        handle.abort();
+    }
+    let pinned =
+        job.message.to_worker.is_some() || job.message.delivery_mode == DeliveryMode::Broadcast;
+    if pinned {
+        let reason = DeadReason::Other(format!("worker `{}` died while handling it", state.name));
+        shared.dead_letter(&entry, &job, reason).await;
+    } else {
+        entry.push_detached(job, Target::Any);
+    }
+    if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
+        match tasks.spawn_worker(&runtime) {
+            Ok(name) => {
+                tracing::info!(worker = %name, replaces = %state.name, "replacement worker started")
+            }
+            Err(e) => tracing::error!(error = %e, "could not start a replacement worker"),
+        }
+    }
+}
