@@ -143,6 +143,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("7. metrics");
     for (topic, m) in bus.metrics().topics {
+        if topic.starts_with("_system.") {
+            continue;
+        }
         println!(
             "   {topic:<18} sent={} handled={} acked={} retried={} dead={}",
             m.sent, m.handled, m.acked, m.retried, m.dead

@@ -2,7 +2,8 @@
 //!
 //! Every topic that starts with [`SYSTEM_PREFIX`] belongs to the bus. Applications may
 //! subscribe handlers to them (for example to [`DEAD_LETTER`]), but `send` refuses them with
-//! [`CoreError::ReservedTopic`](crate::CoreError::ReservedTopic).
+//! [`CoreError::ReservedTopic`](crate::CoreError::ReservedTopic), except the two that carry
+//! requests to the bus: [`SHUTDOWN`] and [`TOPIC_DISCOVERY`].
 
 /// Prefix of every reserved topic.
 pub const SYSTEM_PREFIX: &str = "_system.";

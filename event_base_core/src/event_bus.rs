@@ -229,7 +229,7 @@ impl EventBus {
 
     /// Starts `n` more workers for the handler called `handler` (scale up); returns their
     /// names.
-    pub fn add_workers(&self, handler: &str, n: usize) -> Result<Vec<String>, CoreError> {
+    pub async fn add_workers(&self, handler: &str, n: usize) -> Result<Vec<String>, CoreError> {
         if !self.is_accepting() {
             return Err(CoreError::SystemShutdown);
         }
@@ -239,7 +239,15 @@ impl EventBus {
             .get(handler)
             .cloned()
             .ok_or_else(|| CoreError::Config(format!("no handler named `{handler}`")))?;
-        (0..n).map(|_| self.tasks.spawn_worker(&runtime)).collect()
+        let mut names = Vec::with_capacity(n);
+        for _ in 0..n {
+            let state = self.tasks.spawn_worker(&runtime)?;
+            self.shared
+                .announce_worker(crate::discovery::DiscoveryEvent::Joined, &state)
+                .await;
+            names.push(state.name.clone());
+        }
+        Ok(names)
     }
 
     /// Stops one worker once it has finished its current message (scale down); the same as

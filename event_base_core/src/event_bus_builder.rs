@@ -19,7 +19,7 @@ use crate::middleware::Middleware;
 use crate::queue::QueueFactory;
 use crate::scheduler::{run_scheduler, SchedulerHandle};
 use crate::system::SystemShared;
-use crate::system_handlers::ShutdownCommandHandler;
+use crate::system_handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::system_tasks::SystemTasks;
 use crate::topic_entry::TopicEntry;
 use crate::wal::Wal;
@@ -153,6 +153,13 @@ impl EventBusBuilder {
             crate::constant::SHUTDOWN,
             command_handler,
         ));
+        let discovery_handler = TopicDiscoveryHandler::default();
+        let discovery_cell = discovery_handler.cell();
+        specs.push(HandlerSpec::new(
+            "event_base.topic_discovery",
+            crate::constant::TOPIC_DISCOVERY,
+            discovery_handler,
+        ));
 
         // One entry per topic, in declaration order.
         let mut topics = HashMap::new();
@@ -221,9 +228,10 @@ impl EventBusBuilder {
         for router in router_tasks {
             tasks.push_other(tokio::spawn(router.run()));
         }
+        let mut started = Vec::new();
         for (spec, handler) in specs.iter().zip(&handlers) {
             for _ in 0..spec.workers {
-                tasks.spawn_worker(handler)?;
+                started.push(tasks.spawn_worker(handler)?);
             }
         }
         tasks.push_other(tokio::spawn(run_monitor(
@@ -233,7 +241,19 @@ impl EventBusBuilder {
         )));
         let bus = EventBus { shared, tasks };
         bus_cell.set(&bus);
+        discovery_cell.set(&bus);
+        // Replay before anything new is appended: replay re-sends whatever the WAL holds
+        // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
+        for state in &started {
+            bus.shared
+                .announce_worker(crate::discovery::DiscoveryEvent::Joined, state)
+                .await;
+        }
+        let sync = bus.shared.topic_sync();
+        bus.shared
+            .announce(crate::constant::TOPIC_SYNC, &sync)
+            .await;
         Ok(bus)
     }
 }

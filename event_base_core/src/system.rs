@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use uuid::Uuid;
 
 use crate::ack::DeadReason;
-use crate::constant::{DEAD_LETTER, SHUTDOWN, SYSTEM_PREFIX};
+use crate::constant::{DEAD_LETTER, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::dead_letter::DeadLetterMessage;
 use crate::error::CoreError;
 use crate::in_flight::InFlight;
@@ -47,7 +47,8 @@ impl SystemShared {
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
-        if topic.starts_with(SYSTEM_PREFIX) && topic != SHUTDOWN {
+        // Of the system topics, applications may send requests: shutdown and discovery.
+        if topic.starts_with(SYSTEM_PREFIX) && topic != SHUTDOWN && topic != TOPIC_DISCOVERY {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
         self.send_internal(topic, message, try_send, timeout).await
@@ -310,6 +311,41 @@ impl Drop for WithdrawOnDrop<'_> {
             Err(e) => {
                 tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")
             }
+        }
+    }
+}
+
+impl SystemShared {
+    /// The node's topic table.
+    pub(crate) fn topic_sync(&self) -> crate::discovery::TopicSync {
+        let mut topics: Vec<crate::discovery::TopicInfo> = self
+            .topics
+            .keys()
+            .map(|t| crate::discovery::TopicInfo {
+                topic: t.0.clone(),
+                workers: self.registry.names_for(t.as_str()),
+            })
+            .collect();
+        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+        crate::discovery::TopicSync {
+            node: "local".into(),
+            topics,
+        }
+    }
+
+    /// Announces a worker's arrival or departure, if anyone listens.
+    pub(crate) async fn announce_worker(
+        &self,
+        event: crate::discovery::DiscoveryEvent,
+        worker: &crate::worker_registry::WorkerState,
+    ) {
+        if self.topics.contains_key(crate::constant::WORKER_DISCOVERY) {
+            let value = crate::discovery::WorkerDiscovery {
+                event,
+                worker: worker.info(),
+            };
+            self.announce(crate::constant::WORKER_DISCOVERY, &value)
+                .await;
         }
     }
 }

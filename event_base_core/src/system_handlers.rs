@@ -1,5 +1,9 @@
 //! Handlers the bus registers for itself on its system topics.
 //!
+//! `_system.topic_discovery`: any message (a [`TopicDiscovery`](crate::TopicDiscovery) by
+//! convention) is answered with the node's [`TopicSync`](crate::TopicSync) on
+//! `_system.topic_sync`.
+//!
 //! `_system.shutdown`: a [`ShutdownCommand`] (JSON, at most
 //! [`MAX_SYSTEM_PAYLOAD`](crate::constant::MAX_SYSTEM_PAYLOAD) bytes) starts the same shutdown
 //! as [`EventBus::shutdown`]. A payload that is too large or does not decode is a dead letter
@@ -87,6 +91,31 @@ impl EHandler for ShutdownCommandHandler {
                 tracing::error!(error = %e, "shutdown requested by message failed");
             }
         });
+        Ack::Ack
+    }
+}
+
+/// Handles `_system.topic_discovery`.
+#[derive(Default)]
+pub(crate) struct TopicDiscoveryHandler {
+    bus: BusCell,
+}
+
+impl TopicDiscoveryHandler {
+    pub(crate) fn cell(&self) -> BusCell {
+        self.bus.clone()
+    }
+}
+
+#[async_trait]
+impl EHandler for TopicDiscoveryHandler {
+    async fn handler(&self, _msg: &EMessage) -> Ack {
+        if let Some(bus) = self.bus.0.get().and_then(WeakBus::upgrade) {
+            let sync = bus.shared.topic_sync();
+            bus.shared
+                .announce(crate::constant::TOPIC_SYNC, &sync)
+                .await;
+        }
         Ack::Ack
     }
 }

@@ -54,8 +54,11 @@ impl SystemTasks {
         }
     }
 
-    /// Starts one more worker for `handler`; returns its name.
-    pub(crate) fn spawn_worker(&self, handler: &HandlerRuntime) -> Result<String, CoreError> {
+    /// Starts one more worker for `handler`; returns its state (the caller announces it).
+    pub(crate) fn spawn_worker(
+        &self,
+        handler: &HandlerRuntime,
+    ) -> Result<Arc<WorkerState>, CoreError> {
         let entry = self
             .shared
             .topics
@@ -78,13 +81,13 @@ impl SystemTasks {
             index,
         ));
         self.shared.registry.register(state.clone());
-        let worker = Worker::new(self.shared.clone(), entry, state, handler, rx);
+        let worker = Worker::new(self.shared.clone(), entry, state.clone(), handler, rx);
         let router = self.routers.get(&handler.topic).cloned();
         let handle = tokio::spawn(worker.run(router));
         if let Ok(mut w) = self.workers.lock() {
-            w.insert(name.clone(), handle);
+            w.insert(name, handle);
         }
-        Ok(name)
+        Ok(state)
     }
 
     /// Takes a worker's join handle (to await or abort it).

@@ -173,6 +173,9 @@ impl Worker {
             }
         }
         self.state.set_status(WorkerStatus::Stopped);
+        self.shared
+            .announce_worker(crate::discovery::DiscoveryEvent::Left, &self.state)
+            .await;
     }
 
     /// Handles one job. Returns `false` if the worker was declared dead meanwhile (the

@@ -100,6 +100,9 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
     if let Some(handle) = tasks.take_worker(&state.name) {
         handle.abort();
     }
+    shared
+        .announce_worker(crate::discovery::DiscoveryEvent::Dead, state)
+        .await;
     let pinned =
         job.message.to_worker.is_some() || job.message.delivery_mode == DeliveryMode::Broadcast;
     if pinned {
@@ -110,8 +113,11 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
     }
     if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
         match tasks.spawn_worker(&runtime) {
-            Ok(name) => {
-                tracing::info!(worker = %name, replaces = %state.name, "replacement worker started")
+            Ok(new) => {
+                tracing::info!(worker = %new.name, replaces = %state.name, "replacement worker started");
+                shared
+                    .announce_worker(crate::discovery::DiscoveryEvent::Joined, &new)
+                    .await;
             }
             Err(e) => tracing::error!(error = %e, "could not start a replacement worker"),
         }

@@ -48,7 +48,7 @@ async fn one_worker_stops_and_the_others_go_on() {
     assert_eq!(s.probe.finished().len(), 12);
 
     // Scale back up.
-    let added = s.bus.add_workers("jobs", 1).unwrap();
+    let added = s.bus.add_workers("jobs", 1).await.unwrap();
     assert_eq!(added, vec!["jobs-2".to_owned()]);
     assert_eq!(s.bus.workers("jobs").len(), 2);
 }

@@ -9,7 +9,11 @@ use event_base::{handler_fn, Ack, EMessage, HandlerSpec, ShutdownStrategy};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bus = event_base::builder()
-        .handler(HandlerSpec::new("jobs", "jobs", handler_fn(|_m: EMessage| async { Ack::Ack })))
+        .handler(HandlerSpec::new(
+            "jobs",
+            "jobs",
+            handler_fn(|_m: EMessage| async { Ack::Ack }),
+        ))
         .build()
         .await?;
     for _ in 0..10 {

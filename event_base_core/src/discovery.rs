@@ -1,0 +1,62 @@
+//! Worker discovery and topic sync: what a system announces about itself on
+//! `_system.worker_discovery`, `_system.topic_sync` and `_system.topic_discovery`.
+//!
+//! Inside one process these are notifications for whoever subscribes (dashboards, tests,
+//! the gRPC API). The payloads are plain JSON values naming the node, so the distributed mode
+//! can carry the same messages between processes unchanged.
+//!
+//! - [`WorkerDiscovery`] on `_system.worker_discovery` whenever a worker joins (start,
+//!   scale-up, replacement), leaves (stopped) or is declared dead.
+//! - [`TopicSync`] on `_system.topic_sync`: the node's topic table, once at start and in
+//!   answer to every [`TopicDiscovery`] request sent on `_system.topic_discovery`.
+//!
+//! Nothing is published when nobody subscribes, so the hot path never pays for it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::worker_registry::WorkerInfo;
+
+/// What happened to a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DiscoveryEvent {
+    /// It started.
+    Joined,
+    /// It stopped.
+    Left,
+    /// It was declared dead by the monitor.
+    Dead,
+}
+
+/// A worker's arrival or departure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerDiscovery {
+    /// What happened.
+    pub event: DiscoveryEvent,
+    /// The worker as the registry saw it then.
+    pub worker: WorkerInfo,
+}
+
+/// One topic of a node's table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicInfo {
+    /// The topic.
+    pub topic: String,
+    /// Its live workers.
+    pub workers: Vec<String>,
+}
+
+/// A node's topic table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicSync {
+    /// The node (process); `"local"` in one process.
+    pub node: String,
+    /// Every topic with handlers, system topics included.
+    pub topics: Vec<TopicInfo>,
+}
+
+/// A request for every node's [`TopicSync`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicDiscovery {
+    /// Who asks (for logs).
+    pub from: Option<String>,
+}
