@@ -144,10 +144,13 @@ impl ConsumerRouter {
             // Addressed: Standard and Broadcast mean once (the worker is the whole audience),
             // Repeated(n) means n times, all by that worker.
             match message.delivery_mode {
-                DeliveryMode::Repeated(0) => self.shared.finish_ok(&Job {
-                    message,
-                    group: None,
-                }),
+                DeliveryMode::Repeated(0) => self.shared.finish_ok(
+                    entry,
+                    &Job {
+                        message,
+                        group: None,
+                    },
+                ),
                 DeliveryMode::Repeated(n) => {
                     let group = DeliveryGroup::new(n);
                     for _ in 0..n {
@@ -192,10 +195,13 @@ impl ConsumerRouter {
                     self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
             }
-            DeliveryMode::Repeated(0) => self.shared.finish_ok(&Job {
-                message,
-                group: None,
-            }),
+            DeliveryMode::Repeated(0) => self.shared.finish_ok(
+                entry,
+                &Job {
+                    message,
+                    group: None,
+                },
+            ),
             DeliveryMode::Repeated(n) => {
                 let group = DeliveryGroup::new(n);
                 for _ in 0..n {

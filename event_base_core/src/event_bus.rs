@@ -9,7 +9,7 @@ use crate::dead_letter::DeadLetterMessage;
 use crate::error::CoreError;
 use crate::event_bus_builder::EventBusBuilder;
 use crate::message::{EMessage, IntoMessage};
-use crate::metrics::MetricsSnapshot;
+use crate::metrics::{MetricsManager, MetricsSnapshot, MetricsStore};
 use crate::shutdown::{ShutdownReport, ShutdownStrategy};
 use crate::system::SystemShared;
 use crate::system_tasks::SystemTasks;
@@ -160,16 +160,22 @@ impl EventBus {
         &self.shared.registry
     }
 
-    /// Per-topic counters now.
+    /// Every counter now: per topic (sent, handled, acked, retried, dead, in flight, queue
+    /// depth, latency percentiles), per worker, and for the node.
     pub fn metrics(&self) -> MetricsSnapshot {
-        let mut snap = MetricsSnapshot::default();
-        for (topic, entry) in &self.shared.topics {
-            snap.topics.insert(
-                topic.0.clone(),
-                entry.counters.snapshot(entry.producer.len()),
-            );
+        self.metrics_store().snapshot()
+    }
+
+    /// The live metrics, for snapshots without a bus handle.
+    pub fn metrics_store(&self) -> MetricsStore {
+        MetricsStore {
+            shared: self.shared.clone(),
         }
-        snap
+    }
+
+    /// The exporter to the `metrics` facade (feature `metrics`).
+    pub fn metrics_manager(&self) -> MetricsManager {
+        MetricsManager::new(Arc::new(self.metrics_store()))
     }
 
     /// The WAL.

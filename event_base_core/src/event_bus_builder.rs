@@ -48,6 +48,9 @@ pub struct EventBusBuilder {
     global_middleware: Vec<Arc<dyn Middleware>>,
     heartbeat_interval: Duration,
     stale_after: Duration,
+    latency_metrics: bool,
+    #[cfg(feature = "metrics")]
+    export_metrics: Option<Duration>,
 }
 
 impl Default for EventBusBuilder {
@@ -68,6 +71,9 @@ impl EventBusBuilder {
             global_middleware: Vec::new(),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
+            latency_metrics: true,
+            #[cfg(feature = "metrics")]
+            export_metrics: None,
         }
     }
 
@@ -114,6 +120,21 @@ impl EventBusBuilder {
     pub fn heartbeat(mut self, interval: Duration, stale_after: Duration) -> Self {
         self.heartbeat_interval = interval.max(Duration::from_millis(1));
         self.stale_after = stale_after;
+        self
+    }
+
+    /// Whether workers time each delivery's queue wait and handler time into the topic's
+    /// latency histograms (default on; two clock reads per delivery).
+    pub fn latency_metrics(mut self, on: bool) -> Self {
+        self.latency_metrics = on;
+        self
+    }
+
+    /// Publishes the system's metrics to the `metrics` facade every `interval` (feature
+    /// `metrics`); see [`MetricsManager`](crate::MetricsManager).
+    #[cfg(feature = "metrics")]
+    pub fn export_metrics(mut self, interval: Duration) -> Self {
+        self.export_metrics = Some(interval);
         self
     }
 
@@ -205,6 +226,8 @@ impl EventBusBuilder {
             in_flight: in_flight.clone(),
             accepting: AtomicBool::new(true),
             batch_size: self.batch_size,
+            started: std::time::Instant::now(),
+            latency_metrics: self.latency_metrics,
         });
 
         // One router per topic: its own task for queues that need acks, otherwise shared by
@@ -240,6 +263,17 @@ impl EventBusBuilder {
             self.stale_after,
         )));
         let bus = EventBus { shared, tasks };
+        #[cfg(feature = "metrics")]
+        if let Some(every) = self.export_metrics {
+            let manager = bus.metrics_manager();
+            bus.tasks.push_other(tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(every);
+                loop {
+                    ticker.tick().await;
+                    manager.export();
+                }
+            }));
+        }
         bus_cell.set(&bus);
         discovery_cell.set(&bus);
         // Replay before anything new is appended: replay re-sends whatever the WAL holds

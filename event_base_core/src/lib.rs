@@ -62,6 +62,7 @@ mod handler;
 mod handler_runtime;
 mod in_flight;
 mod job;
+mod latency_histogram;
 mod message;
 mod message_id;
 mod metrics;
@@ -94,12 +95,15 @@ pub use event_bus_builder::EventBusBuilder;
 pub use handler::{
     handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY,
 };
+pub use latency_histogram::{LatencyHistogram, LatencySummary};
 pub use message::{
     DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
     MessageTopic, MESSAGE_VERSION,
 };
 pub use message_id::new_message_id;
-pub use metrics::{MetricsSnapshot, TopicMetrics};
+pub use metrics::{
+    MetricsManager, MetricsSnapshot, MetricsStore, NodeMetrics, TopicMetrics, WorkerMetrics,
+};
 pub use middleware::{BoxAckFuture, Middleware, Next, Pipeline};
 pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
 pub use shutdown::{

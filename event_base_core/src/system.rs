@@ -32,6 +32,9 @@ pub(crate) struct SystemShared {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) accepting: AtomicBool,
     pub(crate) batch_size: usize,
+    pub(crate) started: std::time::Instant,
+    /// Whether workers time queue wait and handler time.
+    pub(crate) latency_metrics: bool,
 }
 
 impl SystemShared {
@@ -98,10 +101,12 @@ impl SystemShared {
 
         let commit = self.wal.append(&message)?;
         self.in_flight.add();
+        entry.counters.accepted();
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
         let guard = WithdrawOnDrop {
             shared: self,
+            entry,
             id,
             armed: true,
         };
@@ -110,11 +115,8 @@ impl SystemShared {
             .await;
         guard.disarm();
         match outcome {
-            Ok(()) => {
-                TopicCounters::add(&entry.counters.sent);
-                Ok(id)
-            }
-            Err(e) => self.refuse(id, e).await,
+            Ok(()) => Ok(id),
+            Err(e) => self.refuse(entry, id, e).await,
         }
     }
 
@@ -165,10 +167,21 @@ impl SystemShared {
 
     /// Withdraws a message whose send failed. If a handler already has it, the send did
     /// succeed after all, and the caller must be told so.
-    async fn refuse(&self, id: Uuid, error: CoreError) -> Result<Uuid, CoreError> {
+    async fn refuse(
+        &self,
+        entry: &TopicEntry,
+        id: Uuid,
+        error: CoreError,
+    ) -> Result<Uuid, CoreError> {
         match self.wal.cancel(&id) {
             Ok(Some(commit)) => {
                 self.in_flight.done();
+                // Refused: it does not count as sent.
+                entry.counters.finished();
+                entry
+                    .counters
+                    .sent
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                 if let Err(e) = commit.wait().await {
                     tracing::error!(%id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
                 }
@@ -196,7 +209,7 @@ impl SystemShared {
                 continue;
             };
             self.in_flight.add();
-            TopicCounters::add(&entry.counters.sent);
+            entry.counters.accepted();
             count += 1;
             match message.deliver_at {
                 Some(at) if at > now => self.scheduler.schedule(
@@ -216,21 +229,28 @@ impl SystemShared {
     }
 
     /// A delivery finished with `Ack`.
-    pub(crate) fn finish_ok(&self, job: &Job) {
+    pub(crate) fn finish_ok(&self, entry: &TopicEntry, job: &Job) {
         match &job.group {
             None => {
                 self.complete(&job.message.id);
-                self.in_flight.done();
+                self.final_state(entry);
             }
             Some(group) => {
                 if group.finish_one() {
                     if !group.failed() {
                         self.complete(&job.message.id);
                     }
-                    self.in_flight.done();
+                    self.final_state(entry);
                 }
             }
         }
+    }
+
+    /// A message reached its final state (complete or dead).
+    #[inline]
+    fn final_state(&self, entry: &TopicEntry) {
+        entry.counters.finished();
+        self.in_flight.done();
     }
 
     fn complete(&self, id: &Uuid) {
@@ -259,11 +279,11 @@ impl SystemShared {
             self.announce(DEAD_LETTER, &dead).await;
         }
         match &job.group {
-            None => self.in_flight.done(),
+            None => self.final_state(entry),
             Some(group) => {
                 group.mark_failed();
                 if group.finish_one() {
-                    self.in_flight.done();
+                    self.final_state(entry);
                 }
             }
         }
@@ -290,6 +310,7 @@ impl SystemShared {
 /// Withdraws an appended message if the send future is dropped before it finished.
 struct WithdrawOnDrop<'a> {
     shared: &'a SystemShared,
+    entry: &'a TopicEntry,
     id: Uuid,
     armed: bool,
 }
@@ -306,7 +327,14 @@ impl Drop for WithdrawOnDrop<'_> {
             return;
         }
         match self.shared.wal.cancel(&self.id) {
-            Ok(Some(_commit)) => self.shared.in_flight.done(),
+            Ok(Some(_commit)) => {
+                self.shared.in_flight.done();
+                self.entry.counters.finished();
+                self.entry
+                    .counters
+                    .sent
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             Ok(None) => {} // a handler already has it: it will be finished normally
             Err(e) => {
                 tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")

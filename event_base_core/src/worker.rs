@@ -191,7 +191,22 @@ impl Worker {
         }
         self.state.set_current(job);
         self.state.set_status(WorkerStatus::Working);
-        TopicCounters::add(&self.entry.counters.handled);
+        let counters = &self.entry.counters;
+        TopicCounters::add(&counters.handled);
+        // One wall-clock read serves both the queue wait and the start of the handler time.
+        let started = self.shared.latency_metrics.then(SystemTime::now);
+        if let Some(now) = started {
+            if message.attempts <= 1 {
+                let since = message
+                    .deliver_at
+                    .map_or(message.metadata.created_at, |at| {
+                        at.max(message.metadata.created_at)
+                    });
+                if let Ok(wait) = now.duration_since(since) {
+                    counters.queue_wait.record(wait);
+                }
+            }
+        }
 
         let call = CatchUnwind(self.pipeline.call(&message));
         let outcome = match self.timeout {
@@ -205,6 +220,11 @@ impl Worker {
                 Err(_) => Outcome::TimedOut,
             },
         };
+        if let Some(t) = started {
+            if let Ok(took) = t.elapsed() {
+                counters.handler_time.record(took);
+            }
+        }
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -218,7 +238,8 @@ impl Worker {
         match outcome {
             Outcome::Answered(Ack::Ack) => {
                 TopicCounters::add(&self.entry.counters.acked);
-                self.shared.finish_ok(&job);
+                TopicCounters::add(&self.state.acked);
+                self.shared.finish_ok(&self.entry, &job);
             }
             Outcome::Answered(Ack::NoAck {
                 retry_after,
@@ -263,6 +284,7 @@ impl Worker {
     }
 
     async fn dead(&self, job: Job, reason: DeadReason) {
+        TopicCounters::add(&self.state.dead);
         self.shared.dead_letter(&self.entry, &job, reason).await;
     }
 
@@ -275,6 +297,7 @@ impl Worker {
             tracing::error!(id = %next.id, error = %e, "could not record retry in the WAL");
         }
         TopicCounters::add(&self.entry.counters.retried);
+        TopicCounters::add(&self.state.retried);
         // Broadcast copies and addressed messages stay with this worker.
         let target = if next.delivery_mode == DeliveryMode::Broadcast || next.to_worker.is_some() {
             Target::Worker(self.index)

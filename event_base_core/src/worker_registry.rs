@@ -55,6 +55,9 @@ pub(crate) struct WorkerState {
     pub(crate) index: usize,
     status: AtomicU8,
     processed: AtomicU64,
+    pub(crate) acked: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) dead: AtomicU64,
     stop_requested: AtomicBool,
     stop: Notify,
     /// The job being handled. Whoever takes it out owns its outcome: the worker when the
@@ -73,6 +76,9 @@ impl WorkerState {
             index,
             status: AtomicU8::new(WorkerStatus::Idle as u8),
             processed: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            dead: AtomicU64::new(0),
             stop_requested: AtomicBool::new(false),
             stop: Notify::new(),
             current: Mutex::new(None),
@@ -142,6 +148,15 @@ impl WorkerState {
 
     pub(crate) fn beat(&self) {
         self.last_heartbeat_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn metrics(&self) -> crate::metrics::WorkerMetrics {
+        crate::metrics::WorkerMetrics {
+            handled: self.processed(),
+            acked: self.acked.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+            dead: self.dead.load(Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn info(&self) -> WorkerInfo {

@@ -1,0 +1,141 @@
+//! [`LatencyHistogram`]: a lock-free histogram of durations, and its [`LatencySummary`].
+//!
+//! Values are recorded in nanoseconds into logarithmic buckets with four linear steps per
+//! power of two, so any percentile is known within 25 % whatever the scale, with one relaxed
+//! atomic add per sample and no lock. Percentiles report the upper bound of their bucket.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+const BUCKETS: usize = 64 * 4;
+
+/// A histogram of durations, shared by any number of recorders.
+pub struct LatencyHistogram {
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    max_ns: AtomicU64,
+}
+
+impl std::fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatencyHistogram")
+            .field("summary", &self.summary())
+            .finish()
+    }
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+fn bucket_of(ns: u64) -> usize {
+    if ns < 4 {
+        return ns as usize;
+    }
+    let log = 63 - ns.leading_zeros() as usize; // >= 2
+    let step = ((ns >> (log - 2)) & 3) as usize;
+    ((log - 1) * 4 + step).min(BUCKETS - 1)
+}
+
+fn upper_bound(bucket: usize) -> u64 {
+    if bucket < 4 {
+        return bucket as u64;
+    }
+    let log = bucket / 4 + 1;
+    let step = (bucket % 4) as u64;
+    // Bucket covers [(4 + step) << (log - 2), (5 + step) << (log - 2)).
+    ((5 + step) << (log - 2)).saturating_sub(1)
+}
+
+impl LatencyHistogram {
+    /// Records one sample.
+    #[inline]
+    pub fn record(&self, d: Duration) {
+        let ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// The value below which `q` (0..=1) of the samples fall.
+    pub fn percentile(&self, q: f64) -> Duration {
+        let total = self.count.load(Ordering::Relaxed);
+        if total == 0 {
+            return Duration::ZERO;
+        }
+        let rank = ((total as f64) * q.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Ordering::Relaxed);
+            if seen >= rank {
+                let max = self.max_ns.load(Ordering::Relaxed);
+                return Duration::from_nanos(upper_bound(i).min(max));
+            }
+        }
+        Duration::from_nanos(self.max_ns.load(Ordering::Relaxed))
+    }
+
+    /// Count, p50, p90, p99 and max.
+    pub fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            count: self.count.load(Ordering::Relaxed),
+            p50: self.percentile(0.50),
+            p90: self.percentile(0.90),
+            p99: self.percentile(0.99),
+            max: Duration::from_nanos(self.max_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Percentiles of a [`LatencyHistogram`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Samples recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 90th percentile.
+    pub p90: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Largest sample.
+    pub max: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_within_a_quarter() {
+        let h = LatencyHistogram::default();
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let p50 = h.percentile(0.5).as_micros() as f64;
+        let p99 = h.percentile(0.99).as_micros() as f64;
+        assert!((500.0..=625.0).contains(&p50), "p50 {p50}");
+        assert!((990.0..=1000.0).contains(&p99), "p99 {p99}");
+        assert_eq!(h.summary().count, 1000);
+        assert_eq!(h.summary().max, Duration::from_micros(1000));
+    }
+
+    #[test]
+    fn buckets_are_monotonic() {
+        let mut last = 0;
+        for ns in (0..100_000u64).step_by(7) {
+            let b = bucket_of(ns);
+            assert!(b >= last);
+            assert!(upper_bound(b) >= ns, "{ns} above bucket {b}");
+            last = b;
+        }
+    }
+}
