@@ -61,6 +61,11 @@ pub mod wal {
     pub use event_base_wal::*;
 }
 
+/// Audit writers.
+pub mod audit {
+    pub use event_base_audit::*;
+}
+
 /// Queue backends.
 pub mod queue {
     pub use event_base_queue::*;
@@ -150,6 +155,8 @@ pub mod guide {
     pub mod handler {}
     #[doc = include_str!("../../docs/guide/sending.md")]
     pub mod sending {}
+    #[doc = include_str!("../../docs/guide/shutdown.md")]
+    pub mod shutdown {}
     #[cfg(feature = "persistent")]
     #[doc = include_str!("../../docs/guide/persistence.md")]
     pub mod persistence {}

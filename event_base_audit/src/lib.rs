@@ -1,8 +1,17 @@
 //! Audit writers for event_base.
 //!
-//! This crate will hold the `AuditWriter` implementations: a JSON-lines file writer with
-//! rotation by size and a `tracing` writer, fed in batches from the bounded audit ring buffer
-//! so that auditing never costs a bus round trip per message. They arrive with the middleware
-//! and observability issue.
+//! Turn auditing on with `EventBusBuilder::audit_writer(..)`; the bus hands these writers the
+//! audit records in batches, on a thread of their own (see `event_base_core::AuditLog`).
+//!
+//! - [`JsonLinesWriter`]: one JSON object per line in a file, rotated by size
+//!   (`audit.jsonl` → `audit.jsonl.1` → `audit.jsonl.2` ..., keeping a set number).
+//! - [`TracingWriter`]: one `tracing` event per record (target `event_base::audit`), for
+//!   whatever subscriber the application already has.
 
 #![deny(unsafe_code)]
+
+mod json_lines_writer;
+mod tracing_writer;
+
+pub use json_lines_writer::JsonLinesWriter;
+pub use tracing_writer::TracingWriter;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::audit::AuditLog;
 use crate::dead_letter::DeadLetterMessage;
 use crate::error::CoreError;
 use crate::event_bus_builder::EventBusBuilder;
@@ -176,6 +177,11 @@ impl EventBus {
     /// The exporter to the `metrics` facade (feature `metrics`).
     pub fn metrics_manager(&self) -> MetricsManager {
         MetricsManager::new(Arc::new(self.metrics_store()))
+    }
+
+    /// The audit log (empty unless the builder turned auditing on).
+    pub fn audit(&self) -> &AuditLog {
+        &self.shared.audit
     }
 
     /// The WAL.

@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::audit::AuditWriter;
 use crate::constant::{
     DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
 };
@@ -49,6 +50,8 @@ pub struct EventBusBuilder {
     heartbeat_interval: Duration,
     stale_after: Duration,
     latency_metrics: bool,
+    audit_capacity: Option<usize>,
+    audit_writers: Vec<Arc<dyn AuditWriter>>,
     #[cfg(feature = "metrics")]
     export_metrics: Option<Duration>,
 }
@@ -72,6 +75,8 @@ impl EventBusBuilder {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
             latency_metrics: true,
+            audit_capacity: None,
+            audit_writers: Vec::new(),
             #[cfg(feature = "metrics")]
             export_metrics: None,
         }
@@ -135,6 +140,21 @@ impl EventBusBuilder {
     #[cfg(feature = "metrics")]
     pub fn export_metrics(mut self, interval: Duration) -> Self {
         self.export_metrics = Some(interval);
+        self
+    }
+
+    /// Turns auditing on, keeping the newest `capacity` records in memory (see
+    /// [`AuditLog`](crate::AuditLog)).
+    pub fn audit(mut self, capacity: usize) -> Self {
+        self.audit_capacity = Some(capacity.max(1));
+        self
+    }
+
+    /// Adds an audit writer (and turns auditing on, with 4096 records in memory unless
+    /// `audit` set another size).
+    pub fn audit_writer(mut self, writer: impl AuditWriter) -> Self {
+        self.audit_capacity.get_or_insert(4096);
+        self.audit_writers.push(Arc::new(writer));
         self
     }
 
@@ -217,6 +237,7 @@ impl EventBusBuilder {
         }
 
         let in_flight = Arc::new(InFlight::default());
+        let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
         let shared = Arc::new(SystemShared {
             wal,
@@ -228,6 +249,7 @@ impl EventBusBuilder {
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,
+            audit: crate::audit::AuditLog::new(self.audit_capacity, Some(flush_tx)),
         });
 
         // One router per topic: its own task for queues that need acks, otherwise shared by
@@ -248,6 +270,22 @@ impl EventBusBuilder {
             .collect();
         let tasks = Arc::new(SystemTasks::new(shared.clone(), routers, by_name));
         tasks.push_other(tokio::spawn(run_scheduler(scheduler_rx, in_flight)));
+        if shared.audit.is_enabled() {
+            let writers = if self.audit_writers.is_empty() {
+                None
+            } else {
+                Some(
+                    crate::audit::spawn_writer_thread(self.audit_writers).map_err(|e| {
+                        CoreError::Internal(format!("cannot start the audit writer thread: {e}"))
+                    })?,
+                )
+            };
+            tasks.push_other(tokio::spawn(crate::audit::run_audit_publisher(
+                shared.clone(),
+                writers,
+                flush_rx,
+            )));
+        }
         for router in router_tasks {
             tasks.push_other(tokio::spawn(router.run()));
         }

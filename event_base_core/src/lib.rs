@@ -50,6 +50,7 @@
 #![deny(unsafe_code)]
 
 mod ack;
+mod audit;
 mod backoff;
 mod catch_unwind;
 mod consumer_router;
@@ -85,6 +86,7 @@ mod worker_registry;
 pub mod constant;
 
 pub use ack::{Ack, DeadReason};
+pub use audit::{AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter};
 pub use backoff::Backoff;
 pub use consumer_router::ConsumerRouter;
 pub use dead_letter::DeadLetterMessage;

@@ -33,6 +33,7 @@ pub(crate) struct SystemShared {
     pub(crate) accepting: AtomicBool,
     pub(crate) batch_size: usize,
     pub(crate) started: std::time::Instant,
+    pub(crate) audit: crate::audit::AuditLog,
     /// Whether workers time queue wait and handler time.
     pub(crate) latency_metrics: bool,
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::ack::{Ack, DeadReason};
+use crate::audit::{AuditEvent, AuditOutcome};
 use crate::backoff::Backoff;
 use crate::catch_unwind::CatchUnwind;
 use crate::constant::DEFAULT_MAX_RETRIES;
@@ -19,7 +20,7 @@ use crate::consumer_router::ConsumerRouter;
 use crate::error::QueueError;
 use crate::handler_runtime::HandlerRuntime;
 use crate::job::{Job, Target};
-use crate::message::{DeliveryMode, MessageTopic};
+use crate::message::{DeliveryMode, EMessage, MessageTopic};
 use crate::metrics::TopicCounters;
 use crate::middleware::Pipeline;
 use crate::queue::Claimed;
@@ -27,6 +28,24 @@ use crate::scheduler::Scheduled;
 use crate::system::SystemShared;
 use crate::topic_entry::TopicEntry;
 use crate::worker_registry::{WorkerState, WorkerStatus};
+
+impl Worker {
+    #[inline]
+    fn audit_event(&self, message: &EMessage, event: AuditEvent) {
+        if let Some((topic, worker)) = &self.audit {
+            self.shared
+                .audit
+                .record(message.id, topic, worker, message.attempts, event);
+        }
+    }
+
+    #[inline]
+    fn audit_finished(&self, message: &EMessage, outcome: AuditOutcome, duration: Duration) {
+        if self.audit.is_some() {
+            self.audit_event(message, AuditEvent::Finished { outcome, duration });
+        }
+    }
+}
 
 /// What woke a worker.
 enum Source {
@@ -53,6 +72,8 @@ pub struct Worker {
     retries: Option<u32>,
     backoff: Option<Backoff>,
     inbox: flume::Receiver<Job>,
+    /// Names shared by this worker's audit records (`None`: not audited).
+    audit: Option<(Arc<str>, Arc<str>)>,
 }
 
 impl Worker {
@@ -63,16 +84,23 @@ impl Worker {
         handler: &HandlerRuntime,
         inbox: flume::Receiver<Job>,
     ) -> Self {
+        let audit = (shared.audit.is_enabled() && !entry.topic.is_system()).then(|| {
+            (
+                Arc::from(entry.topic.as_str()),
+                Arc::from(state.name.as_str()),
+            )
+        });
         Worker {
-            shared,
-            entry,
             index: state.index,
             state,
             pipeline: handler.pipeline.clone(),
             timeout: handler.timeout,
             retries: handler.retries,
             backoff: handler.backoff,
+            audit,
             inbox,
+            shared,
+            entry,
         }
     }
 
@@ -193,6 +221,10 @@ impl Worker {
         self.state.set_status(WorkerStatus::Working);
         let counters = &self.entry.counters;
         TopicCounters::add(&counters.handled);
+        let audit_started = self.audit.as_ref().map(|_| {
+            self.audit_event(&message, AuditEvent::Started);
+            std::time::Instant::now()
+        });
         // One wall-clock read serves both the queue wait and the start of the handler time.
         let started = self.shared.latency_metrics.then(SystemTime::now);
         if let Some(now) = started {
@@ -233,12 +265,14 @@ impl Worker {
         };
         self.state.set_status(WorkerStatus::Idle);
         let message = &job.message;
+        let took = audit_started.map(|t| t.elapsed()).unwrap_or_default();
 
         let attempts = message.attempts;
         match outcome {
             Outcome::Answered(Ack::Ack) => {
                 TopicCounters::add(&self.entry.counters.acked);
                 TopicCounters::add(&self.state.acked);
+                self.audit_finished(message, AuditOutcome::Acked, took);
                 self.shared.finish_ok(&self.entry, &job);
             }
             Outcome::Answered(Ack::NoAck {
@@ -247,48 +281,63 @@ impl Worker {
             }) => {
                 let max = max_retries.or(self.retries).unwrap_or(DEFAULT_MAX_RETRIES);
                 if attempts > max {
-                    self.dead(job, DeadReason::MaxRetriesExceeded).await;
+                    self.dead(job, DeadReason::MaxRetriesExceeded, took).await;
                 } else {
                     let delay = match (retry_after, &self.backoff) {
                         (Some(d), _) => d,
                         (None, Some(b)) => b.delay(attempts),
                         (None, None) => Duration::ZERO,
                     };
-                    self.retry(job, delay);
+                    self.retry(job, delay, None, took);
                 }
             }
-            Outcome::Answered(Ack::Dead { dead_reason }) => self.dead(job, dead_reason).await,
+            Outcome::Answered(Ack::Dead { dead_reason }) => self.dead(job, dead_reason, took).await,
             Outcome::Panicked(text) => {
                 tracing::error!(id = %message.id, worker = %self.state.name, attempts, panic = %text, "handler panicked");
-                self.fail_attempt(job, DeadReason::Other(format!("panic: {text}")))
+                self.fail_attempt(job, DeadReason::Other(format!("panic: {text}")), took)
                     .await;
             }
             Outcome::TimedOut => {
                 tracing::warn!(id = %message.id, worker = %self.state.name, attempts, "handler timed out");
-                self.fail_attempt(job, DeadReason::Timeout).await;
+                self.fail_attempt(job, DeadReason::Timeout, took).await;
             }
         }
         true
     }
 
     /// A panic or timeout: retry with backoff while retries remain.
-    async fn fail_attempt(&self, job: Job, reason: DeadReason) {
+    async fn fail_attempt(&self, job: Job, reason: DeadReason, took: Duration) {
         let attempts = job.message.attempts;
         let max = self.retries.unwrap_or(DEFAULT_MAX_RETRIES);
         if attempts > max {
-            self.dead(job, reason).await;
+            self.dead(job, reason, took).await;
         } else {
             let delay = self.backoff.unwrap_or_default().delay(attempts);
-            self.retry(job, delay);
+            self.retry(job, delay, Some(reason.to_string()), took);
         }
     }
 
-    async fn dead(&self, job: Job, reason: DeadReason) {
+    async fn dead(&self, job: Job, reason: DeadReason, took: Duration) {
         TopicCounters::add(&self.state.dead);
+        self.audit_finished(
+            &job.message,
+            AuditOutcome::Dead {
+                reason: reason.clone(),
+            },
+            took,
+        );
         self.shared.dead_letter(&self.entry, &job, reason).await;
     }
 
-    fn retry(&self, job: Job, delay: Duration) {
+    fn retry(&self, job: Job, delay: Duration, why: Option<String>, took: Duration) {
+        self.audit_finished(
+            &job.message,
+            AuditOutcome::Retried {
+                after: delay,
+                reason: why,
+            },
+            took,
+        );
         let mut next = (*job.message).clone();
         next.attempts = next.attempts.saturating_add(1);
         next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);

@@ -127,9 +127,28 @@ async fn flume_floor(n: u64, len: usize) -> f64 {
 }
 
 async fn memory_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
+    memory_bus_with(counter, topics, Observe::Default).await
+}
+
+/// How much observability a scenario turns on.
+#[derive(Clone, Copy, PartialEq)]
+enum Observe {
+    /// The defaults: counters and latency histograms, no audit.
+    Default,
+    /// Counters only: no latency histograms, no audit.
+    Off,
+    /// Latency histograms and audit (in memory).
+    All,
+}
+
+async fn memory_bus_with(counter: &Arc<Counter>, topics: usize, observe: Observe) -> EventBus {
     let mut b = EventBus::builder()
         .wal(MemoryWal::new())
-        .queue(FlumeQueueFactory::bounded(BOUND));
+        .queue(FlumeQueueFactory::bounded(BOUND))
+        .latency_metrics(observe != Observe::Off);
+    if observe == Observe::All {
+        b = b.audit(4096);
+    }
     if topics == 1 {
         b = b.handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS));
     } else {
@@ -388,6 +407,25 @@ fn main() {
                 &format!(" allocs_per_msg={:.2}", allocs as f64 / n as f64),
             );
             small_payload_rate = single_topic_rate;
+        }
+        if run("observability") {
+            let m = scale(500_000, 10_000);
+            let counter = Counter::new(0);
+            let off = memory_bus_with(&counter, 1, Observe::Off).await;
+            drive(&off, &counter, m / 10, PAYLOAD, 1).await;
+            let (off_secs, _) = drive(&off, &counter, m, PAYLOAD, 1).await;
+            drop(off);
+            let counter = Counter::new(0);
+            let all = memory_bus_with(&counter, 1, Observe::All).await;
+            drive(&all, &counter, m / 10, PAYLOAD, 1).await;
+            let (all_secs, allocs) = drive(&all, &counter, m, PAYLOAD, 1).await;
+            line(
+                "audit_metrics_on",
+                m,
+                all_secs,
+                m as f64 / off_secs,
+                &format!(" floor=audit_metrics_off allocs_per_msg={:.2}", allocs as f64 / m as f64),
+            );
         }
         if run("topics") {
             let counter = Counter::new(0);

@@ -1,0 +1,155 @@
+//! Audit: every start and finish of a delivery is recorded, in order; the JSON-lines writer
+//! rotates by size and every line parses; `_system.audit` carries the records in batches.
+
+use std::time::Duration;
+
+use event_base::audit::JsonLinesWriter;
+use event_base::constant::AUDIT;
+use event_base::{Ack, AuditEvent, AuditOutcome, AuditRecord, DeadReason, EMessage};
+use event_base_test::{Probe, WAIT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_then_dead_message_tells_its_whole_story() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .audit(1000)
+        .handler(probe.handler("flaky", "flaky", |_| Ack::NoAck {
+            retry_after: Some(Duration::from_millis(5)),
+            max_retries: Some(2),
+        }))
+        .build()
+        .await
+        .unwrap();
+    let id = bus.send("flaky", b"x".to_vec()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+
+    let story = bus.audit().for_message(id);
+    let steps: Vec<(u32, String)> = story
+        .iter()
+        .map(|r| {
+            let what = match &r.event {
+                AuditEvent::Started => "started".to_owned(),
+                AuditEvent::Finished {
+                    outcome: AuditOutcome::Retried { after, .. },
+                    ..
+                } => {
+                    format!("retried after {}ms", after.as_millis())
+                }
+                AuditEvent::Finished {
+                    outcome: AuditOutcome::Dead { reason },
+                    ..
+                } => format!("dead: {reason:?}"),
+                AuditEvent::Finished {
+                    outcome: AuditOutcome::Acked,
+                    ..
+                } => "acked".to_owned(),
+            };
+            (r.attempt, what)
+        })
+        .collect();
+    let expected: Vec<(u32, String)> = vec![
+        (1, "started".into()),
+        (1, "retried after 5ms".into()),
+        (2, "started".into()),
+        (2, "retried after 5ms".into()),
+        (3, "started".into()),
+        (3, format!("dead: {:?}", DeadReason::MaxRetriesExceeded)),
+    ];
+    assert_eq!(steps, expected);
+    assert!(story.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
+    assert!(story
+        .iter()
+        .all(|r| &*r.worker == "flaky-0" && &*r.topic == "flaky"));
+    let recent = bus.audit().recent(2);
+    assert_eq!(recent.len(), 2);
+    assert_eq!(recent[1].seq, story.last().unwrap().seq, "newest last");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_lines_writer_rotates_and_every_line_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let writer = JsonLinesWriter::open(&path)
+        .unwrap()
+        .max_bytes(4096)
+        .keep(2);
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .audit_writer(writer)
+        .handler(probe.handler("h", "t", |_| Ack::Ack).workers(2))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        bus.send("t", b"x".to_vec()).await.unwrap();
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    bus.audit().flush().await;
+
+    let mut files = vec![path.clone()];
+    for n in 1..=2 {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        files.push(name.into());
+    }
+    let mut lines = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for line in text.lines() {
+            let r: AuditRecord = serde_json_parse(line);
+            assert_eq!(&*r.topic, "t");
+            lines += 1;
+        }
+        assert!(
+            std::fs::metadata(f).unwrap().len() < 4096 + 1024,
+            "{} did not rotate",
+            f.display()
+        );
+    }
+    let mut third = path.as_os_str().to_owned();
+    third.push(".3");
+    assert!(
+        !std::path::Path::new(&third).exists(),
+        "only two rotated files are kept"
+    );
+    assert!(lines > 0 && lines <= 200);
+}
+
+fn serde_json_parse(line: &str) -> AuditRecord {
+    EMessage::standard("x", line.as_bytes().to_vec())
+        .json_payload()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_records_are_published_in_batches_on_the_system_topic() {
+    let probe = Probe::new();
+    let watch = Probe::new();
+    let bus = event_base::builder()
+        .audit(1000)
+        .handler(probe.handler("h", "t", |_| Ack::Ack))
+        .handler(watch.handler("audit", AUDIT, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        bus.send("t", b"x".to_vec()).await.unwrap();
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    bus.audit().flush().await;
+    bus.wait_idle(WAIT).await.unwrap();
+    let published: usize = watch
+        .seen()
+        .iter()
+        .map(|s| {
+            EMessage::standard("x", s.payload.clone())
+                .json_payload::<Vec<AuditRecord>>()
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(
+        published, 40,
+        "a start and a finish per message, none about the audit topic itself"
+    );
+}
