@@ -269,7 +269,12 @@ impl EventBusBuilder {
             .map(|h| (h.name.clone(), h.clone()))
             .collect();
         let tasks = Arc::new(SystemTasks::new(shared.clone(), routers, by_name));
-        tasks.push_other(tokio::spawn(run_scheduler(scheduler_rx, in_flight)));
+        let next_due = shared.scheduler.next_due();
+        tasks.push_other(tokio::spawn(run_scheduler(
+            scheduler_rx,
+            in_flight,
+            next_due,
+        )));
         if shared.audit.is_enabled() {
             let writers = if self.audit_writers.is_empty() {
                 None

@@ -33,6 +33,11 @@ impl InFlight {
         self.changed_if_watched();
     }
 
+    /// Lets waiters re-check their condition (something they read besides the counts changed).
+    pub(crate) fn poke(&self) {
+        self.changed_if_watched();
+    }
+
     #[inline]
     fn changed_if_watched(&self) {
         if self.watchers.load(Ordering::Acquire) > 0 {

@@ -65,6 +65,7 @@ mod in_flight;
 mod job;
 mod latency_histogram;
 mod message;
+mod message_context;
 mod message_id;
 mod metrics;
 mod middleware;
@@ -102,6 +103,7 @@ pub use message::{
     DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
     MessageTopic, MESSAGE_VERSION,
 };
+pub use message_context::current_message;
 pub use message_id::new_message_id;
 pub use metrics::{
     MetricsManager, MetricsSnapshot, MetricsStore, NodeMetrics, TopicMetrics, WorkerMetrics,

@@ -91,6 +91,37 @@ pub(crate) fn instant_for(at: SystemTime) -> Instant {
 pub(crate) struct SchedulerHandle {
     tx: flume::Sender<(Instant, Scheduled)>,
     in_flight: Arc<InFlight>,
+    next_due: NextDue,
+}
+
+/// When the scheduler's earliest entry is due, shared with whoever needs to know (Drain).
+#[derive(Clone, Debug)]
+pub(crate) struct NextDue {
+    base: Instant,
+    /// Microseconds after `base`; `u64::MAX` when nothing is scheduled.
+    micros: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl NextDue {
+    fn new() -> Self {
+        NextDue {
+            base: Instant::now(),
+            micros: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+        }
+    }
+
+    fn set(&self, at: Option<Instant>) {
+        let v = at.map_or(u64::MAX, |at| {
+            at.saturating_duration_since(self.base).as_micros() as u64
+        });
+        self.micros.store(v, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether nothing is due at or before `deadline`.
+    pub(crate) fn is_after(&self, deadline: Instant) -> bool {
+        let v = self.micros.load(std::sync::atomic::Ordering::Acquire);
+        v == u64::MAX || self.base + Duration::from_micros(v) > deadline
+    }
 }
 
 impl SchedulerHandle {
@@ -98,7 +129,18 @@ impl SchedulerHandle {
         in_flight: Arc<InFlight>,
     ) -> (SchedulerHandle, flume::Receiver<(Instant, Scheduled)>) {
         let (tx, rx) = flume::unbounded();
-        (SchedulerHandle { tx, in_flight }, rx)
+        (
+            SchedulerHandle {
+                tx,
+                in_flight,
+                next_due: NextDue::new(),
+            },
+            rx,
+        )
+    }
+
+    pub(crate) fn next_due(&self) -> NextDue {
+        self.next_due.clone()
     }
 
     pub(crate) fn schedule(&self, at: Instant, what: Scheduled) {
@@ -119,6 +161,7 @@ impl SchedulerHandle {
 pub(crate) async fn run_scheduler(
     rx: flume::Receiver<(Instant, Scheduled)>,
     in_flight: Arc<InFlight>,
+    next_due: NextDue,
 ) {
     let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
     let mut seq = 0u64;
@@ -135,6 +178,8 @@ pub(crate) async fn run_scheduler(
         if let Some(next) = heap.peek() {
             sleep.as_mut().reset(next.at);
         }
+        next_due.set(heap.peek().map(|e| e.at));
+        in_flight.poke();
         tokio::select! {
             biased;
             received = rx.recv_async() => match received {

@@ -13,7 +13,7 @@
 //! | `Graceful { worker_name, poll_interval }` | still accepted | other workers go on | that worker finishes its current message and its inbox, then stops | when that worker stopped; the system keeps running |
 //! | `StateBasedIdle` | refused | left in the WAL | each worker stops the moment it is idle; nothing is cancelled | when every worker stopped (no time limit: pair it with handler timeouts) |
 //! | `Batched { batch_size, interval }` | refused | handled by the workers not yet stopped | each group finishes its current messages | groups of `batch_size` workers stopped every `interval` |
-//! | `Drain { timeout }` | refused | all handled, with every retry and delayed message that falls due | finished | when only messages due later remain (left in the WAL), or at `timeout` |
+//! | `Drain { timeout }` | refused | all handled, with every retry and delayed message due before the deadline | finished | when only messages due after the deadline remain (left in the WAL), or at `timeout` |
 //!
 //! Which to pick: `Drain` for a planned restart where the backlog is small; `TwoStage` to stop
 //! quickly without cutting handlers off (the backlog waits in the WAL); `Force` when the
@@ -54,7 +54,8 @@ pub enum ShutdownStrategy {
         /// How often progress is reported while waiting.
         poll_interval: Duration,
     },
-    /// Stop each worker as soon as it is idle; never cancel a handler.
+    /// Stop each worker as soon as it is idle; no time limit, so no handler is cancelled
+    /// (unless its handler sets a `shutdown_timeout`).
     StateBasedIdle,
     /// Stop workers `batch_size` at a time, `interval` apart, each after its current message.
     Batched {
@@ -123,7 +124,8 @@ pub struct ShutdownReport {
     pub left_for_replay: u64,
     /// How long the shutdown took.
     pub elapsed: Duration,
-    /// Per worker, what happened.
+    /// Per worker, what happened (for `Graceful`: the stopped worker first, then the others
+    /// as `Running`; `left_for_replay` is then 0, since the system keeps running).
     pub workers: Vec<WorkerShutdown>,
 }
 
@@ -154,7 +156,8 @@ pub struct ShutdownCommand {
     pub reason: Option<String>,
 }
 
-/// What each worker answers on `_system.shutdown_ack` (JSON) as it stops.
+/// What is announced for each worker on `_system.shutdown_ack` (JSON) once the workers have
+/// stopped; the bus's own workers hand the acks out (for up to 2 s) before they stop too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShutdownAck {
     /// Worker name.

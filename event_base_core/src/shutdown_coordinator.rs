@@ -132,10 +132,15 @@ pub(crate) async fn shutdown(
         }
         ShutdownStrategy::Drain { timeout } => {
             let deadline = started + *timeout;
-            // Everything queued and due: only messages waiting on a timer may remain.
+            // Everything queued and due before the deadline (retries in backoff included):
+            // only messages whose timer fires after it may remain.
+            let next_due = shared.scheduler.next_due();
             shared
                 .in_flight
-                .wait_until(|n, timers| n <= timers, deadline)
+                .wait_until(
+                    |n, timers| n == 0 || (n <= timers && next_due.is_after(deadline)),
+                    deadline,
+                )
                 .await;
             request_stop(&user);
             stop_and_wait(
@@ -221,7 +226,11 @@ fn request_stop(workers: &[Arc<WorkerState>]) {
     }
 }
 
-/// Waits for the workers to end, until `deadline` (if any); cancels the rest as timed out.
+/// Waits for the workers to end, until `deadline` (if any, and each worker's handler
+/// `shutdown_timeout`, counted from now for all of them alike); cancels the rest. A worker
+/// cancelled in the middle of a message is `TimedOut`; one cancelled while idle has lost
+/// nothing and is `Completed`. When the system keeps running (`Graceful`), the message a
+/// cancelled worker held is delivered again to another worker at once.
 async fn stop_and_wait(
     bus: &EventBus,
     workers: &[Arc<WorkerState>],
@@ -230,21 +239,26 @@ async fn stop_and_wait(
     outcomes: &mut HashMap<String, (WorkerOutcome, Option<Uuid>)>,
 ) {
     let poll_interval = poll_interval.max(Duration::from_millis(1));
-    for w in workers {
+    let now = Instant::now();
+    let deadlines: Vec<Option<Instant>> = workers
+        .iter()
+        .map(|w| {
+            let own = bus
+                .tasks
+                .handlers
+                .get(&w.handler)
+                .and_then(|h| h.shutdown_timeout)
+                .map(|t| now + t);
+            match (deadline, own) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        })
+        .collect();
+    for (w, deadline) in workers.iter().zip(deadlines) {
         let Some(mut handle) = bus.tasks.take_worker(&w.name) else {
             outcomes.insert(w.name.clone(), (WorkerOutcome::Completed, None));
             continue;
-        };
-        // The handler's own `shutdown_timeout` bounds the wait for its workers too.
-        let own = bus
-            .tasks
-            .handlers
-            .get(&w.handler)
-            .and_then(|h| h.shutdown_timeout)
-            .map(|t| Instant::now() + t);
-        let deadline = match (deadline, own) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         };
         loop {
             let tick = Instant::now() + poll_interval;
@@ -255,11 +269,28 @@ async fn stop_and_wait(
                     break;
                 }
                 Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    let interrupted = w.current_id();
                     handle.abort();
                     let _ = handle.await;
-                    tracing::warn!(worker = %w.name, ?interrupted, "worker did not stop in time; cancelled");
-                    outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));
+                    let job = w.take_current();
+                    let interrupted = job.as_ref().map(|j| j.message.id);
+                    if let Some(slot) = bus
+                        .shared
+                        .topics
+                        .get(&w.topic)
+                        .and_then(|e| e.slot(w.index))
+                    {
+                        slot.running.store(false, Ordering::Release);
+                    }
+                    w.set_status(WorkerStatus::Stopped);
+                    if let Some(job) = job {
+                        tracing::warn!(worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
+                        if bus.is_accepting() {
+                            crate::worker_monitor::redeliver(&bus.tasks, w, job).await;
+                        }
+                        outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));
+                    } else {
+                        outcomes.insert(w.name.clone(), (WorkerOutcome::Completed, None));
+                    }
                     break;
                 }
                 Err(_) => {
@@ -297,21 +328,25 @@ async fn graceful(
     request_stop(&one);
     let mut outcomes = HashMap::new();
     stop_and_wait(bus, &one, None, poll_interval, &mut outcomes).await;
+    let (outcome, interrupted) = outcomes
+        .get(&state.name)
+        .copied()
+        .unwrap_or((WorkerOutcome::Completed, None));
     shared
         .announce(
             SHUTDOWN_ACK,
             &ShutdownAck {
                 worker: state.name.clone(),
                 topic: state.topic.0.clone(),
-                outcome: WorkerOutcome::Completed,
+                outcome,
             },
         )
         .await;
     let mut workers = vec![WorkerShutdown {
         name: state.name.clone(),
         topic: state.topic.0.clone(),
-        outcome: WorkerOutcome::Completed,
-        interrupted: None,
+        outcome,
+        interrupted,
     }];
     for other in shared.registry.states() {
         if other.name != state.name
@@ -328,7 +363,7 @@ async fn graceful(
     }
     Ok(ShutdownReport {
         strategy: "graceful".into(),
-        drained: false,
+        drained: shared.in_flight.get() == 0,
         left_for_replay: 0,
         elapsed: started.elapsed(),
         workers,

@@ -96,6 +96,7 @@ impl SystemShared {
         if message.attempts == 0 {
             message.attempts = 1;
         }
+        crate::message_context::inherit(&mut message);
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let message = Arc::new(message);
         let id = message.id;

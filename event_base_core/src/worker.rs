@@ -21,6 +21,7 @@ use crate::error::QueueError;
 use crate::handler_runtime::HandlerRuntime;
 use crate::job::{Job, Target};
 use crate::message::{DeliveryMode, EMessage, MessageTopic};
+use crate::message_context::with_current;
 use crate::metrics::TopicCounters;
 use crate::middleware::Pipeline;
 use crate::queue::Claimed;
@@ -28,6 +29,7 @@ use crate::scheduler::Scheduled;
 use crate::system::SystemShared;
 use crate::topic_entry::TopicEntry;
 use crate::worker_registry::{WorkerState, WorkerStatus};
+use tracing::Instrument;
 
 impl Worker {
     #[inline]
@@ -240,18 +242,29 @@ impl Worker {
             }
         }
 
+        let span = tracing::info_span!(
+            "event_base.handle",
+            id = %message.id,
+            topic = %message.topic,
+            attempt = message.attempts,
+            trace_id = message.metadata.trace_id.as_deref(),
+            correlation_id = message.metadata.correlation_id.as_deref(),
+        );
         let call = CatchUnwind(self.pipeline.call(&message));
-        let outcome = match self.timeout {
-            None => match call.await {
-                Ok(ack) => Outcome::Answered(ack),
-                Err(panic) => Outcome::Panicked(panic),
-            },
-            Some(limit) => match tokio::time::timeout(limit, call).await {
-                Ok(Ok(ack)) => Outcome::Answered(ack),
-                Ok(Err(panic)) => Outcome::Panicked(panic),
-                Err(_) => Outcome::TimedOut,
-            },
+        let run = async {
+            match self.timeout {
+                None => match call.await {
+                    Ok(ack) => Outcome::Answered(ack),
+                    Err(panic) => Outcome::Panicked(panic),
+                },
+                Some(limit) => match tokio::time::timeout(limit, call).await {
+                    Ok(Ok(ack)) => Outcome::Answered(ack),
+                    Ok(Err(panic)) => Outcome::Panicked(panic),
+                    Err(_) => Outcome::TimedOut,
+                },
+            }
         };
+        let outcome = with_current(message.clone(), run.instrument(span)).await;
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {
                 counters.handler_time.record(took);
@@ -263,7 +276,11 @@ impl Worker {
             // again and owns its outcome.
             return false;
         };
-        self.state.set_status(WorkerStatus::Idle);
+        self.state.set_status(if self.state.stop_requested() {
+            WorkerStatus::Stopping
+        } else {
+            WorkerStatus::Idle
+        });
         let message = &job.message;
         let took = audit_started.map(|t| t.elapsed()).unwrap_or_default();
 

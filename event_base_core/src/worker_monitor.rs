@@ -36,6 +36,14 @@ pub(crate) async fn run_monitor(
         let now = Instant::now();
         let mut beats: Vec<WorkerInfo> = Vec::new();
         for state in tasks.shared.registry.states() {
+            if !tasks
+                .shared
+                .accepting
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                // Shutting down: the coordinator decides what happens to workers now.
+                break;
+            }
             let processed = state.processed();
             let seen = progress
                 .entry(state.name.clone())
@@ -103,14 +111,7 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
     shared
         .announce_worker(crate::discovery::DiscoveryEvent::Dead, state)
         .await;
-    let pinned =
-        job.message.to_worker.is_some() || job.message.delivery_mode == DeliveryMode::Broadcast;
-    if pinned {
-        let reason = DeadReason::Other(format!("worker `{}` died while handling it", state.name));
-        shared.dead_letter(&entry, &job, reason).await;
-    } else {
-        entry.push_detached(job, Target::Any);
-    }
+    redeliver(tasks, state, job).await;
     if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
         match tasks.spawn_worker(&runtime) {
             Ok(new) => {
@@ -122,4 +123,44 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
             Err(e) => tracing::error!(error = %e, "could not start a replacement worker"),
         }
     }
+}
+
+/// Delivers again the job a worker lost (declared dead, or cancelled by a graceful stop).
+/// It counts as a failed delivery: past the handler's retries it becomes a dead letter, so a
+/// message that hangs every worker cannot circulate for ever. A copy that only that worker
+/// could take (addressed to it, or its share of a broadcast) becomes a dead letter at once.
+pub(crate) async fn redeliver(tasks: &SystemTasks, state: &WorkerState, job: crate::job::Job) {
+    let shared = &tasks.shared;
+    let Some(entry) = shared.topics.get(&state.topic).cloned() else {
+        return;
+    };
+    let pinned =
+        job.message.to_worker.is_some() || job.message.delivery_mode == DeliveryMode::Broadcast;
+    let max = tasks
+        .handlers
+        .get(&state.handler)
+        .and_then(|h| h.retries)
+        .unwrap_or(crate::constant::DEFAULT_MAX_RETRIES);
+    if pinned || job.message.attempts > max {
+        let reason = DeadReason::Other(format!(
+            "worker `{}` stopped or died while handling it (delivery {})",
+            state.name, job.message.attempts
+        ));
+        shared.dead_letter(&entry, &job, reason).await;
+        return;
+    }
+    let mut next = (*job.message).clone();
+    next.attempts = next.attempts.saturating_add(1);
+    let next = Arc::new(next);
+    if let Err(e) = shared.wal.retry(&next) {
+        tracing::error!(id = %next.id, error = %e, "could not record redelivery in the WAL");
+    }
+    crate::metrics::TopicCounters::add(&entry.counters.retried);
+    entry.push_detached(
+        crate::job::Job {
+            message: next,
+            group: job.group,
+        },
+        Target::Any,
+    );
 }

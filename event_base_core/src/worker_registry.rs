@@ -26,7 +26,8 @@ pub enum WorkerStatus {
     Idle,
     /// Running a handler.
     Working,
-    /// Asked to stop; finishing its current message.
+    /// Asked to stop: finishing its inbox before it ends (a worker busy with a message when
+    /// asked shows `Working` until that message is done).
     Stopping,
     /// Stopped.
     Stopped,

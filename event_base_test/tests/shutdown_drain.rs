@@ -87,3 +87,35 @@ async fn every_send_during_drain_is_either_handled_or_refused() {
     assert_eq!(accepted.len() + refused, 2000);
     assert!(s.restart_and_check().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_waits_for_a_retry_whose_backoff_ends_before_the_deadline() {
+    use event_base::Ack;
+    use event_base_test::Probe;
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("flaky", "flaky", |m| {
+            if m.attempts < 2 {
+                Ack::retry_after(Duration::from_millis(200))
+            } else {
+                Ack::Ack
+            }
+        }))
+        .build()
+        .await
+        .unwrap();
+    bus.send("flaky", b"x".to_vec()).await.unwrap();
+    probe.wait_for(1, event_base_test::WAIT).await;
+    let report = bus
+        .shutdown(ShutdownStrategy::Drain {
+            timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    assert!(report.drained, "{report:?}");
+    assert_eq!(
+        probe.finished().len(),
+        2,
+        "the retry was handled before stopping"
+    );
+}

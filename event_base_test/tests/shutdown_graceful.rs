@@ -52,3 +52,53 @@ async fn one_worker_stops_and_the_others_go_on() {
     assert_eq!(added, vec!["jobs-2".to_owned()]);
     assert_eq!(s.bus.workers("jobs").len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_past_the_shutdown_timeout_cancels_and_redelivers() {
+    use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal};
+    use event_base_test::{Gate, Probe};
+    let probe = Probe::new();
+    let gate = Gate::new();
+    let bus = EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::default())
+        .handler(
+            probe
+                .gated_handler("jobs", "jobs", &gate, |_| Ack::Ack)
+                .workers(2)
+                .shutdown_timeout(Duration::from_millis(100)),
+        )
+        .build()
+        .await
+        .unwrap();
+    let id = bus.send("jobs", b"x".to_vec()).await.unwrap();
+    probe.wait_for(1, WAIT).await;
+    let holder = bus
+        .registry()
+        .list()
+        .into_iter()
+        .find(|w| w.current_message == Some(id))
+        .unwrap()
+        .name;
+    let report = bus
+        .shutdown(ShutdownStrategy::Graceful {
+            worker_name: holder.clone(),
+            poll_interval: Duration::from_millis(20),
+        })
+        .await
+        .unwrap();
+    let line = report.worker(&holder).unwrap();
+    assert_eq!(
+        (line.outcome, line.interrupted),
+        (WorkerOutcome::TimedOut, Some(id))
+    );
+    assert_eq!(
+        bus.registry().get(&holder).unwrap().status,
+        event_base::WorkerStatus::Stopped
+    );
+    // The other worker gets the message again.
+    gate.open();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(id), 2);
+    assert_eq!(probe.finished(), vec![id]);
+}
