@@ -61,6 +61,15 @@ pub mod wal {
     pub use event_base_wal::*;
 }
 
+/// Built-in middleware.
+pub mod middleware {
+    pub use event_base_middleware::*;
+}
+
+pub use event_base_middleware::{
+    LoggerMiddleware, MetricsMiddleware, RetryPolicyMiddleware, TimeoutMiddleware,
+};
+
 /// Audit writers.
 pub mod audit {
     pub use event_base_audit::*;
@@ -75,8 +84,9 @@ pub mod queue {
 pub mod prelude {
     pub use crate::{
         handler, send_msg, start_system, Ack, DeadLetterMessage, DeadReason, DeliveryMode,
-        EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, JsonPayload, MemoryWal,
-        MessagePayload, MessageTopic, Middleware, Next, ShutdownStrategy, TopicRouter,
+        EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, JsonPayload,
+        LoggerMiddleware, MemoryWal, MessagePayload, MessageTopic, Middleware, Next,
+        ShutdownStrategy, TopicRouter,
     };
     pub use event_base_core::CoreError;
 }

@@ -79,6 +79,7 @@ mod system_handlers;
 mod system_tasks;
 mod topic_entry;
 mod topic_router;
+mod trace_layer;
 mod wal;
 mod worker;
 mod worker_monitor;
@@ -114,6 +115,9 @@ pub use shutdown::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
 pub use topic_router::TopicRouter;
+#[cfg(feature = "trace")]
+pub use trace_layer::TraceLayer;
+pub use trace_layer::TraceRecord;
 pub use wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
 pub use worker::Worker;
 pub use worker_registry::{WorkerInfo, WorkerRegistry, WorkerStatus};

@@ -1,10 +1,24 @@
 //! Built-in middleware for event_base.
 //!
-//! This crate will hold the middleware that ships with the bus, one folder per concern in the
-//! tower manner (`logger/`, `timeout/`, `metrics/`, `retry/`): `LoggerMiddleware` (a tracing
-//! span per message with id, topic, attempt, outcome and duration), `TimeoutMiddleware`,
-//! `MetricsMiddleware`, and a retry-policy middleware. They arrive with the middleware and
-//! observability issue; until then the [`Middleware`](event_base_core::Middleware) trait in
-//! `event_base_core` is the way to write your own.
+//! Each is a value implementing [`Middleware`](event_base_core::Middleware): attach it to one
+//! handler (`#[handler(middleware = [LoggerMiddleware])]`, `HandlerSpec::middleware`) or to
+//! every handler (`EventBusBuilder::middleware`). The first listed is the outermost.
+//!
+//! | middleware | does |
+//! |---|---|
+//! | [`LoggerMiddleware`] | a tracing span per delivery (id, topic, attempt, outcome, duration) and one event when it ends |
+//! | [`TimeoutMiddleware`] | bounds the rest of the chain; past the limit it answers a configurable `Ack` (default: retry) |
+//! | [`MetricsMiddleware`] | counts deliveries and outcomes and times them, per instance; readable with `snapshot()`, exported to the `metrics` facade with the `metrics` feature |
+//! | [`RetryPolicyMiddleware`] | gives `NoAck` without `retry_after` a wait from a [`Backoff`](event_base_core::Backoff) |
 
 #![deny(unsafe_code)]
+
+mod logger_middleware;
+mod metrics_middleware;
+mod retry_policy_middleware;
+mod timeout_middleware;
+
+pub use logger_middleware::LoggerMiddleware;
+pub use metrics_middleware::{MetricsMiddleware, MiddlewareMetrics};
+pub use retry_policy_middleware::RetryPolicyMiddleware;
+pub use timeout_middleware::TimeoutMiddleware;

@@ -1,0 +1,184 @@
+//! Tracing into the bus: [`TraceRecord`] and, with the `trace` feature, [`TraceLayer`], a
+//! `tracing_subscriber::Layer` that turns events at or above a level into `TraceRecord`s
+//! published, in batches, on `_system.trace`.
+//!
+//! Each record carries the id, trace id and correlation id of the message being handled when
+//! the event was emitted (see [`current_message`](crate::current_message)), so the events of
+//! a chain of messages can be put back together.
+//!
+//! Events from `event_base*` targets are skipped, so the bus never traces its own tracing. The
+//! layer never blocks the code that logs: records go through a bounded channel, and when it is
+//! full they are dropped and counted.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// One tracing event, as published on `_system.trace`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// `ERROR`, `WARN`, `INFO`, `DEBUG` or `TRACE`.
+    pub level: String,
+    /// The event's target (module path by default).
+    pub target: String,
+    /// The event's message.
+    pub message: Option<String>,
+    /// Its other fields, formatted.
+    pub fields: BTreeMap<String, String>,
+    /// The innermost span it happened in.
+    pub span: Option<String>,
+    /// The message being handled, if the event came from a handler.
+    pub message_id: Option<Uuid>,
+    /// That message's trace id.
+    pub trace_id: Option<String>,
+    /// That message's correlation id.
+    pub correlation_id: Option<String>,
+    /// When.
+    pub at: SystemTime,
+}
+
+#[cfg(feature = "trace")]
+pub use layer::TraceLayer;
+
+#[cfg(feature = "trace")]
+mod layer {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Weak};
+    use std::time::SystemTime;
+
+    use tracing::field::{Field, Visit};
+    use tracing::{Event, Level, Subscriber};
+    use tracing_subscriber::layer::Context;
+    use tracing_subscriber::registry::LookupSpan;
+    use tracing_subscriber::Layer;
+
+    use super::TraceRecord;
+    use crate::constant::TRACE;
+    use crate::event_bus::EventBus;
+    use crate::message_context::current_message;
+    use crate::system::SystemShared;
+
+    const CHANNEL: usize = 8192;
+
+    /// Publishes tracing events at or above `level` on `_system.trace` of a system.
+    ///
+    /// ```no_run
+    /// # async fn demo(bus: event_base_core::EventBus) {
+    /// use tracing_subscriber::prelude::*;
+    /// let layer = event_base_core::TraceLayer::new(&bus, tracing::Level::INFO);
+    /// tracing_subscriber::registry().with(layer).init();
+    /// # }
+    /// ```
+    pub struct TraceLayer {
+        level: Level,
+        tx: flume::Sender<TraceRecord>,
+        dropped: Arc<AtomicU64>,
+    }
+
+    impl std::fmt::Debug for TraceLayer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("TraceLayer")
+                .field("level", &self.level)
+                .field("dropped", &self.dropped())
+                .finish()
+        }
+    }
+
+    impl TraceLayer {
+        /// A layer feeding `bus`; must be called inside its tokio runtime (it starts the task
+        /// that publishes the batches). The layer does not keep the system alive.
+        pub fn new(bus: &EventBus, level: Level) -> TraceLayer {
+            let (tx, rx) = flume::bounded(CHANNEL);
+            let shared = Arc::downgrade(&bus.shared);
+            tokio::spawn(forward(shared, rx));
+            TraceLayer {
+                level,
+                tx,
+                dropped: Arc::default(),
+            }
+        }
+
+        /// Records dropped because the channel was full.
+        pub fn dropped(&self) -> u64 {
+            self.dropped.load(Ordering::Relaxed)
+        }
+    }
+
+    async fn forward(shared: Weak<SystemShared>, rx: flume::Receiver<TraceRecord>) {
+        while let Ok(first) = rx.recv_async().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+                if batch.len() >= 512 {
+                    break;
+                }
+            }
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            shared.announce(TRACE, &batch).await;
+        }
+    }
+
+    #[derive(Default)]
+    struct Fields {
+        message: Option<String>,
+        fields: BTreeMap<String, String>,
+    }
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.message = Some(format!("{value:?}"));
+            } else {
+                self.fields
+                    .insert(field.name().to_owned(), format!("{value:?}"));
+            }
+        }
+
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == "message" {
+                self.message = Some(value.to_owned());
+            } else {
+                self.fields
+                    .insert(field.name().to_owned(), value.to_owned());
+            }
+        }
+    }
+
+    impl<S> Layer<S> for TraceLayer
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+            let meta = event.metadata();
+            // Level order: ERROR < WARN < INFO < DEBUG < TRACE in `tracing`'s ordering of
+            // verbosity; keep events at least as severe as `level`.
+            if *meta.level() > self.level || meta.target().starts_with("event_base") {
+                return;
+            }
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            let current = current_message();
+            let record = TraceRecord {
+                level: meta.level().to_string(),
+                target: meta.target().to_owned(),
+                message: fields.message,
+                fields: fields.fields,
+                span: ctx.lookup_current().map(|s| s.name().to_owned()),
+                message_id: current.as_ref().map(|m| m.id),
+                trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
+                correlation_id: current
+                    .as_ref()
+                    .and_then(|m| m.metadata.correlation_id.clone()),
+                at: SystemTime::now(),
+            };
+            if self.tx.try_send(record).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
