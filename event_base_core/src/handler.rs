@@ -42,10 +42,19 @@ pub trait EHandler: Send + Sync + 'static {
     async fn handler(&self, msg: &EMessage) -> Ack;
 }
 
-#[async_trait]
+/// A shared handler is the handler: its future is passed through as is, without a second
+/// boxed future around it.
 impl<H: EHandler + ?Sized> EHandler for Arc<H> {
-    async fn handler(&self, msg: &EMessage) -> Ack {
-        (**self).handler(msg).await
+    fn handler<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        msg: &'life1 EMessage,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Ack> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).handler(msg)
     }
 }
 
