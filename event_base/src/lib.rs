@@ -163,10 +163,14 @@ pub mod guide {
     pub mod core_concepts {}
     #[doc = include_str!("../../docs/guide/handler.md")]
     pub mod handler {}
+    #[doc = include_str!("../../docs/guide/middleware.md")]
+    pub mod middleware {}
     #[doc = include_str!("../../docs/guide/sending.md")]
     pub mod sending {}
     #[doc = include_str!("../../docs/guide/shutdown.md")]
     pub mod shutdown {}
+    #[doc = include_str!("../../docs/guide/observability.md")]
+    pub mod observability {}
     #[cfg(feature = "persistent")]
     #[doc = include_str!("../../docs/guide/persistence.md")]
     pub mod persistence {}

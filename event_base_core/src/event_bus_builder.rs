@@ -112,7 +112,8 @@ impl EventBusBuilder {
         self
     }
 
-    /// Adds a middleware around every handler, outside the handler's own middleware.
+    /// Adds a middleware around every handler of an application topic, outside the handler's
+    /// own middleware. Handlers on `_system.` topics are not wrapped.
     pub fn middleware(mut self, m: impl Middleware) -> Self {
         self.global_middleware.push(Arc::new(m));
         self
@@ -227,7 +228,15 @@ impl EventBusBuilder {
                     }),
                 );
             }
-            handlers.push(Arc::new(HandlerRuntime::new(spec, &self.global_middleware)));
+            // Global middleware is for the application's handlers; the bus's own and any
+            // handler on a system topic run bare, so a refusing middleware cannot break, say,
+            // shutdown by message.
+            let global: &[Arc<dyn Middleware>] = if spec.topic.is_system() {
+                &[]
+            } else {
+                &self.global_middleware
+            };
+            handlers.push(Arc::new(HandlerRuntime::new(spec, global)));
             if !spec.topic.is_system() {
                 tracing::info!(handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
             }

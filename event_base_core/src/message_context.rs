@@ -2,8 +2,9 @@
 //!
 //! While a worker runs a handler, the delivered message is the task's *current message*.
 //! Every message sent from inside that handler (with `send_msg!`, a `TopicRouter` or an
-//! `EventBus`) inherits its `trace_id` and `correlation_id` (unless it sets its own) and gets
-//! `causation_id` = the handled message's id, so a chain of events can be followed end to end.
+//! `EventBus`) inherits its `trace_id`, its `correlation_id`, and `causation_id` = the handled
+//! message's id, each unless the new message sets its own, so a chain of events can be
+//! followed end to end.
 //! The handler also runs inside a tracing span `event_base.handle` carrying the message's id,
 //! topic, attempt, trace id and correlation id.
 
@@ -35,7 +36,8 @@ pub(crate) async fn with_current<F: std::future::Future>(
 /// Fills a new message's provenance from the message being handled, if any.
 #[inline]
 pub(crate) fn inherit(message: &mut EMessage) {
-    if message.metadata.causation_id.is_some() {
+    let meta = &message.metadata;
+    if meta.causation_id.is_some() && meta.trace_id.is_some() && meta.correlation_id.is_some() {
         return;
     }
     let _ = CURRENT.try_with(|parent| {
@@ -43,7 +45,9 @@ pub(crate) fn inherit(message: &mut EMessage) {
             return;
         }
         let meta = &mut message.metadata;
-        meta.causation_id = Some(parent.id);
+        if meta.causation_id.is_none() {
+            meta.causation_id = Some(parent.id);
+        }
         if meta.trace_id.is_none() {
             meta.trace_id.clone_from(&parent.metadata.trace_id);
         }

@@ -26,7 +26,7 @@ pub(crate) struct TopicCounters {
     pub(crate) dead: AtomicU64,
     /// Accepted messages of this topic not yet final.
     pub(crate) in_flight: AtomicI64,
-    /// From acceptance (or `deliver_at`) to the first delivery.
+    /// From `created_at` (or a later `deliver_at`) to the first delivery.
     pub(crate) queue_wait: LatencyHistogram,
     /// Time inside the handler (middleware included).
     pub(crate) handler_time: LatencyHistogram,
@@ -81,7 +81,9 @@ pub struct TopicMetrics {
     pub in_flight: u64,
     /// Messages waiting in the topic's queue.
     pub queue_depth: u64,
-    /// From acceptance (or the due time of a delayed message) to the first delivery.
+    /// From the message's `created_at` (or its `deliver_at`, if later) to its first
+    /// delivery: includes any time between building the message and sending it, and, for a
+    /// message replayed after a restart, the time the system was down.
     pub queue_wait: LatencySummary,
     /// Time spent in the handler and its middleware, per delivery.
     pub handler_time: LatencySummary,

@@ -7,8 +7,9 @@
 //!    current message and their inbox, take nothing new, and end), or cancelled;
 //! 3. one [`ShutdownAck`] per worker is published on `_system.shutdown_ack`, and the bus waits
 //!    briefly for the bus's own system workers to hand them out;
-//! 4. every remaining task (routers, scheduler, monitor, system workers) is cancelled, the WAL
-//!    flushed, and the global default uninstalled if it was this system.
+//! 4. the audit records so far are handed to the audit writers and flushed; every remaining
+//!    task (routers, scheduler, monitor, system workers) is cancelled, the WAL flushed, and
+//!    the global default uninstalled if it was this system.
 //!
 //! Waiting is done on join handles, timers and the in-flight counter's notifications; nothing
 //! polls. `poll_interval` only sets how often progress is logged. A handler's
@@ -183,6 +184,8 @@ pub(crate) async fn shutdown(
             .await;
     }
 
+    // Hand every audit record to the writers before their feeder is cancelled.
+    shared.audit.flush().await;
     bus.tasks.abort_all().await;
     for s in shared.registry.states() {
         if s.status() != WorkerStatus::Dead {

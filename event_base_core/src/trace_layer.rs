@@ -6,7 +6,8 @@
 //! the event was emitted (see [`current_message`](crate::current_message)), so the events of
 //! a chain of messages can be put back together.
 //!
-//! Events from `event_base*` targets are skipped, so the bus never traces its own tracing. The
+//! Events from the bus's own crates, and from handlers of `_system.` topics, are skipped, so
+//! the bus never traces its own tracing. The
 //! layer never blocks the code that logs: records go through a bounded channel, and when it is
 //! full they are dropped and counted.
 
@@ -123,6 +124,21 @@ mod layer {
         }
     }
 
+    /// The bus's own crates (not user crates that merely start with `event_base`).
+    fn is_own_target(target: &str) -> bool {
+        const OWN: [&str; 7] = [
+            "event_base",
+            "event_base_core",
+            "event_base_wal",
+            "event_base_queue",
+            "event_base_middleware",
+            "event_base_audit",
+            "event_base_grpc",
+        ];
+        let krate = target.split("::").next().unwrap_or(target);
+        OWN.contains(&krate)
+    }
+
     #[derive(Default)]
     struct Fields {
         message: Option<String>,
@@ -157,12 +173,17 @@ mod layer {
             let meta = event.metadata();
             // Level order: ERROR < WARN < INFO < DEBUG < TRACE in `tracing`'s ordering of
             // verbosity; keep events at least as severe as `level`.
-            if *meta.level() > self.level || meta.target().starts_with("event_base") {
+            if *meta.level() > self.level || is_own_target(meta.target()) {
+                return;
+            }
+            let current = current_message();
+            // Events from handlers of system topics (a subscriber of `_system.trace` that
+            // logs, say) would feed themselves back; leave them out.
+            if current.as_ref().is_some_and(|m| m.topic.is_system()) {
                 return;
             }
             let mut fields = Fields::default();
             event.record(&mut fields);
-            let current = current_message();
             let record = TraceRecord {
                 level: meta.level().to_string(),
                 target: meta.target().to_owned(),

@@ -153,3 +153,35 @@ async fn audit_records_are_published_in_batches_on_the_system_topic() {
         "a start and a finish per message, none about the audit topic itself"
     );
 }
+
+/// Counts records, slowly.
+struct SlowCounter(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl event_base::AuditWriter for SlowCounter {
+    fn write(&self, records: &[AuditRecord]) -> Result<(), event_base::AuditError> {
+        std::thread::sleep(Duration::from_millis(2)); // a slow disk
+        self.0
+            .fetch_add(records.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_hands_every_record_to_the_writers_first() {
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .audit_writer(SlowCounter(written.clone()))
+        .handler(probe.handler("h", "t", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        bus.send("t", b"x".to_vec()).await.unwrap();
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    bus.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 200);
+}
