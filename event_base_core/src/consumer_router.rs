@@ -143,41 +143,22 @@ impl ConsumerRouter {
             };
             // Addressed: Standard and Broadcast mean once (the worker is the whole audience),
             // Repeated(n) means n times, all by that worker.
-            match message.delivery_mode {
-                DeliveryMode::Repeated(0) => self.shared.finish_ok(
-                    entry,
-                    &Job {
-                        message,
-                        group: None,
-                    },
-                ),
-                DeliveryMode::Repeated(n) => {
-                    let group = DeliveryGroup::new(n);
-                    for _ in 0..n {
-                        let job = Job {
-                            message: message.clone(),
-                            group: Some(group.clone()),
-                        };
-                        self.hand(job, Target::Worker(i), claimer, &mut local).await;
-                    }
-                }
-                DeliveryMode::Standard | DeliveryMode::Broadcast => {
-                    let job = Job {
-                        message,
-                        group: None,
-                    };
-                    self.hand(job, Target::Worker(i), claimer, &mut local).await;
-                }
-            }
+            let times = match message.delivery_mode {
+                DeliveryMode::Repeated(n) => n,
+                DeliveryMode::Standard | DeliveryMode::Broadcast => 1,
+            };
+            self.repeat(message, times, Target::Worker(i), claimer, &mut local)
+                .await;
             return local;
         }
         match message.delivery_mode {
             DeliveryMode::Standard => {
-                let job = Job {
-                    message,
-                    group: None,
-                };
-                self.hand(job, Target::Any, claimer, &mut local).await;
+                self.repeat(message, 1, Target::Any, claimer, &mut local)
+                    .await
+            }
+            DeliveryMode::Repeated(n) => {
+                self.repeat(message, n, Target::Any, claimer, &mut local)
+                    .await
             }
             DeliveryMode::Broadcast => {
                 let audience = entry.running_workers();
@@ -195,25 +176,47 @@ impl ConsumerRouter {
                     self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
             }
-            DeliveryMode::Repeated(0) => self.shared.finish_ok(
-                entry,
+        }
+        local
+    }
+
+    /// Hands `message` out `times` times to `target`: once without a group, several times
+    /// as one group whose record completes with the last delivery, none as an at-once
+    /// completion.
+    async fn repeat(
+        &self,
+        message: Arc<EMessage>,
+        times: u32,
+        target: Target,
+        claimer: Option<usize>,
+        local: &mut Option<Job>,
+    ) {
+        match times {
+            0 => self.shared.finish_ok(
+                &self.entry,
                 &Job {
                     message,
                     group: None,
                 },
             ),
-            DeliveryMode::Repeated(n) => {
+            1 => {
+                let job = Job {
+                    message,
+                    group: None,
+                };
+                self.hand(job, target, claimer, local).await;
+            }
+            n => {
                 let group = DeliveryGroup::new(n);
                 for _ in 0..n {
                     let job = Job {
                         message: message.clone(),
                         group: Some(group.clone()),
                     };
-                    self.hand(job, Target::Any, claimer, &mut local).await;
+                    self.hand(job, target, claimer, local).await;
                 }
             }
         }
-        local
     }
 
     /// Keeps the first job the claimer may handle; hands every other one over.
