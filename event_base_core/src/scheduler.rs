@@ -100,6 +100,9 @@ pub(crate) struct NextDue {
     base: Instant,
     /// Microseconds after `base`; `u64::MAX` when nothing is scheduled.
     micros: Arc<std::sync::atomic::AtomicU64>,
+    /// Entries in the heap when `micros` was written. Until it equals the number of timers
+    /// handed to the scheduler, some entry is still on its way and `micros` may be too late.
+    in_heap: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NextDue {
@@ -107,18 +110,25 @@ impl NextDue {
         NextDue {
             base: Instant::now(),
             micros: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+            in_heap: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
-    fn set(&self, at: Option<Instant>) {
+    fn set(&self, at: Option<Instant>, in_heap: usize) {
         let v = at.map_or(u64::MAX, |at| {
             at.saturating_duration_since(self.base).as_micros() as u64
         });
         self.micros.store(v, std::sync::atomic::Ordering::Release);
+        self.in_heap
+            .store(in_heap as u64, std::sync::atomic::Ordering::Release);
     }
 
-    /// Whether nothing is due at or before `deadline`.
-    pub(crate) fn is_after(&self, deadline: Instant) -> bool {
+    /// Whether, with `timers` entries handed to the scheduler, all of them are due after
+    /// `deadline`. `false` while some entry has not reached the heap yet.
+    pub(crate) fn all_after(&self, timers: u64, deadline: Instant) -> bool {
+        if self.in_heap.load(std::sync::atomic::Ordering::Acquire) != timers {
+            return false;
+        }
         let v = self.micros.load(std::sync::atomic::Ordering::Acquire);
         v == u64::MAX || self.base + Duration::from_micros(v) > deadline
     }
@@ -178,7 +188,7 @@ pub(crate) async fn run_scheduler(
         if let Some(next) = heap.peek() {
             sleep.as_mut().reset(next.at);
         }
-        next_due.set(heap.peek().map(|e| e.at));
+        next_due.set(heap.peek().map(|e| e.at), heap.len());
         in_flight.poke();
         tokio::select! {
             biased;

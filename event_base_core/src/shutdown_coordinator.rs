@@ -139,7 +139,7 @@ pub(crate) async fn shutdown(
             shared
                 .in_flight
                 .wait_until(
-                    |n, timers| n == 0 || (n <= timers && next_due.is_after(deadline)),
+                    |n, timers| n == 0 || (n <= timers && next_due.all_after(timers, deadline)),
                     deadline,
                 )
                 .await;

@@ -61,8 +61,9 @@ async fn steady_load_keeps_a_bounded_number_of_segments() {
     );
     let end = bus.wal_stats().disk_bytes;
     assert!(end < 2 << 20, "{end} bytes left on disk at the end");
+    // At most 16 segments (past that the oldest is rewritten) plus the LOCK file.
     let files = std::fs::read_dir(dir.path()).unwrap().count();
-    assert!(files <= 12, "{files} files left in the WAL directory");
+    assert!(files <= 17, "{files} files left in the WAL directory");
     assert_eq!(bus.dead_letters().await.unwrap().len(), 800);
     tokio::time::timeout(
         Duration::from_secs(10),
