@@ -89,6 +89,15 @@ impl EventBus {
         self.router().publish(topic, message).await
     }
 
+    /// Sends many messages with one WAL commit (see [`TopicRouter::send_batch`]).
+    pub async fn send_batch(
+        &self,
+        topic: impl AsRef<str>,
+        messages: Vec<EMessage>,
+    ) -> Result<Vec<Uuid>, CoreError> {
+        self.router().send_batch(topic, messages).await
+    }
+
     /// Sends with explicit `try_send` / `timeout` (see [`TopicRouter::send`]).
     pub async fn send_with(
         &self,

@@ -122,6 +122,74 @@ impl SystemShared {
         }
     }
 
+    /// Accepts many messages for one topic with a single WAL commit, then queues them in
+    /// order, waiting for room. Validation happens first: one invalid message refuses the
+    /// whole batch before anything is written.
+    pub(crate) async fn send_batch(
+        &self,
+        topic: &str,
+        messages: Vec<EMessage>,
+    ) -> Result<Vec<Uuid>, CoreError> {
+        if topic.starts_with(SYSTEM_PREFIX) {
+            return Err(CoreError::ReservedTopic(topic.to_owned()));
+        }
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(CoreError::SystemShutdown);
+        }
+        let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
+            topic: topic.to_owned(),
+        })?;
+        let mut batch = Vec::with_capacity(messages.len());
+        for mut message in messages {
+            if message.topic.0 != topic {
+                message.topic = entry.topic.clone();
+            }
+            if let Some(worker) = &message.to_worker {
+                if entry.worker_index(worker).is_none() {
+                    return Err(CoreError::UnknownWorker {
+                        topic: topic.to_owned(),
+                        worker: worker.clone(),
+                    });
+                }
+            }
+            if message.attempts == 0 {
+                message.attempts = 1;
+            }
+            crate::message_context::inherit(&mut message);
+            batch.push(Arc::new(message));
+        }
+        let ids: Vec<Uuid> = batch.iter().map(|m| m.id).collect();
+        let commit = self.wal.append_batch(&batch)?;
+        for _ in &batch {
+            self.in_flight.add();
+            entry.counters.accepted();
+        }
+        if let Err(e) = commit.wait().await {
+            for id in &ids {
+                let _ = self.refuse(entry, *id, CoreError::SystemShutdown).await;
+            }
+            return Err(e.into());
+        }
+        let now = SystemTime::now();
+        for message in batch {
+            match message.deliver_at {
+                Some(at) if at > now => self.scheduler.schedule(
+                    instant_for(at),
+                    Scheduled::Message {
+                        entry: entry.clone(),
+                        message,
+                    },
+                ),
+                _ => {
+                    if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
+                        entry.producer.send(message).await?;
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Waits for the WAL commit, then hands the message to its queue (or the scheduler).
     async fn enqueue(
         &self,

@@ -89,6 +89,21 @@ impl TopicRouter {
             .await
     }
 
+    /// Sends many messages to `topic` with one WAL commit (with a persistent WAL, one
+    /// `fdatasync` for the lot), then queues them in order, waiting for room. Returns their
+    /// ids once all are accepted.
+    ///
+    /// The batch is validated first, so an unknown `to_worker` refuses all of it before
+    /// anything is written. A send future dropped while the batch waits for queue room
+    /// leaves the messages accepted (they are in the WAL and will be delivered).
+    pub async fn send_batch(
+        &self,
+        topic: impl AsRef<str>,
+        messages: Vec<EMessage>,
+    ) -> Result<Vec<Uuid>, CoreError> {
+        self.shared()?.send_batch(topic.as_ref(), messages).await
+    }
+
     /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room.
     pub async fn publish(
         &self,

@@ -79,11 +79,25 @@ pub enum WalCommit {
     Durable,
     /// Durable once the writer answers.
     Waiting(tokio::sync::oneshot::Receiver<Result<(), WalError>>),
+    /// Durable once every one of these is.
+    All(Vec<WalCommit>),
 }
 
 impl WalCommit {
-    /// Waits until the record is durable.
+    /// Waits until the record (or every record of a batch) is durable.
     pub async fn wait(self) -> Result<(), WalError> {
+        match self {
+            WalCommit::All(commits) => {
+                for c in commits {
+                    c.wait_one().await?;
+                }
+                Ok(())
+            }
+            one => one.wait_one().await,
+        }
+    }
+
+    async fn wait_one(self) -> Result<(), WalError> {
         match self {
             WalCommit::Durable => Ok(()),
             WalCommit::Waiting(rx) => match rx.await {
@@ -92,6 +106,9 @@ impl WalCommit {
                     "writer dropped the commit without answering".into(),
                 )),
             },
+            WalCommit::All(_) => Err(WalError::Backend(
+                "nested batch commits are not supported".into(),
+            )),
         }
     }
 }
@@ -104,6 +121,17 @@ impl WalCommit {
 pub trait Wal: Send + Sync + 'static {
     /// Records a newly accepted message as `Pending`.
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError>;
+
+    /// Records several newly accepted messages as `Pending` with one commit. Backends with a
+    /// single ordered writer override it so the batch costs one durable write; the default
+    /// appends one by one and waits for all.
+    fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        let mut commits = Vec::with_capacity(messages.len());
+        for m in messages {
+            commits.push(self.append(m)?);
+        }
+        Ok(WalCommit::All(commits))
+    }
 
     /// Marks the message `Processing` before a handler runs. Returns `false` if the record is
     /// gone or `Complete` (the send was withdrawn, or the message is finished): the caller must
@@ -150,6 +178,9 @@ pub trait Wal: Send + Sync + 'static {
 impl<W: Wal + ?Sized> Wal for Arc<W> {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         (**self).append(message)
+    }
+    fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        (**self).append_batch(messages)
     }
     fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
         (**self).begin(id)

@@ -293,6 +293,23 @@ impl Wal for PersistentWal {
         self.send_durable(Entry::Append(message.clone()))
     }
 
+    /// The whole batch goes to the writer in order, and only the last record carries a
+    /// waiter: the sync that covers it covers every record before it.
+    fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        for m in messages {
+            self.check_size(m)?;
+        }
+        let Some((last, rest)) = messages.split_last() else {
+            return Ok(WalCommit::Durable);
+        };
+        for m in rest {
+            self.index.append(m)?;
+            self.send(Entry::Append(m.clone()), None)?;
+        }
+        self.index.append(last)?;
+        self.send_durable(Entry::Append(last.clone()))
+    }
+
     fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
         let found = self.index.begin(id)?;
         if found {

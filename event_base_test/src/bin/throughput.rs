@@ -479,6 +479,36 @@ fn main() {
                 }
             }
         }
+        if run("wal") || run("send_batch") {
+            // One sender, batches of 1,000, SyncPolicy::Always: one fdatasync per batch.
+            let batches = scale(20, 2);
+            let dir = tempdir();
+            let counter = Counter::new(batches * 1000);
+            let bus = EventBus::builder()
+                .wal(PersistentWal::open(&dir).unwrap())
+                .queue(FlumeQueueFactory::bounded(BOUND))
+                .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
+                .build()
+                .await
+                .unwrap();
+            let data = payload(PAYLOAD);
+            let started = Instant::now();
+            for _ in 0..batches {
+                let batch = (0..1000)
+                    .map(|_| EMessage::standard("bench", data.clone()))
+                    .collect();
+                bus.send_batch("bench", batch).await.unwrap();
+            }
+            let secs = started.elapsed().as_secs_f64();
+            bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+            drop(bus);
+            let _ = std::fs::remove_dir_all(&dir);
+            let n = batches * 1000;
+            println!(
+                "scenario=send_batch_1000 msgs={n} secs={secs:.3} msgs_per_sec={:.0} target_msgs_per_sec=100000",
+                n as f64 / secs
+            );
+        }
         if run("idle") {
             let counter = Counter::new(0);
             let bus = memory_bus(&counter, 10).await;
