@@ -1,0 +1,124 @@
+//! Criterion micro-benchmarks of the hot path's parts, each beside a bare-channel baseline
+//! measured in the same run (compare the two lines of a group, not absolute times).
+//!
+//! `cargo bench -p event_base_test --bench micro`
+
+// `criterion_group!` generates an undocumented public function.
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use event_base::{
+    async_trait, Ack, EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, MemoryWal,
+    PersistentWal, SyncPolicy, Wal,
+};
+use tokio::sync::Notify;
+
+/// WAL append + complete of one message, beside a bare channel send + receive.
+fn wal(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wal_append_complete");
+    let (tx, rx) = flume::unbounded::<Arc<EMessage>>();
+    g.bench_function("baseline_flume_send_recv", |b| {
+        b.iter_batched(
+            || Arc::new(EMessage::standard("t", b"x".to_vec())),
+            |m| {
+                tx.send(m).unwrap();
+                rx.recv().unwrap()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    let mem = MemoryWal::new();
+    g.bench_function("memory_wal", |b| {
+        b.iter_batched(
+            || Arc::new(EMessage::standard("t", b"x".to_vec())),
+            |m| {
+                let _ = mem.append(&m).unwrap();
+                mem.begin(&m.id).unwrap();
+                mem.complete(&m.id).unwrap();
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    let dir = std::env::temp_dir().join(format!("eb-bench-micro-{}", std::process::id()));
+    let file = PersistentWal::builder(&dir)
+        .sync_policy(SyncPolicy::Never)
+        .open()
+        .unwrap();
+    g.bench_function("persistent_wal_no_sync", |b| {
+        b.iter_batched(
+            || Arc::new(EMessage::standard("t", b"x".to_vec())),
+            |m| {
+                let _ = file.append(&m).unwrap();
+                file.begin(&m.id).unwrap();
+                file.complete(&m.id).unwrap();
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+    drop(file);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+struct Done(Notify);
+
+#[async_trait]
+impl EHandler for Done {
+    async fn handler(&self, _msg: &EMessage) -> Ack {
+        self.0.notify_one();
+        Ack::Ack
+    }
+}
+
+/// One message from send to handled, beside a bare channel hop to a task and back.
+fn dispatch(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("dispatch_round_trip");
+    g.measurement_time(Duration::from_secs(3));
+    let (tx, rx) = flume::bounded::<Arc<EMessage>>(64);
+    let back = Arc::new(Notify::new());
+    let b2 = back.clone();
+    rt.spawn(async move {
+        while let Ok(m) = rx.recv_async().await {
+            std::hint::black_box(&m);
+            b2.notify_one();
+        }
+    });
+    g.bench_function("baseline_flume_hop", |b| {
+        b.to_async(&rt).iter(|| async {
+            tx.send_async(Arc::new(EMessage::standard("t", b"x".to_vec())))
+                .await
+                .unwrap();
+            back.notified().await;
+        })
+    });
+    let done = Arc::new(Done(Notify::new()));
+    let bus: EventBus = rt.block_on(async {
+        EventBus::builder()
+            .wal(MemoryWal::new())
+            .queue(FlumeQueueFactory::default())
+            .handler(HandlerSpec::new("bench", "bench", done.clone()))
+            .build()
+            .await
+            .unwrap()
+    });
+    g.bench_function("bus_send_to_handled", |b| {
+        b.to_async(&rt).iter(|| async {
+            bus.send("bench", EMessage::standard("bench", b"x".to_vec()))
+                .await
+                .unwrap();
+            done.0.notified().await;
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, wal, dispatch);
+criterion_main!(benches);
