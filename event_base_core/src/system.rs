@@ -75,30 +75,15 @@ impl SystemShared {
     async fn accept(
         &self,
         topic: &str,
-        mut message: EMessage,
+        message: EMessage,
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
         let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
             topic: topic.to_owned(),
         })?;
-        if message.topic.0 != topic {
-            message.topic = entry.topic.clone();
-        }
-        if let Some(worker) = &message.to_worker {
-            if entry.worker_index(worker).is_none() {
-                return Err(CoreError::UnknownWorker {
-                    topic: topic.to_owned(),
-                    worker: worker.clone(),
-                });
-            }
-        }
-        if message.attempts == 0 {
-            message.attempts = 1;
-        }
-        crate::message_context::inherit(&mut message);
+        let message = prepare(entry, message)?;
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        let message = Arc::new(message);
         let id = message.id;
 
         let commit = self.wal.append(&message)?;
@@ -139,25 +124,10 @@ impl SystemShared {
         let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
             topic: topic.to_owned(),
         })?;
-        let mut batch = Vec::with_capacity(messages.len());
-        for mut message in messages {
-            if message.topic.0 != topic {
-                message.topic = entry.topic.clone();
-            }
-            if let Some(worker) = &message.to_worker {
-                if entry.worker_index(worker).is_none() {
-                    return Err(CoreError::UnknownWorker {
-                        topic: topic.to_owned(),
-                        worker: worker.clone(),
-                    });
-                }
-            }
-            if message.attempts == 0 {
-                message.attempts = 1;
-            }
-            crate::message_context::inherit(&mut message);
-            batch.push(Arc::new(message));
-        }
+        let batch = messages
+            .into_iter()
+            .map(|m| prepare(entry, m))
+            .collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<Uuid> = batch.iter().map(|m| m.id).collect();
         let commit = self.wal.append_batch(&batch)?;
         for _ in &batch {
@@ -375,6 +345,27 @@ impl SystemShared {
             Err(e) => tracing::error!(topic, error = %e, "could not encode system announcement"),
         }
     }
+}
+
+/// Readies a message for its topic's queue: the route's topic, a valid `to_worker`, the
+/// first delivery's `attempts`, and the provenance of the message being handled, if any.
+fn prepare(entry: &TopicEntry, mut message: EMessage) -> Result<Arc<EMessage>, CoreError> {
+    if message.topic != entry.topic {
+        message.topic = entry.topic.clone();
+    }
+    if let Some(worker) = &message.to_worker {
+        if entry.worker_index(worker).is_none() {
+            return Err(CoreError::UnknownWorker {
+                topic: entry.topic.0.clone(),
+                worker: worker.clone(),
+            });
+        }
+    }
+    if message.attempts == 0 {
+        message.attempts = 1;
+    }
+    crate::message_context::inherit(&mut message);
+    Ok(Arc::new(message))
 }
 
 /// Withdraws an appended message if the send future is dropped before it finished.
