@@ -61,6 +61,8 @@ pub mod wal {
     pub use event_base_wal::*;
 }
 
+pub mod testing;
+
 /// Built-in middleware.
 pub mod middleware {
     pub use event_base_middleware::*;
@@ -167,6 +169,8 @@ pub mod guide {
     pub mod middleware {}
     #[doc = include_str!("../../docs/guide/sending.md")]
     pub mod sending {}
+    #[doc = include_str!("../../docs/guide/testing.md")]
+    pub mod testing {}
     #[doc = include_str!("../../docs/guide/shutdown.md")]
     pub mod shutdown {}
     #[doc = include_str!("../../docs/guide/observability.md")]

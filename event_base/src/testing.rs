@@ -1,0 +1,209 @@
+//! A harness for testing handlers: [`TestBus`].
+//!
+//! It runs a real, isolated system (in-memory WAL and queues, auditing on) so a test exercises
+//! exactly what production runs, and adds what a test needs: publish, wait until everything
+//! has settled (no sleeps), then ask what happened to a message: acked, retried, dead, and which
+//! messages the handlers sent. Topics a handler sends to but the test does not run are
+//! *captured* instead: their messages are kept for inspection.
+//!
+//! ```
+//! use event_base::prelude::*;
+//! use event_base::testing::TestBus;
+//!
+//! // The code under test: an order handler that bills and refuses empty orders.
+//! async fn handle_order(msg: EMessage) -> Ack {
+//!     if msg.payload.0.is_empty() {
+//!         return Ack::dead();
+//!     }
+//!     let bill = EMessage::standard("billing", msg.payload.0.clone());
+//!     match event_base::TopicRouter::global().send("billing", bill, None, None).await {
+//!         Ok(_) => Ack::Ack,
+//!         Err(_) => Ack::retry(),
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), CoreError> {
+//! let t = TestBus::builder()
+//!     .handler(HandlerSpec::new("orders", "orders", event_base::handler_fn(handle_order)))
+//!     .capture("billing")
+//!     .start()
+//!     .await?;
+//! let good = t.publish("orders", b"42".to_vec()).await?;
+//! let bad = t.publish("orders", Vec::<u8>::new()).await?;
+//! t.settle().await?;
+//!
+//! assert!(t.acked(good));
+//! assert_eq!(t.captured("billing").len(), 1);
+//! assert_eq!(t.captured("billing")[0].metadata.causation_id, Some(good));
+//! assert_eq!(t.dead_letters().await?[0].message.id, bad);
+//! # t.stop().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A `TestBus` installs itself as the global system (so handlers that use `send_msg!` or
+//! `TopicRouter::global()` reach it); tests that use one therefore run one at a time per
+//! process, or each in its own test binary. [`TestBus::stop`] uninstalls it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_base_core::{
+    async_trait, Ack, AuditEvent, AuditOutcome, AuditRecord, CoreError, DeadLetterMessage,
+    EHandler, EMessage, EventBus, EventBusBuilder, HandlerSpec, IntoMessage, ShutdownReport,
+    ShutdownStrategy, Uuid,
+};
+
+type Captured = Arc<Mutex<HashMap<String, Vec<EMessage>>>>;
+
+/// Builds a [`TestBus`].
+pub struct TestBusBuilder {
+    builder: EventBusBuilder,
+    captured: Captured,
+    settle_timeout: Duration,
+}
+
+impl TestBusBuilder {
+    /// Adds a handler by value.
+    pub fn handler(mut self, spec: HandlerSpec) -> Self {
+        self.builder = self.builder.handler(spec);
+        self
+    }
+
+    /// Adds every `#[handler]` of the binary.
+    pub fn with_registered_handlers(mut self) -> Self {
+        self.builder = self.builder.with_registered_handlers();
+        self
+    }
+
+    /// Keeps every message sent to `topic` (which must not have a handler of its own here).
+    pub fn capture(mut self, topic: &str) -> Self {
+        let store = self.captured.clone();
+        if let Ok(mut m) = store.lock() {
+            m.entry(topic.to_owned()).or_default();
+        }
+        self.builder = self.builder.handler(HandlerSpec::new(
+            format!("capture:{topic}"),
+            topic,
+            Capture {
+                topic: topic.to_owned(),
+                store,
+            },
+        ));
+        self
+    }
+
+    /// How long [`TestBus::settle`] waits before it fails (default 10 s).
+    pub fn settle_timeout(mut self, t: Duration) -> Self {
+        self.settle_timeout = t;
+        self
+    }
+
+    /// Starts the system and installs it as the global one.
+    pub async fn start(self) -> Result<TestBus, CoreError> {
+        let bus = self.builder.build().await?;
+        bus.install_global()?;
+        Ok(TestBus {
+            bus,
+            captured: self.captured,
+            settle_timeout: self.settle_timeout,
+        })
+    }
+}
+
+struct Capture {
+    topic: String,
+    store: Captured,
+}
+
+#[async_trait]
+impl EHandler for Capture {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        if let Ok(mut m) = self.store.lock() {
+            m.entry(self.topic.clone()).or_default().push(msg.clone());
+        }
+        Ack::Ack
+    }
+}
+
+/// A running system for tests, with questions a test asks about it.
+pub struct TestBus {
+    bus: EventBus,
+    captured: Captured,
+    settle_timeout: Duration,
+}
+
+impl TestBus {
+    /// A builder: in-memory WAL and queues, auditing on, no handlers yet.
+    pub fn builder() -> TestBusBuilder {
+        TestBusBuilder {
+            builder: crate::builder().audit(1 << 16),
+            captured: Arc::default(),
+            settle_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The system itself.
+    pub fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// Sends a message or payload to `topic`.
+    pub async fn publish(&self, topic: &str, message: impl IntoMessage) -> Result<Uuid, CoreError> {
+        self.bus.send(topic, message).await
+    }
+
+    /// Waits until every accepted message (follow-ups, retries and their backoff included)
+    /// is complete or dead.
+    pub async fn settle(&self) -> Result<(), CoreError> {
+        self.bus.wait_idle(self.settle_timeout).await
+    }
+
+    /// Every audit record of one message, in order.
+    pub fn history(&self, id: Uuid) -> Vec<AuditRecord> {
+        self.bus.audit().for_message(id)
+    }
+
+    fn outcomes(&self, id: Uuid) -> impl Iterator<Item = AuditOutcome> {
+        self.history(id).into_iter().filter_map(|r| match r.event {
+            AuditEvent::Finished { outcome, .. } => Some(outcome),
+            AuditEvent::Started => None,
+        })
+    }
+
+    /// Whether a handler acked the message.
+    pub fn acked(&self, id: Uuid) -> bool {
+        self.outcomes(id).any(|o| o == AuditOutcome::Acked)
+    }
+
+    /// How many times the message was scheduled again.
+    pub fn retries(&self, id: Uuid) -> usize {
+        self.outcomes(id)
+            .filter(|o| matches!(o, AuditOutcome::Retried { .. }))
+            .count()
+    }
+
+    /// The dead letters.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, CoreError> {
+        self.bus.dead_letters().await
+    }
+
+    /// The messages sent to a captured topic, in arrival order.
+    pub fn captured(&self, topic: &str) -> Vec<EMessage> {
+        self.captured
+            .lock()
+            .ok()
+            .and_then(|m| m.get(topic).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Stops the system (everything settles first) and uninstalls it as the global one.
+    pub async fn stop(self) -> Result<ShutdownReport, CoreError> {
+        self.bus
+            .shutdown(ShutdownStrategy::Drain {
+                timeout: self.settle_timeout,
+            })
+            .await
+    }
+}
