@@ -188,8 +188,9 @@ impl MetricsStore {
 
 /// Exports a system's metrics to the `metrics` facade (feature `metrics`).
 ///
-/// Counters become `event_base_<name>_total{topic}`, gauges `event_base_<name>{topic}`,
-/// latencies `event_base_<name>_seconds{topic, quantile}`. Call [`MetricsManager::export`]
+/// Counters become `event_base_<name>_total{topic}` (per worker:
+/// `event_base_worker_<name>_total{worker}`), gauges `event_base_<name>{topic}` and
+/// `event_base_node_<name>`, latencies `event_base_<name>_seconds{topic, quantile}`. Call [`MetricsManager::export`]
 /// whenever your exporter scrapes, or let `EventBusBuilder::export_metrics(interval)` do it.
 #[derive(Debug, Clone)]
 pub struct MetricsManager {
@@ -235,7 +236,20 @@ impl MetricsManager {
                 metrics::gauge!("event_base_queue_wait_seconds", "topic" => t.clone(), "quantile" => q).set(v.as_secs_f64());
             }
         }
+        for (worker, w) in &snap.workers {
+            let name = worker.clone();
+            metrics::counter!("event_base_worker_handled_total", "worker" => name.clone())
+                .absolute(w.handled);
+            metrics::counter!("event_base_worker_acked_total", "worker" => name.clone())
+                .absolute(w.acked);
+            metrics::counter!("event_base_worker_retried_total", "worker" => name.clone())
+                .absolute(w.retried);
+            metrics::counter!("event_base_worker_dead_total", "worker" => name).absolute(w.dead);
+        }
         metrics::gauge!("event_base_node_in_flight").set(snap.node.in_flight as f64);
+        metrics::gauge!("event_base_node_waiting_on_timers")
+            .set(snap.node.waiting_on_timers as f64);
         metrics::gauge!("event_base_node_workers").set(snap.node.workers as f64);
+        metrics::gauge!("event_base_node_uptime_seconds").set(snap.node.uptime.as_secs_f64());
     }
 }

@@ -127,4 +127,9 @@ async fn export_publishes_the_counters_to_the_facade() {
     assert!(capture
         .get("event_base_handler_seconds{quantile=0.99,topic=orders}")
         .is_some());
+    assert_eq!(
+        capture.get("event_base_worker_handled_total{worker=h-0}"),
+        Some(10.0)
+    );
+    assert_eq!(capture.get("event_base_node_in_flight{}"), Some(0.0));
 }
