@@ -1,6 +1,6 @@
 //! Tracing into the bus: [`TraceRecord`] and, with the `trace` feature, [`TraceLayer`], a
-//! `tracing_subscriber::Layer` that turns events at or above a level into `TraceRecord`s
-//! published, in batches, on `_system.trace`.
+//! `tracing_subscriber::Layer` that turns events, and spans when they close, at or above a
+//! level into `TraceRecord`s published, in batches, on `_system.trace`.
 //!
 //! Each record carries the id, trace id and correlation id of the message being handled when
 //! the event was emitted (see [`current_message`](crate::current_message)), so the events of
@@ -17,19 +17,21 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// One tracing event, as published on `_system.trace`.
+/// One tracing event, or one closed span, as published on `_system.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceRecord {
     /// `ERROR`, `WARN`, `INFO`, `DEBUG` or `TRACE`.
     pub level: String,
     /// The event's target (module path by default).
     pub target: String,
-    /// The event's message.
+    /// The event's message (for a span: its name).
     pub message: Option<String>,
     /// Its other fields, formatted.
     pub fields: BTreeMap<String, String>,
-    /// The innermost span it happened in.
+    /// The innermost span it happened in (for a span: the span itself).
     pub span: Option<String>,
+    /// For a closed span: how long it was open. `None` for events.
+    pub span_duration: Option<std::time::Duration>,
     /// The message being handled, if the event came from a handler.
     pub message_id: Option<Uuid>,
     /// That message's trace id.
@@ -50,7 +52,10 @@ mod layer {
     use std::sync::{Arc, Weak};
     use std::time::SystemTime;
 
+    use std::time::Instant;
+
     use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id};
     use tracing::{Event, Level, Subscriber};
     use tracing_subscriber::layer::Context;
     use tracing_subscriber::registry::LookupSpan;
@@ -190,6 +195,7 @@ mod layer {
                 message: fields.message,
                 fields: fields.fields,
                 span: ctx.lookup_current().map(|s| s.name().to_owned()),
+                span_duration: None,
                 message_id: current.as_ref().map(|m| m.id),
                 trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
                 correlation_id: current
@@ -197,6 +203,62 @@ mod layer {
                     .and_then(|m| m.metadata.correlation_id.clone()),
                 at: SystemTime::now(),
             };
+            self.publish(record);
+        }
+
+        fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+            let meta = attrs.metadata();
+            if *meta.level() > self.level || is_own_target(meta.target()) {
+                return;
+            }
+            let current = current_message();
+            if current.as_ref().is_some_and(|m| m.topic.is_system()) {
+                return;
+            }
+            let mut fields = Fields::default();
+            attrs.record(&mut fields);
+            if let Some(span) = ctx.span(id) {
+                span.extensions_mut().insert(OpenSpan {
+                    opened: Instant::now(),
+                    fields: fields.fields,
+                    message: current,
+                });
+            }
+        }
+
+        fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+            let Some(span) = ctx.span(&id) else { return };
+            let Some(open) = span.extensions_mut().remove::<OpenSpan>() else {
+                return;
+            };
+            let meta = span.metadata();
+            let current = open.message;
+            self.publish(TraceRecord {
+                level: meta.level().to_string(),
+                target: meta.target().to_owned(),
+                message: Some(meta.name().to_owned()),
+                fields: open.fields,
+                span: Some(meta.name().to_owned()),
+                span_duration: Some(open.opened.elapsed()),
+                message_id: current.as_ref().map(|m| m.id),
+                trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
+                correlation_id: current
+                    .as_ref()
+                    .and_then(|m| m.metadata.correlation_id.clone()),
+                at: SystemTime::now(),
+            });
+        }
+    }
+
+    /// What the layer keeps about a span while it is open.
+    struct OpenSpan {
+        opened: Instant,
+        fields: BTreeMap<String, String>,
+        message: Option<Arc<crate::message::EMessage>>,
+    }
+
+    impl TraceLayer {
+        fn publish(&self, record: TraceRecord) {
             if self.tx.try_send(record).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
