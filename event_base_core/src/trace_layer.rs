@@ -176,45 +176,26 @@ mod layer {
     {
         fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
             let meta = event.metadata();
-            // Level order: ERROR < WARN < INFO < DEBUG < TRACE in `tracing`'s ordering of
-            // verbosity; keep events at least as severe as `level`.
-            if *meta.level() > self.level || is_own_target(meta.target()) {
+            let Some(current) = self.admit(meta) else {
                 return;
-            }
-            let current = current_message();
-            // Events from handlers of system topics (a subscriber of `_system.trace` that
-            // logs, say) would feed themselves back; leave them out.
-            if current.as_ref().is_some_and(|m| m.topic.is_system()) {
-                return;
-            }
+            };
             let mut fields = Fields::default();
             event.record(&mut fields);
-            let record = TraceRecord {
-                level: meta.level().to_string(),
-                target: meta.target().to_owned(),
-                message: fields.message,
-                fields: fields.fields,
-                span: ctx.lookup_current().map(|s| s.name().to_owned()),
-                span_duration: None,
-                message_id: current.as_ref().map(|m| m.id),
-                trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
-                correlation_id: current
-                    .as_ref()
-                    .and_then(|m| m.metadata.correlation_id.clone()),
-                at: SystemTime::now(),
-            };
-            self.publish(record);
+            let span = ctx.lookup_current().map(|s| s.name().to_owned());
+            self.publish(record(
+                meta,
+                fields.message,
+                fields.fields,
+                span,
+                None,
+                current,
+            ));
         }
 
         fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-            let meta = attrs.metadata();
-            if *meta.level() > self.level || is_own_target(meta.target()) {
+            let Some(current) = self.admit(attrs.metadata()) else {
                 return;
-            }
-            let current = current_message();
-            if current.as_ref().is_some_and(|m| m.topic.is_system()) {
-                return;
-            }
+            };
             let mut fields = Fields::default();
             attrs.record(&mut fields);
             if let Some(span) = ctx.span(id) {
@@ -232,21 +213,15 @@ mod layer {
                 return;
             };
             let meta = span.metadata();
-            let current = open.message;
-            self.publish(TraceRecord {
-                level: meta.level().to_string(),
-                target: meta.target().to_owned(),
-                message: Some(meta.name().to_owned()),
-                fields: open.fields,
-                span: Some(meta.name().to_owned()),
-                span_duration: Some(open.opened.elapsed()),
-                message_id: current.as_ref().map(|m| m.id),
-                trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
-                correlation_id: current
-                    .as_ref()
-                    .and_then(|m| m.metadata.correlation_id.clone()),
-                at: SystemTime::now(),
-            });
+            let name = Some(meta.name().to_owned());
+            self.publish(record(
+                meta,
+                name.clone(),
+                open.fields,
+                name,
+                Some(open.opened.elapsed()),
+                open.message,
+            ));
         }
     }
 
@@ -257,7 +232,52 @@ mod layer {
         message: Option<Arc<crate::message::EMessage>>,
     }
 
+    /// A record of an event or a closed span, tagged with the message being handled.
+    fn record(
+        meta: &tracing::Metadata<'_>,
+        message: Option<String>,
+        fields: BTreeMap<String, String>,
+        span: Option<String>,
+        span_duration: Option<std::time::Duration>,
+        current: Option<Arc<crate::message::EMessage>>,
+    ) -> TraceRecord {
+        TraceRecord {
+            level: meta.level().to_string(),
+            target: meta.target().to_owned(),
+            message,
+            fields,
+            span,
+            span_duration,
+            message_id: current.as_ref().map(|m| m.id),
+            trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
+            correlation_id: current
+                .as_ref()
+                .and_then(|m| m.metadata.correlation_id.clone()),
+            at: SystemTime::now(),
+        }
+    }
+
     impl TraceLayer {
+        /// Whether to record something with this metadata now; if so, the message being
+        /// handled (if any). Skipped: below the level (in `tracing`'s order ERROR < WARN <
+        /// INFO < DEBUG < TRACE, keep what is at least as severe as `level`), the bus's own
+        /// crates, and anything inside a handler of a `_system.` topic (a subscriber of
+        /// `_system.trace` that logs would otherwise feed itself).
+        #[allow(clippy::option_option)]
+        fn admit(
+            &self,
+            meta: &tracing::Metadata<'_>,
+        ) -> Option<Option<Arc<crate::message::EMessage>>> {
+            if *meta.level() > self.level || is_own_target(meta.target()) {
+                return None;
+            }
+            let current = current_message();
+            if current.as_ref().is_some_and(|m| m.topic.is_system()) {
+                return None;
+            }
+            Some(current)
+        }
+
         fn publish(&self, record: TraceRecord) {
             if self.tx.try_send(record).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);

@@ -47,16 +47,7 @@ impl Probe {
     where
         F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
     {
-        HandlerSpec::new(
-            label,
-            topic,
-            Recording {
-                probe: self.clone(),
-                label: label.to_owned(),
-                answer,
-                gate: None,
-            },
-        )
+        self.recording(label, topic, None, answer)
     }
 
     /// Like [`Probe::handler`], but each delivery first waits for `gate` to open.
@@ -70,6 +61,19 @@ impl Probe {
     where
         F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
     {
+        self.recording(label, topic, Some(gate.clone()), answer)
+    }
+
+    fn recording<F>(
+        self: &Arc<Self>,
+        label: &str,
+        topic: &str,
+        gate: Option<Gate>,
+        answer: F,
+    ) -> HandlerSpec
+    where
+        F: Fn(&EMessage) -> Ack + Send + Sync + 'static,
+    {
         HandlerSpec::new(
             label,
             topic,
@@ -77,7 +81,7 @@ impl Probe {
                 probe: self.clone(),
                 label: label.to_owned(),
                 answer,
-                gate: Some(gate.clone()),
+                gate,
             },
         )
     }
