@@ -15,6 +15,8 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(feature = "persistent")]
+mod group_commit;
 mod memory_wal;
 #[cfg(feature = "persistent")]
 mod persistent_wal;

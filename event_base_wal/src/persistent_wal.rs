@@ -179,6 +179,7 @@ impl PersistentWalBuilder {
             unsynced: false,
             max_body: self.max_record_bytes,
             failed: None,
+            group: Default::default(),
         };
         let (tx, rx) = flume::unbounded();
         let thread = std::thread::Builder::new()

@@ -32,6 +32,7 @@ use event_base_core::WalError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::group_commit::GroupCommit;
 use crate::memory_wal::MemoryWal;
 use crate::record_codec::{encode, Entry, FRAME_HEADER};
 use crate::segment::{self, io_err, path_of, HEADER_LEN};
@@ -83,6 +84,8 @@ pub(crate) struct Writer {
     /// carrying on could acknowledge records that are not on disk. Reopening the WAL
     /// recovers from what is.
     pub(crate) failed: Option<String>,
+    /// Under `Always`: how many waiters to gather before a sync (see [`GroupCommit`]).
+    pub(crate) group: GroupCommit,
 }
 
 impl Writer {
@@ -112,7 +115,32 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if let SyncPolicy::Batch {
+            if self.policy == SyncPolicy::Always {
+                // Gather the group the last sync answered, so many senders share one sync.
+                let mut have = waiting(&ops);
+                if let Some((target, until)) = self.group.wait_for(have) {
+                    // Yield rather than block on the channel: a blocked receiver makes every
+                    // sender pay a wake-up syscall, one per record, for records that only
+                    // need gathering, and a sleep oversleeps by the timer slack (50 us),
+                    // longer than the whole wait. The wait is bounded by one sync's time.
+                    loop {
+                        while ops.len() < MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(op) => {
+                                    have += usize::from(is_waiter(&op));
+                                    ops.push(op);
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        let now = Instant::now();
+                        if have >= target || ops.len() >= MAX_BATCH || now >= until {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            } else if let SyncPolicy::Batch {
                 max_records,
                 max_delay,
             } = self.policy
@@ -192,7 +220,10 @@ impl Writer {
         if result.is_ok() {
             result = self.write_buf().and_then(|()| {
                 if need_sync {
-                    self.sync()
+                    let started = Instant::now();
+                    self.sync()?;
+                    self.group.synced(waiters.len(), started.elapsed());
+                    Ok(())
                 } else {
                     self.unsynced |= !self.buf.is_empty();
                     Ok(())
@@ -370,15 +401,16 @@ impl Writer {
 }
 
 fn waiting(ops: &[WriterOp]) -> usize {
-    ops.iter()
-        .filter(|op| {
-            matches!(
-                op,
-                WriterOp::Write {
-                    waiter: Some(_),
-                    ..
-                } | WriterOp::Flush(_)
-            )
-        })
-        .count()
+    ops.iter().filter(|op| is_waiter(op)).count()
+}
+
+/// Whether someone waits on this op's durability.
+fn is_waiter(op: &WriterOp) -> bool {
+    matches!(
+        op,
+        WriterOp::Write {
+            waiter: Some(_),
+            ..
+        } | WriterOp::Flush(_)
+    )
 }

@@ -378,7 +378,12 @@ fn main() {
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1).cloned());
-    let run = |name: &str| only.as_deref().is_none_or(|o| name.starts_with(o));
+    // `--only wal` runs every durable scenario; `--only wal_always_64` runs that one (and the
+    // blocks that lead to it).
+    let run = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| name.starts_with(o) || o.starts_with(name))
+    };
     let scale = |full: u64, q: u64| if quick { q } else { full };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -466,6 +471,9 @@ fn main() {
             };
             for (label, policy) in [("always", SyncPolicy::Always), ("batch", batch)] {
                 for senders in [1usize, 8, 64] {
+                    if !run(&format!("wal_{label}_{senders}")) {
+                        continue;
+                    }
                     let per = scale(if senders == 1 { 1_000 } else { 8_000 / senders as u64 * 8 }, 20);
                     let per = per.max(10);
                     let secs = durable(policy, senders, per).await;
