@@ -106,7 +106,11 @@ impl ConsumerRouter {
         claimer: Option<usize>,
     ) -> Option<Job> {
         let entry = &*self.entry;
-        if message.topic != entry.topic {
+        // A queue shared with other processes (the router task's kind) may hold anything.
+        // An in-memory queue (a worker claims, `claimer` is set) holds only what this
+        // system's send path put there after setting the topic, so the check would only
+        // read the topic's bytes from the sender's cache.
+        if claimer.is_none() && message.topic != entry.topic {
             let reason = DeadReason::Other(format!(
                 "message for topic `{}` reached the queue of `{}`",
                 message.topic, entry.topic

@@ -43,46 +43,67 @@ impl SystemShared {
         self.topics.get(name)
     }
 
-    /// The public send path: refuses reserved topics and sends after shutdown began.
-    pub(crate) async fn send(
+    /// Checks a message against the system and readies it for its topic's queue.
+    ///
+    /// Synchronous on purpose: the message moves into its `Arc` here, before any send
+    /// future is built, so the (large) `EMessage` is not copied from one future's state into
+    /// the next on its way down. `public` refuses the `_system.` topics applications may not
+    /// send to.
+    pub(crate) fn admit(
         &self,
         topic: &str,
         message: EMessage,
-        try_send: bool,
-        timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+        public: bool,
+    ) -> Result<(&Arc<TopicEntry>, Arc<EMessage>), CoreError> {
         // Of the system topics, applications may send requests: shutdown and discovery.
-        if topic.starts_with(SYSTEM_PREFIX) && topic != SHUTDOWN && topic != TOPIC_DISCOVERY {
+        if public
+            && topic.starts_with(SYSTEM_PREFIX)
+            && topic != SHUTDOWN
+            && topic != TOPIC_DISCOVERY
+        {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
-        self.send_internal(topic, message, try_send, timeout).await
-    }
-
-    /// WAL append, then enqueue. A refused message leaves no record behind.
-    pub(crate) async fn send_internal(
-        &self,
-        topic: &str,
-        message: EMessage,
-        try_send: bool,
-        timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
-        self.accept(topic, message, try_send, timeout).await
-    }
-
-    async fn accept(
-        &self,
-        topic: &str,
-        message: EMessage,
-        try_send: bool,
-        timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
         let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
             topic: topic.to_owned(),
         })?;
-        let message = prepare(entry, message)?;
+        Ok((entry, prepare(entry, message)?))
+    }
+
+    /// Sends an admitted message: WAL append, then enqueue. A refused message leaves no
+    /// record behind.
+    pub(crate) async fn accept(
+        &self,
+        entry: &Arc<TopicEntry>,
+        message: Arc<EMessage>,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
+        // Checked again: the future may run well after it was made.
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(CoreError::SystemShutdown);
+        }
+        self.accept_core(entry, message, try_send, timeout).await
+    }
+
+    /// A system announcement: sent even while shutting down, never waiting for room.
+    async fn accept_always(
+        &self,
+        entry: &Arc<TopicEntry>,
+        message: Arc<EMessage>,
+    ) -> Result<Uuid, CoreError> {
+        self.accept_core(entry, message, true, None).await
+    }
+
+    async fn accept_core(
+        &self,
+        entry: &Arc<TopicEntry>,
+        message: Arc<EMessage>,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let id = message.id;
 
@@ -105,6 +126,18 @@ impl SystemShared {
             Ok(()) => Ok(id),
             Err(e) => self.refuse(entry, id, e).await,
         }
+    }
+
+    /// Admits and accepts: the internal send path (no reserved-topic check).
+    pub(crate) async fn send_internal(
+        &self,
+        topic: &str,
+        message: EMessage,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
+        let (entry, message) = self.admit(topic, message, false)?;
+        self.accept(entry, message, try_send, timeout).await
     }
 
     /// Accepts many messages for one topic with a single WAL commit, then queues them in
@@ -338,7 +371,16 @@ impl SystemShared {
         match serde_json::to_vec(value) {
             Ok(bytes) => {
                 let msg = EMessage::standard(topic, bytes);
-                if let Err(e) = self.accept(topic, msg, true, None).await {
+                // Announcements go out during shutdown too (shutdown acks among them), so
+                // they skip the `accepting` check of `admit`.
+                let sent = match self.topics.get(topic) {
+                    Some(entry) => match prepare(entry, msg) {
+                        Ok(m) => self.accept_always(entry, m).await,
+                        Err(e) => Err(e),
+                    },
+                    None => return,
+                };
+                if let Err(e) = sent {
                     tracing::warn!(topic, error = %e, "system announcement dropped");
                 }
             }

@@ -6,6 +6,7 @@
 //! message (`try_send` on a full queue, a timeout, a WAL error) is withdrawn from the WAL before
 //! the error is returned, so it is never delivered behind the caller's back.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,16 +78,25 @@ impl TopicRouter {
     /// A topic with no handler is refused with [`CoreError::NoHandler`], `_system.` topics with
     /// [`CoreError::ReservedTopic`], an unknown `to_worker` with [`CoreError::UnknownWorker`],
     /// and every send once shutdown began with [`CoreError::SystemShutdown`].
-    pub async fn send(
+    pub fn send(
         &self,
         topic: impl AsRef<str>,
         message: EMessage,
         try_send: Option<bool>,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
-        self.shared()?
-            .send(topic.as_ref(), message, try_send.unwrap_or(false), timeout)
-            .await
+    ) -> impl Future<Output = Result<Uuid, CoreError>> + Send + '_ {
+        // Admitted now, before the future exists: see `SystemShared::admit`.
+        let admitted = self.shared().and_then(|shared| {
+            shared
+                .admit(topic.as_ref(), message, true)
+                .map(|(entry, message)| (shared, entry, message))
+        });
+        async move {
+            let (shared, entry, message) = admitted?;
+            shared
+                .accept(entry, message, try_send.unwrap_or(false), timeout)
+                .await
+        }
     }
 
     /// Sends many messages to `topic` with one WAL commit (with a persistent WAL, one
@@ -105,18 +115,25 @@ impl TopicRouter {
     }
 
     /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room.
-    pub async fn publish(
+    pub fn publish(
         &self,
         topic: impl AsRef<str>,
         message: impl IntoMessage,
-    ) -> Result<Uuid, CoreError> {
-        let shared = self.shared()?;
-        let topic = topic.as_ref();
-        let message = match shared.topic(topic) {
-            Some(entry) => message.into_message(&entry.topic),
-            None => message.into_message(&MessageTopic::from(topic)),
-        };
-        shared.send(topic, message, false, None).await
+    ) -> impl Future<Output = Result<Uuid, CoreError>> + Send + '_ {
+        let admitted = self.shared().and_then(|shared| {
+            let topic = topic.as_ref();
+            let message = match shared.topic(topic) {
+                Some(entry) => message.into_message(&entry.topic),
+                None => message.into_message(&MessageTopic::from(topic)),
+            };
+            shared
+                .admit(topic, message, true)
+                .map(|(entry, message)| (shared, entry, message))
+        });
+        async move {
+            let (shared, entry, message) = admitted?;
+            shared.accept(entry, message, false, None).await
+        }
     }
 
     /// Delivers again every message the WAL holds as `Pending` or `Processing` (those were

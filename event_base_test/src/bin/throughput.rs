@@ -141,9 +141,26 @@ enum Observe {
     All,
 }
 
+struct NullWal;
+#[async_trait]
+impl event_base::Wal for NullWal {
+    fn append(&self, _m: &Arc<EMessage>) -> Result<event_base::WalCommit, event_base::WalError> { Ok(event_base::WalCommit::Durable) }
+    fn begin(&self, _id: &event_base::Uuid) -> Result<bool, event_base::WalError> { Ok(true) }
+    fn complete(&self, _id: &event_base::Uuid) -> Result<(), event_base::WalError> { Ok(()) }
+    fn retry(&self, _m: &Arc<EMessage>) -> Result<(), event_base::WalError> { Ok(()) }
+    fn fail(&self, _m: &Arc<EMessage>, _r: &event_base::DeadReason) -> Result<(), event_base::WalError> { Ok(()) }
+    fn cancel(&self, _id: &event_base::Uuid) -> Result<Option<event_base::WalCommit>, event_base::WalError> { Ok(None) }
+    async fn pending(&self) -> Result<Vec<event_base::WalRecord>, event_base::WalError> { Ok(vec![]) }
+    async fn dead_letters(&self) -> Result<Vec<event_base::DeadLetterMessage>, event_base::WalError> { Ok(vec![]) }
+    async fn take_dead_letter(&self, _id: &event_base::Uuid) -> Result<Option<event_base::DeadLetterMessage>, event_base::WalError> { Ok(None) }
+    async fn purge_dead_letters(&self) -> Result<usize, event_base::WalError> { Ok(0) }
+    async fn flush(&self) -> Result<(), event_base::WalError> { Ok(()) }
+    fn stats(&self) -> event_base::WalStats { Default::default() }
+}
+
 async fn memory_bus_with(counter: &Arc<Counter>, topics: usize, observe: Observe) -> EventBus {
-    let mut b = EventBus::builder()
-        .wal(MemoryWal::new())
+    let mut b = if std::env::var("NULLWAL").is_ok() { EventBus::builder().wal(NullWal) } else { EventBus::builder().wal(MemoryWal::new()) };
+    b = b
         .queue(FlumeQueueFactory::bounded(BOUND))
         .latency_metrics(observe != Observe::Off);
     if observe == Observe::All {
@@ -402,14 +419,27 @@ fn main() {
             let bus = memory_bus(&counter, 1).await;
             drive(&bus, &counter, n / 10, PAYLOAD, 1).await;
 
+            // CPU time (all threads) per message beside wall time: less disturbed by other
+            // load on a shared machine, and it shows what the bus costs even when a spare
+            // core hides it.
+            let cpu = cpu_time();
             let floor = n as f64 / flume_floor(n, PAYLOAD).await;
+            let floor_cpu = cpu_time() - cpu;
+            let cpu = cpu_time();
             let (secs, allocs) = drive(&bus, &counter, n, PAYLOAD, 1).await;
+            let bus_cpu = cpu_time() - cpu;
+            let per_msg = |d: Duration| d.as_nanos() as f64 / n as f64;
             single_topic_rate = line(
                 "memory_path",
                 n,
                 secs,
                 floor,
-                &format!(" allocs_per_msg={:.2}", allocs as f64 / n as f64),
+                &format!(
+                    " allocs_per_msg={:.2} cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
+                    allocs as f64 / n as f64,
+                    per_msg(bus_cpu),
+                    per_msg(floor_cpu)
+                ),
             );
             small_payload_rate = single_topic_rate;
         }
