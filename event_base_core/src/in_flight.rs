@@ -1,16 +1,27 @@
 //! Counting accepted messages that have not reached a final state, so `wait_idle` can wait on
 //! an event instead of polling.
+//!
+//! Senders count what they add and workers count what they finish, each on a cache line of
+//! its own: one shared counter would travel between the sender's core and the workers' on
+//! every message. The number in flight is the difference. Only while somebody waits does a
+//! finishing worker also look at the senders' count, to tell the waiters the bus went idle.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::cache_padded::CachePadded;
 use crate::error::CoreError;
 
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    count: AtomicU64,
+    /// Messages accepted (bumped by senders).
+    added: CachePadded<AtomicU64>,
+    /// Messages that reached a final state (bumped by workers).
+    done: CachePadded<AtomicU64>,
+    /// Tasks waiting in `wait_idle`; only then does a finishing worker check for idleness.
+    idle_waiters: AtomicUsize,
     idle: Notify,
     /// Of the messages in flight, how many wait on a timer (delayed delivery, retry backoff).
     timers: AtomicU64,
@@ -19,15 +30,36 @@ pub(crate) struct InFlight {
     changed: Notify,
 }
 
+/// Counts a waiter for as long as it waits, dropped future included.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        // SeqCst pairs with the load in `done`/`changed_if_watched`: either the waiter's
+        // next read of the counts sees the change, or the changer sees the waiter.
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl InFlight {
     #[inline]
     pub(crate) fn add(&self) {
-        self.count.fetch_add(1, Ordering::AcqRel);
+        self.added.fetch_add(1, Ordering::SeqCst);
     }
 
     #[inline]
     pub(crate) fn done(&self) {
-        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        // Whoever finishes the last message added so far sees the two counts meet.
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.added.load(Ordering::SeqCst) == done
+        {
             self.idle.notify_waiters();
         }
         self.changed_if_watched();
@@ -40,7 +72,7 @@ impl InFlight {
 
     #[inline]
     fn changed_if_watched(&self) {
-        if self.watchers.load(Ordering::Acquire) > 0 {
+        if self.watchers.load(Ordering::SeqCst) > 0 {
             self.changed.notify_waiters();
         }
     }
@@ -67,28 +99,30 @@ impl InFlight {
         ready: impl Fn(u64, u64) -> bool,
         deadline: tokio::time::Instant,
     ) -> bool {
-        self.watchers.fetch_add(1, Ordering::AcqRel);
-        let held = loop {
+        let _watching = Waiting::new(&self.watchers);
+        loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if ready(self.get(), self.timers()) {
-                break true;
+                return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                break ready(self.get(), self.timers());
+                return ready(self.get(), self.timers());
             }
-        };
-        self.watchers.fetch_sub(1, Ordering::AcqRel);
-        held
+        }
     }
 
     pub(crate) fn get(&self) -> u64 {
-        self.count.load(Ordering::Acquire)
+        // Done first: a message is added before it is done, so this order never reads
+        // more done than added.
+        let done = self.done.load(Ordering::SeqCst);
+        self.added.load(Ordering::SeqCst).saturating_sub(done)
     }
 
     pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let _waiting = Waiting::new(&self.idle_waiters);
         loop {
             let notified = self.idle.notified();
             tokio::pin!(notified);

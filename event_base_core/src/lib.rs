@@ -52,6 +52,7 @@
 mod ack;
 mod audit;
 mod backoff;
+mod cache_padded;
 mod catch_unwind;
 mod consumer_router;
 mod dead_letter;

@@ -8,28 +8,44 @@
 //! OpenTelemetry, ...) picks them up without code of ours.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache_padded::CachePadded;
 use crate::latency_histogram::{LatencyHistogram, LatencySummary};
 
 /// Live counters of one topic.
+///
+/// What senders bump and what workers bump sit on separate cache lines, so the two sides
+/// never pull a line from each other's core on the hot path; `in_flight` is derived from
+/// both when read instead of being kept by both.
 #[derive(Debug, Default)]
 pub(crate) struct TopicCounters {
-    pub(crate) sent: AtomicU64,
-    pub(crate) handled: AtomicU64,
-    pub(crate) acked: AtomicU64,
-    pub(crate) retried: AtomicU64,
-    pub(crate) dead: AtomicU64,
-    /// Accepted messages of this topic not yet final.
-    pub(crate) in_flight: AtomicI64,
+    sender: CachePadded<SenderCounts>,
+    worker: CachePadded<WorkerCounts>,
     /// From `created_at` (or a later `deliver_at`) to the first delivery.
     pub(crate) queue_wait: LatencyHistogram,
     /// Time inside the handler (middleware included).
     pub(crate) handler_time: LatencyHistogram,
+}
+
+#[derive(Debug, Default)]
+struct SenderCounts {
+    /// Accepted messages (refused ones are taken back off).
+    sent: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct WorkerCounts {
+    handled: AtomicU64,
+    acked: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    /// Messages that reached a final state (complete or dead).
+    finished: AtomicU64,
 }
 
 impl TopicCounters {
@@ -38,25 +54,60 @@ impl TopicCounters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A message was accepted (or replayed).
     #[inline]
     pub(crate) fn accepted(&self) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Self::add(&self.sender.sent);
     }
 
+    /// An accepted message was withdrawn after all: it never counted as sent.
+    #[inline]
+    pub(crate) fn refused(&self) {
+        self.sender.sent.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A message reached its final state.
     #[inline]
     pub(crate) fn finished(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        Self::add(&self.worker.finished);
+    }
+
+    /// A delivery was handed to a handler.
+    #[inline]
+    pub(crate) fn handled(&self) {
+        Self::add(&self.worker.handled);
+    }
+
+    /// A delivery was answered `Ack::Ack`.
+    #[inline]
+    pub(crate) fn acked(&self) {
+        Self::add(&self.worker.acked);
+    }
+
+    /// A delivery was scheduled again.
+    #[inline]
+    pub(crate) fn retried(&self) {
+        Self::add(&self.worker.retried);
+    }
+
+    /// A message was dead-lettered.
+    #[inline]
+    pub(crate) fn dead(&self) {
+        Self::add(&self.worker.dead);
     }
 
     pub(crate) fn snapshot(&self, queue_depth: usize) -> TopicMetrics {
+        // Finished first: a message is sent before it finishes, so the difference read in
+        // this order is never negative.
+        let finished = self.worker.finished.load(Ordering::Acquire);
+        let sent = self.sender.sent.load(Ordering::Acquire);
         TopicMetrics {
-            sent: self.sent.load(Ordering::Relaxed),
-            handled: self.handled.load(Ordering::Relaxed),
-            acked: self.acked.load(Ordering::Relaxed),
-            retried: self.retried.load(Ordering::Relaxed),
-            dead: self.dead.load(Ordering::Relaxed),
-            in_flight: self.in_flight.load(Ordering::Relaxed).max(0) as u64,
+            sent,
+            handled: self.worker.handled.load(Ordering::Relaxed),
+            acked: self.worker.acked.load(Ordering::Relaxed),
+            retried: self.worker.retried.load(Ordering::Relaxed),
+            dead: self.worker.dead.load(Ordering::Relaxed),
+            in_flight: sent.saturating_sub(finished),
             queue_depth: queue_depth as u64,
             queue_wait: self.queue_wait.summary(),
             handler_time: self.handler_time.summary(),

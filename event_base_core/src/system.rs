@@ -17,7 +17,6 @@ use crate::error::CoreError;
 use crate::in_flight::InFlight;
 use crate::job::Job;
 use crate::message::{EMessage, MessageTopic};
-use crate::metrics::TopicCounters;
 use crate::queue::TrySendError;
 use crate::scheduler::{instant_for, Scheduled, SchedulerHandle};
 use crate::topic_entry::TopicEntry;
@@ -250,11 +249,7 @@ impl SystemShared {
             Ok(Some(commit)) => {
                 self.in_flight.done();
                 // Refused: it does not count as sent.
-                entry.counters.finished();
-                entry
-                    .counters
-                    .sent
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                entry.counters.refused();
                 if let Err(e) = commit.wait().await {
                     tracing::error!(%id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
                 }
@@ -335,7 +330,7 @@ impl SystemShared {
     /// A delivery ended as a dead letter.
     pub(crate) async fn dead_letter(&self, entry: &TopicEntry, job: &Job, reason: DeadReason) {
         let message = &job.message;
-        TopicCounters::add(&entry.counters.dead);
+        entry.counters.dead();
         tracing::warn!(id = %message.id, topic = %message.topic, attempts = message.attempts, %reason, "message dead-lettered");
         if let Err(e) = self.wal.fail(message, &reason) {
             tracing::error!(id = %message.id, error = %e, "could not record dead letter in the WAL");
@@ -432,11 +427,7 @@ impl Drop for WithdrawOnDrop<'_> {
         match self.shared.wal.cancel(&self.id) {
             Ok(Some(_commit)) => {
                 self.shared.in_flight.done();
-                self.entry.counters.finished();
-                self.entry
-                    .counters
-                    .sent
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                self.entry.counters.refused();
             }
             Ok(None) => {} // a handler already has it: it will be finished normally
             Err(e) => {

@@ -222,7 +222,7 @@ impl Worker {
         self.state.set_current(job);
         self.state.set_status(WorkerStatus::Working);
         let counters = &self.entry.counters;
-        TopicCounters::add(&counters.handled);
+        counters.handled();
         let audit_started = self.audit.as_ref().map(|_| {
             self.audit_event(&message, AuditEvent::Started);
             std::time::Instant::now()
@@ -287,7 +287,7 @@ impl Worker {
         let attempts = message.attempts;
         match outcome {
             Outcome::Answered(Ack::Ack) => {
-                TopicCounters::add(&self.entry.counters.acked);
+                self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
                 self.audit_finished(message, AuditOutcome::Acked, took);
                 self.shared.finish_ok(&self.entry, &job);
@@ -362,7 +362,7 @@ impl Worker {
         if let Err(e) = self.shared.wal.retry(&next) {
             tracing::error!(id = %next.id, error = %e, "could not record retry in the WAL");
         }
-        TopicCounters::add(&self.entry.counters.retried);
+        self.entry.counters.retried();
         TopicCounters::add(&self.state.retried);
         // Broadcast copies and addressed messages stay with this worker.
         let target = if next.delivery_mode == DeliveryMode::Broadcast || next.to_worker.is_some() {

@@ -155,7 +155,7 @@ pub(crate) async fn redeliver(tasks: &SystemTasks, state: &WorkerState, job: cra
     if let Err(e) = shared.wal.retry(&next) {
         tracing::error!(id = %next.id, error = %e, "could not record redelivery in the WAL");
     }
-    crate::metrics::TopicCounters::add(&entry.counters.retried);
+    entry.counters.retried();
     entry.push_detached(
         crate::job::Job {
             message: next,
