@@ -15,6 +15,7 @@ use crate::event_bus::EventBus;
 use crate::handler::{HandlerSpec, HANDLER_REGISTRY};
 use crate::handler_runtime::HandlerRuntime;
 use crate::in_flight::InFlight;
+use crate::job_channel::job_channel;
 use crate::metrics::TopicCounters;
 use crate::middleware::Middleware;
 use crate::queue::QueueFactory;
@@ -23,6 +24,7 @@ use crate::system::SystemShared;
 use crate::system_handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::system_tasks::SystemTasks;
 use crate::topic_entry::TopicEntry;
+use crate::topic_hasher::TopicMap;
 use crate::wal::Wal;
 use crate::worker_monitor::run_monitor;
 use crate::worker_registry::WorkerRegistry;
@@ -204,7 +206,7 @@ impl EventBusBuilder {
         ));
 
         // One entry per topic, in declaration order.
-        let mut topics = HashMap::new();
+        let mut topics = TopicMap::default();
         let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::new();
         for spec in &specs {
             if !topics.contains_key(&spec.topic) {
@@ -214,7 +216,7 @@ impl EventBusBuilder {
                     .filter(|s| s.topic == spec.topic)
                     .map(|s| s.workers)
                     .sum();
-                let (work_tx, work_rx) = flume::bounded(self.batch_size.max(total));
+                let (work_tx, work_rx) = job_channel(self.batch_size.max(total));
                 topics.insert(
                     spec.topic.clone(),
                     Arc::new(TopicEntry {

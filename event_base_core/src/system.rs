@@ -3,7 +3,6 @@
 //! The topic table is built once by the builder and never changes while the system runs, so
 //! the send path reads it without a lock.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -20,12 +19,13 @@ use crate::message::{EMessage, MessageTopic};
 use crate::queue::TrySendError;
 use crate::scheduler::{instant_for, Scheduled, SchedulerHandle};
 use crate::topic_entry::TopicEntry;
-use crate::wal::Wal;
+use crate::topic_hasher::TopicMap;
+use crate::wal::{Wal, WalCommit};
 use crate::worker_registry::WorkerRegistry;
 
 pub(crate) struct SystemShared {
     pub(crate) wal: Arc<dyn Wal>,
-    pub(crate) topics: HashMap<MessageTopic, Arc<TopicEntry>>,
+    pub(crate) topics: TopicMap<MessageTopic, Arc<TopicEntry>>,
     pub(crate) registry: WorkerRegistry,
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,
@@ -48,6 +48,7 @@ impl SystemShared {
     /// future is built, so the (large) `EMessage` is not copied from one future's state into
     /// the next on its way down. `public` refuses the `_system.` topics applications may not
     /// send to.
+    #[inline]
     pub(crate) fn admit(
         &self,
         topic: &str,
@@ -103,12 +104,42 @@ impl SystemShared {
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<Uuid, CoreError> {
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let id = message.id;
-
         let commit = self.wal.append(&message)?;
         self.in_flight.add();
         entry.counters.accepted();
+        // The common case waits for nothing: the WAL answers at once (in memory, or
+        // `SyncPolicy::Never`), the message is due, and its queue has room. It finishes
+        // here, without an `.await`, so this future stays small; the waiting path, whose
+        // timers and commits make a large state, is boxed and only built when needed.
+        let message = match commit {
+            WalCommit::Durable if !due_later(&message) => match entry.producer.try_send(message) {
+                Ok(()) => return Ok(id),
+                Err(TrySendError::Full(message)) => message,
+                Err(TrySendError::Failed(e)) => {
+                    return Box::pin(self.refuse(entry, id, e.into())).await
+                }
+            },
+            commit => {
+                return Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout))
+                    .await
+            }
+        };
+        Box::pin(self.accept_waiting(entry, message, WalCommit::Durable, try_send, timeout)).await
+    }
+
+    /// The rest of an accepted send that has to wait: for durability, for its queue to have
+    /// room, or until the deadline.
+    async fn accept_waiting(
+        &self,
+        entry: &Arc<TopicEntry>,
+        message: Arc<EMessage>,
+        commit: WalCommit,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Uuid, CoreError> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let id = message.id;
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
         let guard = WithdrawOnDrop {
@@ -197,7 +228,7 @@ impl SystemShared {
         &self,
         entry: &Arc<TopicEntry>,
         message: Arc<EMessage>,
-        commit: crate::wal::WalCommit,
+        commit: WalCommit,
         try_send: bool,
         deadline: Option<tokio::time::Instant>,
         timeout: Option<Duration>,
@@ -384,8 +415,15 @@ impl SystemShared {
     }
 }
 
+/// Whether the message is to be delivered later than now.
+#[inline]
+fn due_later(message: &EMessage) -> bool {
+    message.deliver_at.is_some_and(|at| at > SystemTime::now())
+}
+
 /// Readies a message for its topic's queue: the route's topic, a valid `to_worker`, the
 /// first delivery's `attempts`, and the provenance of the message being handled, if any.
+#[inline]
 fn prepare(entry: &TopicEntry, mut message: EMessage) -> Result<Arc<EMessage>, CoreError> {
     if message.topic != entry.topic {
         message.topic = entry.topic.clone();

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::consumer_router::ConsumerRouter;
 use crate::error::CoreError;
 use crate::handler_runtime::HandlerRuntime;
+use crate::job_channel::job_channel;
 use crate::message::MessageTopic;
 use crate::system::SystemShared;
 use crate::topic_entry::WorkerSlot;
@@ -68,7 +69,7 @@ impl SystemTasks {
                 topic: handler.topic.0.clone(),
             })?;
         let name = handler.next_worker_name();
-        let (tx, rx) = flume::bounded(INBOX_CAPACITY);
+        let (tx, rx) = job_channel(INBOX_CAPACITY);
         let index = entry.add_slot(WorkerSlot {
             name: name.clone(),
             inbox: tx,

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::job::{Job, Target};
+use crate::job_channel::{JobReceiver, JobSender};
 use crate::message::MessageTopic;
 use crate::metrics::TopicCounters;
 use crate::queue::{EConsumer, EProducer};
@@ -12,7 +13,7 @@ use crate::queue::{EConsumer, EProducer};
 #[derive(Debug)]
 pub(crate) struct WorkerSlot {
     pub(crate) name: String,
-    pub(crate) inbox: flume::Sender<Job>,
+    pub(crate) inbox: JobSender,
     /// Cleared when the worker is stopped or declared dead; routing then skips it.
     pub(crate) running: AtomicBool,
 }
@@ -28,8 +29,8 @@ pub(crate) struct TopicEntry {
     pub(crate) producer: Arc<dyn EProducer>,
     pub(crate) consumer: Arc<dyn EConsumer>,
     /// Shared by the topic's workers: an idle worker takes the next job (competing consumers).
-    pub(crate) work_tx: flume::Sender<Job>,
-    pub(crate) work_rx: flume::Receiver<Job>,
+    pub(crate) work_tx: JobSender,
+    pub(crate) work_rx: JobReceiver,
     /// Every worker the topic ever had, in order; a slot's index never changes, stopped ones
     /// stay with `running` cleared. Read on broadcast and addressed routing only, and never
     /// held across an `.await`.
@@ -75,7 +76,7 @@ impl TopicEntry {
         }
     }
 
-    fn sender(&self, target: Target) -> Option<flume::Sender<Job>> {
+    fn sender(&self, target: Target) -> Option<JobSender> {
         match target {
             Target::Any => Some(self.work_tx.clone()),
             Target::Worker(i) => self.slot(i).map(|w| w.inbox.clone()),
@@ -85,17 +86,17 @@ impl TopicEntry {
     /// Hands a job to the workers, waiting while their channel is full.
     pub(crate) async fn push(&self, job: Job, target: Target) {
         if target == Target::Any {
-            if let Err(flume::TrySendError::Full(job)) = self.work_tx.try_send(job) {
+            if let Err(job) = self.work_tx.try_send(job) {
                 // Only fails when the workers are gone (shutdown); the WAL keeps the message.
-                let _ = self.work_tx.send_async(job).await;
+                let _ = self.work_tx.send(job).await;
             }
             return;
         }
         let Some(tx) = self.sender(target) else {
             return;
         };
-        if let Err(flume::TrySendError::Full(job)) = tx.try_send(job) {
-            let _ = tx.send_async(job).await;
+        if let Err(job) = tx.try_send(job) {
+            let _ = tx.send(job).await;
         }
     }
 
@@ -106,9 +107,9 @@ impl TopicEntry {
         let Some(tx) = self.sender(target) else {
             return;
         };
-        if let Err(flume::TrySendError::Full(job)) = tx.try_send(job) {
+        if let Err(job) = tx.try_send(job) {
             tokio::spawn(async move {
-                let _ = tx.send_async(job).await;
+                let _ = tx.send(job).await;
             });
         }
     }

@@ -20,6 +20,7 @@ use crate::consumer_router::ConsumerRouter;
 use crate::error::QueueError;
 use crate::handler_runtime::HandlerRuntime;
 use crate::job::{Job, Target};
+use crate::job_channel::JobReceiver;
 use crate::message::{DeliveryMode, EMessage, MessageTopic};
 use crate::message_context::with_current;
 use crate::metrics::TopicCounters;
@@ -73,7 +74,7 @@ pub struct Worker {
     timeout: Option<Duration>,
     retries: Option<u32>,
     backoff: Option<Backoff>,
-    inbox: flume::Receiver<Job>,
+    inbox: JobReceiver,
     /// Names shared by this worker's audit records (`None`: not audited).
     audit: Option<(Arc<str>, Arc<str>)>,
 }
@@ -84,7 +85,7 @@ impl Worker {
         entry: Arc<TopicEntry>,
         state: Arc<WorkerState>,
         handler: &HandlerRuntime,
-        inbox: flume::Receiver<Job>,
+        inbox: JobReceiver,
     ) -> Self {
         let audit = (shared.audit.is_enabled() && !entry.topic.is_system()).then(|| {
             (
@@ -127,7 +128,7 @@ impl Worker {
         let consumer = self.entry.consumer.clone();
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
         loop {
-            if let Ok(job) = self.inbox.try_recv() {
+            if let Some(job) = self.inbox.try_recv() {
                 if !self.process(job).await {
                     return;
                 }
@@ -138,7 +139,7 @@ impl Worker {
             if self.state.stop_requested() {
                 break;
             }
-            if let Ok(job) = work.try_recv() {
+            if let Some(job) = work.try_recv() {
                 if !self.process(job).await {
                     return;
                 }
@@ -152,8 +153,8 @@ impl Worker {
                         _ => tokio::select! {
                             biased;
                             _ = self.state.stop_signal() => Source::Stop,
-                            j = self.inbox.recv_async() => Source::Job(j.ok()),
-                            j = work.recv_async() => Source::Job(j.ok()),
+                            j = self.inbox.recv() => Source::Job(j),
+                            j = work.recv() => Source::Job(j),
                             r = consumer.claim_batch(1, &mut claimed) => match r {
                                 Ok(_) => Source::Claimed,
                                 Err(QueueError::Closed(_)) => break,
@@ -168,8 +169,8 @@ impl Worker {
                 None => tokio::select! {
                     biased;
                     _ = self.state.stop_signal() => Source::Stop,
-                    j = self.inbox.recv_async() => Source::Job(j.ok()),
-                    j = work.recv_async() => Source::Job(j.ok()),
+                    j = self.inbox.recv() => Source::Job(j),
+                    j = work.recv() => Source::Job(j),
                 },
             };
             match got {
@@ -197,7 +198,7 @@ impl Worker {
                 .store(false, std::sync::atomic::Ordering::Release);
         }
         // Routing stops sending here once `running` is cleared; finish what slipped in.
-        while let Ok(job) = self.inbox.try_recv() {
+        while let Some(job) = self.inbox.try_recv() {
             if !self.process(job).await {
                 return;
             }
