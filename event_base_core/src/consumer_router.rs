@@ -97,6 +97,24 @@ impl ConsumerRouter {
         }
     }
 
+    /// The common case, decided without building `dispatch`'s future: a `Standard` message,
+    /// due now, for no worker in particular, is simply the claiming worker's next job. Any
+    /// other message is handed back for [`dispatch`](Self::dispatch).
+    #[inline]
+    pub(crate) fn plain_job(message: Arc<EMessage>) -> Result<Job, Arc<EMessage>> {
+        if message.delivery_mode == DeliveryMode::Standard
+            && message.deliver_at.is_none()
+            && message.to_worker.is_none()
+        {
+            Ok(Job {
+                message,
+                group: None,
+            })
+        } else {
+            Err(message)
+        }
+    }
+
     /// Routes one message. `claimer` is the index of the worker that claimed it (direct
     /// mode); the job that worker should handle itself is returned. Without a claimer every
     /// job is pushed, waiting for room.

@@ -183,7 +183,11 @@ impl Worker {
                 Source::Claimed => {
                     if let Some(router) = &router {
                         for c in claimed.drain(..) {
-                            if let Some(job) = router.dispatch(c.message, Some(self.index)).await {
+                            let job = match ConsumerRouter::plain_job(c.message) {
+                                Ok(job) => Some(job),
+                                Err(message) => router.dispatch(message, Some(self.index)).await,
+                            };
+                            if let Some(job) = job {
                                 if !self.process(job).await {
                                     return;
                                 }
@@ -265,7 +269,13 @@ impl Worker {
                 },
             }
         };
-        let outcome = with_current(message.clone(), run.instrument(span)).await;
+        // Without a subscriber that wants the span, skip wrapping the handler's future in it:
+        // entering a disabled span on every poll is pure cost.
+        let outcome = if span.is_disabled() {
+            with_current(message.clone(), run).await
+        } else {
+            with_current(message.clone(), run.instrument(span)).await
+        };
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {
                 counters.handler_time.record(took);
