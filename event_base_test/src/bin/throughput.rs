@@ -543,15 +543,22 @@ fn main() {
         if run("topics") {
             let counter = Counter::new(0);
             let bus = memory_bus(&counter, 1000).await;
-            let (secs, _) = drive(&bus, &counter, n, PAYLOAD, 1000).await;
-            line("topics_1000x1", n, secs, single_topic_rate, " floor=memory_path");
+            // The best of as many rounds as the memory path it is compared with.
+            let mut best = Best::default();
+            for _ in 0..scale(3, 1) {
+                best.add(drive(&bus, &counter, n, PAYLOAD, 1000).await.0, Duration::ZERO);
+            }
+            line("topics_1000x1", n, best.secs, single_topic_rate, " floor=memory_path");
         }
         if run("payload") {
             let n64k = scale(200_000, 5_000);
             let counter = Counter::new(0);
             let bus = memory_bus(&counter, 1).await;
-            let (secs, _) = drive(&bus, &counter, n64k, 64 << 10, 1).await;
-            line("payload_64k", n64k, secs, small_payload_rate, " floor=memory_path_64b");
+            let mut best = Best::default();
+            for _ in 0..scale(3, 1) {
+                best.add(drive(&bus, &counter, n64k, 64 << 10, 1).await.0, Duration::ZERO);
+            }
+            line("payload_64k", n64k, best.secs, small_payload_rate, " floor=memory_path_64b");
         }
         if run("latency") {
             // Alternating message by message, so both see the same machine: how fast a
