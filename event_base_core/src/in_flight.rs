@@ -140,3 +140,74 @@ impl InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn wait_idle_returns_only_once_everything_is_done() {
+        let f = Arc::new(InFlight::default());
+        f.add();
+        f.add();
+        let waiter = tokio::spawn({
+            let f = f.clone();
+            async move { f.wait_idle(Duration::from_secs(10)).await }
+        });
+        tokio::task::yield_now().await;
+        f.done();
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one message is still in flight");
+        assert_eq!(f.get(), 1);
+        f.done();
+        waiter.await.expect("joined").expect("idle");
+        assert_eq!(f.get(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_finishers_and_a_waiter_never_miss_the_last_one() {
+        for _ in 0..200 {
+            let f = Arc::new(InFlight::default());
+            for _ in 0..64 {
+                f.add();
+            }
+            let waiter = tokio::spawn({
+                let f = f.clone();
+                async move { f.wait_idle(Duration::from_secs(10)).await }
+            });
+            let finishers: Vec<_> = (0..4)
+                .map(|_| {
+                    let f = f.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..16 {
+                            f.done();
+                            tokio::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for t in finishers {
+                t.await.expect("joined");
+            }
+            waiter
+                .await
+                .expect("joined")
+                .expect("the waiter saw the bus go idle");
+        }
+    }
+
+    #[tokio::test]
+    async fn wait_idle_times_out_saying_how_many_are_left() {
+        let f = InFlight::default();
+        f.add();
+        let err = f
+            .wait_idle(Duration::from_millis(10))
+            .await
+            .expect_err("one is in flight");
+        assert!(
+            err.to_string().contains("1 messages still in flight"),
+            "{err}"
+        );
+    }
+}
