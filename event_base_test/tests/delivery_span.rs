@@ -15,6 +15,8 @@ use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 
 type Spans = Arc<Mutex<BTreeMap<u64, BTreeMap<String, String>>>>;
+/// Message id, and the id of the span the handler ran in.
+type Seen = Arc<Mutex<Vec<(String, Option<u64>)>>>;
 
 struct Capture(Spans);
 
@@ -48,7 +50,7 @@ async fn each_delivery_runs_in_its_span() {
         .init();
 
     // The handler notes the span it runs in, by message id.
-    let seen: Arc<Mutex<Vec<(String, Option<u64>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let probe = Probe::new();
     let noted = seen.clone();
     let bus = event_base::builder()
