@@ -97,14 +97,15 @@ impl ConsumerRouter {
         }
     }
 
-    /// The common case, decided without building `dispatch`'s future: a `Standard` message,
-    /// due now, for no worker in particular, is simply the claiming worker's next job. Any
-    /// other message is handed back for [`dispatch`](Self::dispatch).
+    /// The common case, decided without building `dispatch`'s future: a `Standard` message
+    /// of this topic, due now, for no worker in particular, is simply the claiming worker's
+    /// next job. Any other message is handed back for [`dispatch`](Self::dispatch).
     #[inline]
-    pub(crate) fn plain_job(message: Arc<EMessage>) -> Result<Job, Arc<EMessage>> {
+    pub(crate) fn plain_job(&self, message: Arc<EMessage>) -> Result<Job, Arc<EMessage>> {
         if message.delivery_mode == DeliveryMode::Standard
             && message.deliver_at.is_none()
             && message.to_worker.is_none()
+            && message.topic == self.entry.topic
         {
             Ok(Job {
                 message,
@@ -124,11 +125,7 @@ impl ConsumerRouter {
         claimer: Option<usize>,
     ) -> Option<Job> {
         let entry = &*self.entry;
-        // A queue shared with other processes (the router task's kind) may hold anything.
-        // An in-memory queue (a worker claims, `claimer` is set) holds only what this
-        // system's send path put there after setting the topic, so the check would only
-        // read the topic's bytes from the sender's cache.
-        if claimer.is_none() && message.topic != entry.topic {
+        if message.topic != entry.topic {
             let reason = DeadReason::Other(format!(
                 "message for topic `{}` reached the queue of `{}`",
                 message.topic, entry.topic

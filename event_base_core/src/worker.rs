@@ -183,7 +183,7 @@ impl Worker {
                 Source::Claimed => {
                     if let Some(router) = &router {
                         for c in claimed.drain(..) {
-                            let job = match ConsumerRouter::plain_job(c.message) {
+                            let job = match router.plain_job(c.message) {
                                 Ok(job) => Some(job),
                                 Err(message) => router.dispatch(message, Some(self.index)).await,
                             };
