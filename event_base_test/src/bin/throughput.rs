@@ -127,6 +127,70 @@ async fn flume_floor(n: u64, len: usize) -> f64 {
     secs
 }
 
+/// Like [`flume_floor`], but the sender is a task of the runtime, as in most applications,
+/// rather than the thread blocked on it. Returns seconds.
+async fn flume_floor_task_sender(n: u64) -> f64 {
+    let (tx, rx) = flume::bounded::<Bytes>(BOUND);
+    let counter = Counter::new(n);
+    let mut tasks = Vec::new();
+    for _ in 0..WORKERS {
+        let rx = rx.clone();
+        let c = counter.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Ok(m) = rx.recv_async().await {
+                std::hint::black_box(&m);
+                c.hit();
+            }
+        }));
+    }
+    let data = payload(PAYLOAD);
+    let started = Instant::now();
+    let done = counter.done.notified();
+    tokio::pin!(done);
+    done.as_mut().enable();
+    let sender = tokio::spawn(async move {
+        for _ in 0..n {
+            tx.send_async(data.clone()).await.unwrap();
+        }
+    });
+    done.await;
+    let secs = started.elapsed().as_secs_f64();
+    sender.await.unwrap();
+    for t in tasks {
+        let _ = t.await;
+    }
+    secs
+}
+
+/// Like [`drive`] on one topic, but the sender is a task of the runtime. Returns seconds.
+async fn drive_task_sender(bus: &EventBus, counter: &Arc<Counter>, n: u64) -> f64 {
+    counter.reset(n);
+    let router = bus.router();
+    let data = payload(PAYLOAD);
+    let done = counter.done.notified();
+    tokio::pin!(done);
+    done.as_mut().enable();
+    let started = Instant::now();
+    let sender = tokio::spawn(async move {
+        for _ in 0..n {
+            router
+                .send(
+                    "bench",
+                    EMessage::standard("bench", data.clone()),
+                    None,
+                    None,
+                )
+                .await
+                .unwrap();
+        }
+    });
+    done.await;
+    let secs = started.elapsed().as_secs_f64();
+    sender.await.unwrap();
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    secs
+}
+
 async fn memory_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
     memory_bus_with(counter, topics, Observe::Default).await
 }
@@ -497,6 +561,14 @@ fn main() {
                 let (secs, _) = drive(&no_wal, &counter, n, PAYLOAD, 1).await;
                 without_wal.add(secs, cpu_time() - cpu);
             }
+            // The same with the sender as a runtime task: sender and workers then share the
+            // runtime's two threads, and a hand-off to a task on the same thread needs no
+            // wake-up at all.
+            let (mut task_floor, mut task_bus) = (Best::default(), Best::default());
+            for _ in 0..scale(3, 1) {
+                task_floor.add(flume_floor_task_sender(n).await, Duration::ZERO);
+                task_bus.add(drive_task_sender(&bus, &counter, n).await, Duration::ZERO);
+            }
             drop(no_wal);
             let floor_rate = n as f64 / floor.secs;
             let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
@@ -518,6 +590,13 @@ fn main() {
                 without_wal.secs,
                 floor_rate,
                 &format!(" cpu_ns_per_msg={:.0} (diagnostic: a WAL that records nothing)", cpu_ns(without_wal.cpu)),
+            );
+            line(
+                "memory_path_task_sender",
+                n,
+                task_bus.secs,
+                n as f64 / task_floor.secs,
+                " floor=bare_flume_task_sender",
             );
             small_payload_rate = single_topic_rate;
         }
