@@ -2,11 +2,13 @@
 //!
 //! The tests live in `tests/`, one behaviour per file; the helpers they share live here:
 //! a [`Probe`] that records every delivery a handler sees and lets a test await a count
-//! instead of sleeping, and a [`Gate`] that holds handlers until the test opens it.
+//! instead of sleeping, a [`Gate`] that holds handlers until the test opens it, and a
+//! [`span_capture::SpanCapture`] layer that records what a span carried.
 
 #![deny(unsafe_code)]
 
 pub mod shutdown_scenario;
+pub mod span_capture;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

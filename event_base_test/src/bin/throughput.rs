@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use event_base::{
     async_trait, Ack, Bytes, DeadLetterMessage, DeadReason, EHandler, EMessage, EventBus,
-    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, Uuid, Wal, WalCommit,
-    WalError, WalRecord, WalStats,
+    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, TopicRouter, Uuid, Wal,
+    WalCommit, WalError, WalRecord, WalStats,
 };
 use tokio::sync::Notify;
 
@@ -95,8 +95,25 @@ fn payload(len: usize) -> Bytes {
     Bytes::from(vec![7u8; len])
 }
 
+/// Sends one benchmark message carrying `data` (shared, never copied), waiting for room.
+async fn send_one(router: &TopicRouter, topic: &str, data: &Bytes) {
+    router
+        .send(topic, EMessage::standard(topic, data.clone()), None, None)
+        .await
+        .unwrap();
+}
+
+/// Where the sending loop runs.
+#[derive(Clone, Copy, PartialEq)]
+enum SendFrom {
+    /// The thread blocked on the runtime (`block_on`).
+    MainThread,
+    /// A task of the runtime, as in most applications.
+    Task,
+}
+
 /// Bare flume: one sender, `WORKERS` consumer tasks. Returns seconds.
-async fn flume_floor(n: u64, len: usize) -> f64 {
+async fn flume_floor(n: u64, len: usize, from: SendFrom) -> f64 {
     let (tx, rx) = flume::bounded::<Bytes>(BOUND);
     let counter = Counter::new(n);
     let mut tasks = Vec::new();
@@ -115,79 +132,20 @@ async fn flume_floor(n: u64, len: usize) -> f64 {
     let done = counter.done.notified();
     tokio::pin!(done);
     done.as_mut().enable();
-    for _ in 0..n {
-        tx.send_async(data.clone()).await.unwrap();
-    }
-    done.await;
-    let secs = started.elapsed().as_secs_f64();
-    drop(tx);
-    for t in tasks {
-        let _ = t.await;
-    }
-    secs
-}
-
-/// Like [`flume_floor`], but the sender is a task of the runtime, as in most applications,
-/// rather than the thread blocked on it. Returns seconds.
-async fn flume_floor_task_sender(n: u64) -> f64 {
-    let (tx, rx) = flume::bounded::<Bytes>(BOUND);
-    let counter = Counter::new(n);
-    let mut tasks = Vec::new();
-    for _ in 0..WORKERS {
-        let rx = rx.clone();
-        let c = counter.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Ok(m) = rx.recv_async().await {
-                std::hint::black_box(&m);
-                c.hit();
-            }
-        }));
-    }
-    let data = payload(PAYLOAD);
-    let started = Instant::now();
-    let done = counter.done.notified();
-    tokio::pin!(done);
-    done.as_mut().enable();
-    let sender = tokio::spawn(async move {
+    let send_all = async move {
         for _ in 0..n {
             tx.send_async(data.clone()).await.unwrap();
         }
-    });
+    };
+    match from {
+        SendFrom::MainThread => send_all.await,
+        SendFrom::Task => tokio::spawn(send_all).await.unwrap(),
+    }
     done.await;
     let secs = started.elapsed().as_secs_f64();
-    sender.await.unwrap();
     for t in tasks {
         let _ = t.await;
     }
-    secs
-}
-
-/// Like [`drive`] on one topic, but the sender is a task of the runtime. Returns seconds.
-async fn drive_task_sender(bus: &EventBus, counter: &Arc<Counter>, n: u64) -> f64 {
-    counter.reset(n);
-    let router = bus.router();
-    let data = payload(PAYLOAD);
-    let done = counter.done.notified();
-    tokio::pin!(done);
-    done.as_mut().enable();
-    let started = Instant::now();
-    let sender = tokio::spawn(async move {
-        for _ in 0..n {
-            router
-                .send(
-                    "bench",
-                    EMessage::standard("bench", data.clone()),
-                    None,
-                    None,
-                )
-                .await
-                .unwrap();
-        }
-    });
-    done.await;
-    let secs = started.elapsed().as_secs_f64();
-    sender.await.unwrap();
-    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
     secs
 }
 
@@ -282,13 +240,25 @@ async fn memory_bus_on(
     b.build().await.unwrap()
 }
 
-/// Sends `n` messages from one task over `topics` topics; returns (seconds, allocations).
+/// Sends `n` messages from one sender over `topics` topics; returns (seconds, allocations).
 async fn drive(
     bus: &EventBus,
     counter: &Arc<Counter>,
     n: u64,
     len: usize,
     topics: usize,
+) -> (f64, u64) {
+    drive_from(bus, counter, n, len, topics, SendFrom::MainThread).await
+}
+
+/// [`drive`], with the sending loop run `from` the main thread or a task.
+async fn drive_from(
+    bus: &EventBus,
+    counter: &Arc<Counter>,
+    n: u64,
+    len: usize,
+    topics: usize,
+    from: SendFrom,
 ) -> (f64, u64) {
     counter.reset(n);
     let names: Vec<String> = if topics == 1 {
@@ -303,17 +273,15 @@ async fn drive(
     done.as_mut().enable();
     let allocs = ALLOCS.load(Ordering::Relaxed);
     let started = Instant::now();
-    for i in 0..n as usize {
-        let topic = &names[i % names.len()];
-        router
-            .send(
-                topic,
-                EMessage::standard(topic.as_str(), data.clone()),
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+    let send_all = async move {
+        for i in 0..n as usize {
+            let topic = &names[i % names.len()];
+            send_one(&router, topic, &data).await;
+        }
+    };
+    match from {
+        SendFrom::MainThread => send_all.await,
+        SendFrom::Task => tokio::spawn(send_all).await.unwrap(),
     }
     done.await;
     let secs = started.elapsed().as_secs_f64();
@@ -396,15 +364,7 @@ async fn bus_round_trip(bus: &EventBus, counter: &Counter, i: u64, data: &Bytes)
     tokio::pin!(done);
     done.as_mut().enable();
     let started = Instant::now();
-    bus.router()
-        .send(
-            "bench",
-            EMessage::standard("bench", data.clone()),
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+    send_one(&bus.router(), "bench", data).await;
     done.await;
     started.elapsed()
 }
@@ -454,15 +414,7 @@ async fn durable(policy: SyncPolicy, senders: usize, per_sender: u64) -> f64 {
         let data = data.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..per_sender {
-                router
-                    .send(
-                        "bench",
-                        EMessage::standard("bench", data.clone()),
-                        None,
-                        None,
-                    )
-                    .await
-                    .unwrap();
+                send_one(&router, "bench", &data).await;
             }
         }));
     }
@@ -536,7 +488,7 @@ fn main() {
         if run("memory") || run("topics") || run("payload") {
             // Warm up every path once, then take the best of a few interleaved rounds: on a
             // shared machine other load only ever slows a run down.
-            flume_floor(n / 10, PAYLOAD).await;
+            flume_floor(n / 10, PAYLOAD, SendFrom::MainThread).await;
             let counter = Counter::new(0);
             let bus = memory_bus(&counter, 1).await;
             drive(&bus, &counter, n / 10, PAYLOAD, 1).await;
@@ -551,7 +503,7 @@ fn main() {
             let mut allocs = 0;
             for _ in 0..scale(3, 1) {
                 let cpu = cpu_time();
-                let secs = flume_floor(n, PAYLOAD).await;
+                let secs = flume_floor(n, PAYLOAD, SendFrom::MainThread).await;
                 floor.add(secs, cpu_time() - cpu);
                 let cpu = cpu_time();
                 let (secs, a) = drive(&bus, &counter, n, PAYLOAD, 1).await;
@@ -566,8 +518,11 @@ fn main() {
             // wake-up at all.
             let (mut task_floor, mut task_bus) = (Best::default(), Best::default());
             for _ in 0..scale(3, 1) {
-                task_floor.add(flume_floor_task_sender(n).await, Duration::ZERO);
-                task_bus.add(drive_task_sender(&bus, &counter, n).await, Duration::ZERO);
+                task_floor.add(flume_floor(n, PAYLOAD, SendFrom::Task).await, Duration::ZERO);
+                task_bus.add(
+                    drive_from(&bus, &counter, n, PAYLOAD, 1, SendFrom::Task).await.0,
+                    Duration::ZERO,
+                );
             }
             drop(no_wal);
             let floor_rate = n as f64 / floor.secs;
