@@ -78,6 +78,11 @@ impl TopicRouter {
     /// A topic with no handler is refused with [`CoreError::NoHandler`], `_system.` topics with
     /// [`CoreError::ReservedTopic`], an unknown `to_worker` with [`CoreError::UnknownWorker`],
     /// and every send once shutdown began with [`CoreError::SystemShutdown`].
+    ///
+    /// Like any future, the returned one does nothing until polled: the checks above run
+    /// when `send` is called (their error is returned by the first poll), the WAL append
+    /// and the enqueue at the first poll. Dropping the future before it finished withdraws
+    /// the message: it is not delivered.
     pub fn send(
         &self,
         topic: impl AsRef<str>,
@@ -114,7 +119,8 @@ impl TopicRouter {
         self.shared()?.send_batch(topic.as_ref(), messages).await
     }
 
-    /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room.
+    /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room. Checked
+    /// when called, written and queued when first polled, as [`send`](Self::send).
     pub fn publish(
         &self,
         topic: impl AsRef<str>,
