@@ -3,7 +3,7 @@
 //!
 //! Counters are relaxed atomics owned by each topic and worker, bumped on the hot path
 //! without locks; latencies go into lock-free histograms. A snapshot reads everything at one
-//! moment. With the `metrics` feature, [`MetricsManager::export`] publishes the same figures
+//! moment. With the `metrics` feature, `MetricsManager::export` publishes the same figures
 //! to the [`metrics`](https://docs.rs/metrics) facade, so any exporter (Prometheus,
 //! OpenTelemetry, ...) picks them up without code of ours.
 
@@ -241,8 +241,9 @@ impl MetricsStore {
 ///
 /// Counters become `event_base_<name>_total{topic}` (per worker:
 /// `event_base_worker_<name>_total{worker}`), gauges `event_base_<name>{topic}` and
-/// `event_base_node_<name>`, latencies `event_base_<name>_seconds{topic, quantile}`. Call [`MetricsManager::export`]
-/// whenever your exporter scrapes, or let `EventBusBuilder::export_metrics(interval)` do it.
+/// `event_base_node_<name>`, latencies `event_base_<name>_seconds{topic, quantile}`. Call
+/// `MetricsManager::export` (feature `metrics`) whenever your exporter scrapes, or let
+/// `EventBusBuilder::export_metrics(interval)` do it.
 #[derive(Debug, Clone)]
 pub struct MetricsManager {
     store: Arc<MetricsStore>,
