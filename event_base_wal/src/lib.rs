@@ -16,6 +16,9 @@
 #![deny(unsafe_code)]
 
 #[cfg(feature = "persistent")]
+#[doc(hidden)]
+pub mod codec_bench;
+#[cfg(feature = "persistent")]
 mod group_commit;
 mod memory_wal;
 #[cfg(feature = "persistent")]
