@@ -112,20 +112,17 @@ impl SystemShared {
         // `SyncPolicy::Never`), the message is due, and its queue has room. It finishes
         // here, without an `.await`, so this future stays small; the waiting path, whose
         // timers and commits make a large state, is boxed and only built when needed.
-        let message = match commit {
+        let (message, commit) = match commit {
             WalCommit::Durable if !due_later(&message) => match entry.producer.try_send(message) {
                 Ok(()) => return Ok(id),
-                Err(TrySendError::Full(message)) => message,
+                Err(TrySendError::Full(message)) => (message, WalCommit::Durable),
                 Err(TrySendError::Failed(e)) => {
                     return Box::pin(self.refuse(entry, id, e.into())).await
                 }
             },
-            commit => {
-                return Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout))
-                    .await
-            }
+            commit => (message, commit),
         };
-        Box::pin(self.accept_waiting(entry, message, WalCommit::Durable, try_send, timeout)).await
+        Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout)).await
     }
 
     /// The rest of an accepted send that has to wait: for durability, for its queue to have
