@@ -63,13 +63,20 @@ impl SystemShared {
         {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
+        let entry = self.entry_for(topic)?;
+        Ok((entry, prepare(entry, message)?))
+    }
+
+    /// The entry of a topic a send may go to now: refuses every send once shutdown began,
+    /// and topics with no handler.
+    #[inline]
+    fn entry_for(&self, topic: &str) -> Result<&Arc<TopicEntry>, CoreError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
-        let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
+        self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
             topic: topic.to_owned(),
-        })?;
-        Ok((entry, prepare(entry, message)?))
+        })
     }
 
     /// Sends an admitted message: WAL append, then enqueue. A refused message leaves no
@@ -178,12 +185,7 @@ impl SystemShared {
         if topic.starts_with(SYSTEM_PREFIX) {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
-        if !self.accepting.load(Ordering::Acquire) {
-            return Err(CoreError::SystemShutdown);
-        }
-        let entry = self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
-            topic: topic.to_owned(),
-        })?;
+        let entry = self.entry_for(topic)?;
         let batch = messages
             .into_iter()
             .map(|m| prepare(entry, m))
