@@ -95,15 +95,6 @@ impl SystemShared {
         self.accept_core(entry, message, try_send, timeout).await
     }
 
-    /// A system announcement: sent even while shutting down, never waiting for room.
-    async fn accept_always(
-        &self,
-        entry: &Arc<TopicEntry>,
-        message: Arc<EMessage>,
-    ) -> Result<Uuid, CoreError> {
-        self.accept_core(entry, message, true, None).await
-    }
-
     async fn accept_core(
         &self,
         entry: &Arc<TopicEntry>,
@@ -400,7 +391,8 @@ impl SystemShared {
                 // they skip the `accepting` check of `admit`.
                 let sent = match self.topics.get(topic) {
                     Some(entry) => match prepare(entry, msg) {
-                        Ok(m) => self.accept_always(entry, m).await,
+                        // Never waiting for room (`try_send`), and no deadline.
+                        Ok(m) => self.accept_core(entry, m, true, None).await,
                         Err(e) => Err(e),
                     },
                     None => return,

@@ -106,6 +106,28 @@ struct FlumeConsumer {
     topic: MessageTopic,
 }
 
+impl FlumeConsumer {
+    /// Moves up to `max` waiting messages into `out` without waiting; returns how many, and
+    /// whether the queue turned out closed (every producer gone and nothing left).
+    fn take_ready(&self, max: usize, out: &mut Vec<Claimed>) -> (usize, bool) {
+        let mut n = 0;
+        while n < max {
+            match self.rx.try_recv() {
+                Ok(message) => {
+                    out.push(Claimed {
+                        message,
+                        receipt: Receipt::default(),
+                    });
+                    n += 1;
+                }
+                Err(flume::TryRecvError::Empty) => return (n, false),
+                Err(flume::TryRecvError::Disconnected) => return (n, true),
+            }
+        }
+        (n, false)
+    }
+}
+
 #[async_trait]
 impl EConsumer for FlumeConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
@@ -121,40 +143,15 @@ impl EConsumer for FlumeConsumer {
             message: first,
             receipt: Receipt::default(),
         });
-        let mut n = 1;
-        while n < max {
-            match self.rx.try_recv() {
-                Ok(message) => {
-                    out.push(Claimed {
-                        message,
-                        receipt: Receipt::default(),
-                    });
-                    n += 1;
-                }
-                Err(_) => break,
-            }
-        }
-        Ok(n)
+        // A queue closed after the first message only ends the batch.
+        Ok(1 + self.take_ready(max.saturating_sub(1), out).0)
     }
 
     fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
-        let mut n = 0;
-        while n < max {
-            match self.rx.try_recv() {
-                Ok(message) => {
-                    out.push(Claimed {
-                        message,
-                        receipt: Receipt::default(),
-                    });
-                    n += 1;
-                }
-                Err(flume::TryRecvError::Empty) => break,
-                Err(flume::TryRecvError::Disconnected) => {
-                    return Err(QueueError::Closed(self.topic.0.clone()))
-                }
-            }
+        match self.take_ready(max, out) {
+            (0, true) => Err(QueueError::Closed(self.topic.0.clone())),
+            (n, _) => Ok(n),
         }
-        Ok(n)
     }
 
     fn requires_ack(&self) -> bool {
