@@ -49,44 +49,86 @@
 
 #![deny(unsafe_code)]
 
-mod ack;
-mod audit;
-mod backoff;
-mod cache_padded;
-mod catch_unwind;
-mod consumer_router;
-mod dead_letter;
-mod discovery;
-mod error;
-mod event_bus;
-mod event_bus_builder;
-mod handler;
-mod handler_runtime;
-mod in_flight;
-mod job;
-mod job_channel;
-mod latency_histogram;
-mod message;
-mod message_context;
-mod message_id;
-mod metrics;
-mod middleware;
-mod queue;
-mod scheduler;
-mod shutdown;
-mod shutdown_coordinator;
-mod signal;
-mod system;
-mod system_handlers;
-mod system_tasks;
-mod topic_entry;
-mod topic_hasher;
-mod topic_router;
-mod trace_layer;
-mod wal;
+// The folders (see the table above); the `use` lines keep the old flat module names
+// resolving until the paths are rewritten.
+mod message {
+    pub(crate) mod ack;
+    pub(crate) mod context;
+    pub(crate) mod dead_letter;
+    pub(crate) mod emessage;
+    pub(crate) mod id;
+    pub(crate) use emessage::*;
+}
+mod handler {
+    pub(crate) mod backoff;
+    pub(crate) mod middleware;
+    pub(crate) mod runtime;
+    pub(crate) mod spec;
+    pub(crate) use spec::*;
+}
+mod backend {
+    pub(crate) mod queue;
+    pub(crate) mod wal;
+}
+mod delivery {
+    pub(crate) mod accept;
+    pub(crate) mod consumer_router;
+    pub(crate) mod job;
+    pub(crate) mod job_channel;
+    pub(crate) mod scheduler;
+    pub(crate) mod topic_hasher;
+    pub(crate) mod topic_router;
+    pub(crate) mod topic_table;
+}
 mod worker;
-mod worker_monitor;
-mod worker_registry;
+mod bus {
+    pub(crate) mod builder;
+    pub(crate) mod cache_padded;
+    pub(crate) mod event_bus;
+    pub(crate) mod in_flight;
+    pub(crate) mod tasks;
+}
+mod shutdown {
+    pub(crate) mod coordinator;
+    pub(crate) mod signal;
+    pub(crate) mod strategy;
+    pub(crate) use strategy::*;
+}
+mod system_topics {
+    pub(crate) mod discovery;
+    pub(crate) mod handlers;
+}
+mod observe {
+    pub(crate) mod audit_log;
+    pub(crate) mod latency_histogram;
+    pub(crate) mod metrics_store;
+    pub(crate) mod trace_layer;
+}
+mod error;
+
+use backend::{queue, wal};
+use bus::builder as event_bus_builder;
+use bus::tasks as system_tasks;
+use bus::{cache_padded, event_bus, in_flight};
+use delivery::accept as system;
+use delivery::topic_table as topic_entry;
+use delivery::{consumer_router, job, job_channel, scheduler, topic_hasher, topic_router};
+use handler::middleware;
+use handler::runtime as handler_runtime;
+use handler::backoff;
+use message::context as message_context;
+use message::id as message_id;
+use message::{ack, dead_letter};
+use observe::audit_log as audit;
+use observe::metrics_store as metrics;
+use observe::{latency_histogram, trace_layer};
+use shutdown::coordinator as shutdown_coordinator;
+use shutdown::signal;
+use system_topics::discovery;
+use system_topics::handlers as system_handlers;
+use worker::catch_unwind;
+use worker::monitor as worker_monitor;
+use worker::registry as worker_registry;
 
 pub mod constant;
 
@@ -99,11 +141,11 @@ pub use discovery::{DiscoveryEvent, TopicDiscovery, TopicInfo, TopicSync, Worker
 pub use error::{CoreError, QueueError, WalError};
 pub use event_bus::EventBus;
 pub use event_bus_builder::EventBusBuilder;
-pub use handler::{
+pub use handler::spec::{
     handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY,
 };
 pub use latency_histogram::{LatencyHistogram, LatencySummary};
-pub use message::{
+pub use message::emessage::{
     DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
     MessageTopic, MESSAGE_VERSION,
 };
@@ -114,7 +156,7 @@ pub use metrics::{
 };
 pub use middleware::{BoxAckFuture, Middleware, Next, Pipeline};
 pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
-pub use shutdown::{
+pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
 pub use topic_router::TopicRouter;

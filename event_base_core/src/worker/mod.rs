@@ -8,6 +8,10 @@
 //! timeout), and turns the answer into the next state: complete, retry, or dead letter.
 //! A panic or a timeout never ends the worker.
 
+pub(crate) mod catch_unwind;
+pub(crate) mod monitor;
+pub(crate) mod registry;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
