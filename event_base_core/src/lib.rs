@@ -49,123 +49,59 @@
 
 #![deny(unsafe_code)]
 
-// The folders (see the table above); the `use` lines keep the old flat module names
-// resolving until the paths are rewritten.
-mod message {
-    pub(crate) mod ack;
-    pub(crate) mod context;
-    pub(crate) mod dead_letter;
-    pub(crate) mod emessage;
-    pub(crate) mod id;
-    pub(crate) use emessage::*;
-}
-mod handler {
-    pub(crate) mod backoff;
-    pub(crate) mod middleware;
-    pub(crate) mod runtime;
-    pub(crate) mod spec;
-    pub(crate) use spec::*;
-}
-mod backend {
-    pub(crate) mod queue;
-    pub(crate) mod wal;
-}
-mod delivery {
-    pub(crate) mod accept;
-    pub(crate) mod consumer_router;
-    pub(crate) mod job;
-    pub(crate) mod job_channel;
-    pub(crate) mod scheduler;
-    pub(crate) mod topic_hasher;
-    pub(crate) mod topic_router;
-    pub(crate) mod topic_table;
-}
-mod worker;
-mod bus {
-    pub(crate) mod builder;
-    pub(crate) mod cache_padded;
-    pub(crate) mod event_bus;
-    pub(crate) mod in_flight;
-    pub(crate) mod tasks;
-}
-mod shutdown {
-    pub(crate) mod coordinator;
-    pub(crate) mod signal;
-    pub(crate) mod strategy;
-    pub(crate) use strategy::*;
-}
-mod system_topics {
-    pub(crate) mod discovery;
-    pub(crate) mod handlers;
-}
-mod observe {
-    pub(crate) mod audit_log;
-    pub(crate) mod latency_histogram;
-    pub(crate) mod metrics_store;
-    pub(crate) mod trace_layer;
-}
+mod backend;
+mod bus;
+mod delivery;
 mod error;
-
-use backend::{queue, wal};
-use bus::builder as event_bus_builder;
-use bus::tasks as system_tasks;
-use bus::{cache_padded, event_bus, in_flight};
-use delivery::accept as system;
-use delivery::topic_table as topic_entry;
-use delivery::{consumer_router, job, job_channel, scheduler, topic_hasher, topic_router};
-use handler::middleware;
-use handler::runtime as handler_runtime;
-use handler::backoff;
-use message::context as message_context;
-use message::id as message_id;
-use message::{ack, dead_letter};
-use observe::audit_log as audit;
-use observe::metrics_store as metrics;
-use observe::{latency_histogram, trace_layer};
-use shutdown::coordinator as shutdown_coordinator;
-use shutdown::signal;
-use system_topics::discovery;
-use system_topics::handlers as system_handlers;
-use worker::catch_unwind;
-use worker::monitor as worker_monitor;
-use worker::registry as worker_registry;
+mod handler;
+mod message;
+mod observe;
+mod shutdown;
+mod system_topics;
+mod worker;
 
 pub mod constant;
 
-pub use ack::{Ack, DeadReason};
-pub use audit::{AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter};
-pub use backoff::Backoff;
-pub use consumer_router::ConsumerRouter;
-pub use dead_letter::DeadLetterMessage;
-pub use discovery::{DiscoveryEvent, TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery};
+pub use backend::queue::{
+    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
+};
+pub use backend::wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+pub use bus::builder::EventBusBuilder;
+pub use bus::event_bus::EventBus;
+pub use delivery::consumer_router::ConsumerRouter;
+pub use delivery::topic_router::TopicRouter;
 pub use error::{CoreError, QueueError, WalError};
-pub use event_bus::EventBus;
-pub use event_bus_builder::EventBusBuilder;
+pub use handler::backoff::Backoff;
+pub use handler::middleware::{BoxAckFuture, Middleware, Next, Pipeline};
 pub use handler::spec::{
     handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY,
 };
-pub use latency_histogram::{LatencyHistogram, LatencySummary};
+pub use message::ack::{Ack, DeadReason};
+pub use message::context::current_message;
+pub use message::dead_letter::DeadLetterMessage;
 pub use message::emessage::{
     DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
     MessageTopic, MESSAGE_VERSION,
 };
-pub use message_context::current_message;
-pub use message_id::new_message_id;
-pub use metrics::{
+pub use message::id::new_message_id;
+pub use observe::audit_log::{
+    AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter,
+};
+pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
+pub use observe::metrics_store::{
     MetricsManager, MetricsSnapshot, MetricsStore, NodeMetrics, TopicMetrics, WorkerMetrics,
 };
-pub use middleware::{BoxAckFuture, Middleware, Next, Pipeline};
-pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
+#[cfg(feature = "trace")]
+pub use observe::trace_layer::TraceLayer;
+pub use observe::trace_layer::TraceRecord;
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
-pub use topic_router::TopicRouter;
-#[cfg(feature = "trace")]
-pub use trace_layer::TraceLayer;
-pub use trace_layer::TraceRecord;
-pub use wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+pub use system_topics::discovery::{
+    DiscoveryEvent, TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery,
+};
+pub use worker::registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
 pub use worker::Worker;
-pub use worker_registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
 
 pub use async_trait::async_trait;
 pub use bytes::Bytes;

@@ -25,10 +25,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::ack::DeadReason;
-use crate::dead_letter::DeadLetterMessage;
 use crate::error::WalError;
-use crate::message::EMessage;
+use crate::message::ack::DeadReason;
+use crate::message::dead_letter::DeadLetterMessage;
+use crate::message::emessage::EMessage;
 
 /// Where a message is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -5,29 +5,29 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::audit::AuditWriter;
+use crate::backend::queue::QueueFactory;
+use crate::backend::wal::Wal;
+use crate::bus::event_bus::EventBus;
+use crate::bus::in_flight::InFlight;
+use crate::bus::tasks::SystemTasks;
 use crate::constant::{
     DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
 };
-use crate::consumer_router::ConsumerRouter;
+use crate::delivery::accept::SystemShared;
+use crate::delivery::consumer_router::ConsumerRouter;
+use crate::delivery::job_channel::job_channel;
+use crate::delivery::scheduler::{run_scheduler, SchedulerHandle};
+use crate::delivery::topic_hasher::TopicMap;
+use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
-use crate::event_bus::EventBus;
-use crate::handler::{HandlerSpec, HANDLER_REGISTRY};
-use crate::handler_runtime::HandlerRuntime;
-use crate::in_flight::InFlight;
-use crate::job_channel::job_channel;
-use crate::metrics::TopicCounters;
-use crate::middleware::Middleware;
-use crate::queue::QueueFactory;
-use crate::scheduler::{run_scheduler, SchedulerHandle};
-use crate::system::SystemShared;
-use crate::system_handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
-use crate::system_tasks::SystemTasks;
-use crate::topic_entry::TopicEntry;
-use crate::topic_hasher::TopicMap;
-use crate::wal::Wal;
-use crate::worker_monitor::run_monitor;
-use crate::worker_registry::WorkerRegistry;
+use crate::handler::middleware::Middleware;
+use crate::handler::runtime::HandlerRuntime;
+use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
+use crate::observe::audit_log::AuditWriter;
+use crate::observe::metrics_store::TopicCounters;
+use crate::system_topics::handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
+use crate::worker::monitor::run_monitor;
+use crate::worker::registry::WorkerRegistry;
 
 /// Builds an [`EventBus`].
 ///
@@ -260,7 +260,7 @@ impl EventBusBuilder {
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,
-            audit: crate::audit::AuditLog::new(self.audit_capacity, Some(flush_tx)),
+            audit: crate::observe::audit_log::AuditLog::new(self.audit_capacity, Some(flush_tx)),
         });
 
         // One router per topic: its own task for queues that need acks, otherwise shared by
@@ -291,16 +291,18 @@ impl EventBusBuilder {
                 None
             } else {
                 Some(
-                    crate::audit::spawn_writer_thread(self.audit_writers).map_err(|e| {
-                        CoreError::Internal(format!("cannot start the audit writer thread: {e}"))
-                    })?,
+                    crate::observe::audit_log::spawn_writer_thread(self.audit_writers).map_err(
+                        |e| {
+                            CoreError::Internal(format!(
+                                "cannot start the audit writer thread: {e}"
+                            ))
+                        },
+                    )?,
                 )
             };
-            tasks.push_other(tokio::spawn(crate::audit::run_audit_publisher(
-                shared.clone(),
-                writers,
-                flush_rx,
-            )));
+            tasks.push_other(tokio::spawn(
+                crate::observe::audit_log::run_audit_publisher(shared.clone(), writers, flush_rx),
+            ));
         }
         for router in router_tasks {
             tasks.push_other(tokio::spawn(router.run()));
@@ -335,7 +337,10 @@ impl EventBusBuilder {
         bus.router().replay().await?;
         for state in &started {
             bus.shared
-                .announce_worker(crate::discovery::DiscoveryEvent::Joined, state)
+                .announce_worker(
+                    crate::system_topics::discovery::DiscoveryEvent::Joined,
+                    state,
+                )
                 .await;
         }
         let sync = bus.shared.topic_sync();

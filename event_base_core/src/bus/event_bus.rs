@@ -5,18 +5,18 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::audit::AuditLog;
-use crate::dead_letter::DeadLetterMessage;
+use crate::backend::wal::{Wal, WalStats};
+use crate::bus::builder::EventBusBuilder;
+use crate::bus::tasks::SystemTasks;
+use crate::delivery::accept::SystemShared;
+use crate::delivery::topic_router::TopicRouter;
 use crate::error::CoreError;
-use crate::event_bus_builder::EventBusBuilder;
-use crate::message::{EMessage, IntoMessage};
-use crate::metrics::{MetricsManager, MetricsSnapshot, MetricsStore};
-use crate::shutdown::{ShutdownReport, ShutdownStrategy};
-use crate::system::SystemShared;
-use crate::system_tasks::SystemTasks;
-use crate::topic_router::TopicRouter;
-use crate::wal::{Wal, WalStats};
-use crate::worker_registry::WorkerRegistry;
+use crate::message::dead_letter::DeadLetterMessage;
+use crate::message::emessage::{EMessage, IntoMessage};
+use crate::observe::audit_log::AuditLog;
+use crate::observe::metrics_store::{MetricsManager, MetricsSnapshot, MetricsStore};
+use crate::shutdown::strategy::{ShutdownReport, ShutdownStrategy};
+use crate::worker::registry::WorkerRegistry;
 
 static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
 
@@ -214,7 +214,7 @@ impl EventBus {
     /// [`ShutdownStrategy`] for what each does with queued and in-flight messages. Unfinished
     /// messages stay in the WAL for the next start.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
-        crate::shutdown_coordinator::shutdown(self, strategy).await
+        crate::shutdown::coordinator::shutdown(self, strategy).await
     }
 
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
@@ -239,7 +239,7 @@ impl EventBus {
         impl std::future::Future<Output = Result<ShutdownReport, CoreError>> + Send + 'static,
         CoreError,
     > {
-        let signal = crate::signal::ShutdownSignal::install()?;
+        let signal = crate::shutdown::signal::ShutdownSignal::install()?;
         let bus = self.clone();
         Ok(async move {
             let which = signal.recv().await;
@@ -264,7 +264,10 @@ impl EventBus {
         for _ in 0..n {
             let state = self.tasks.spawn_worker(&runtime)?;
             self.shared
-                .announce_worker(crate::discovery::DiscoveryEvent::Joined, &state)
+                .announce_worker(
+                    crate::system_topics::discovery::DiscoveryEvent::Joined,
+                    &state,
+                )
                 .await;
             names.push(state.name.clone());
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::cache_padded::CachePadded;
+use crate::bus::cache_padded::CachePadded;
 use crate::error::CoreError;
 
 #[derive(Debug, Default)]

@@ -11,15 +11,15 @@ use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 
-use crate::consumer_router::ConsumerRouter;
+use crate::delivery::accept::SystemShared;
+use crate::delivery::consumer_router::ConsumerRouter;
+use crate::delivery::job_channel::job_channel;
+use crate::delivery::topic_table::WorkerSlot;
 use crate::error::CoreError;
-use crate::handler_runtime::HandlerRuntime;
-use crate::job_channel::job_channel;
-use crate::message::MessageTopic;
-use crate::system::SystemShared;
-use crate::topic_entry::WorkerSlot;
+use crate::handler::runtime::HandlerRuntime;
+use crate::message::emessage::MessageTopic;
+use crate::worker::registry::WorkerState;
 use crate::worker::Worker;
-use crate::worker_registry::WorkerState;
 
 /// Capacity of each worker's private inbox.
 const INBOX_CAPACITY: usize = 1024;

@@ -9,19 +9,19 @@ use std::time::{Duration, SystemTime};
 
 use uuid::Uuid;
 
-use crate::ack::DeadReason;
+use crate::backend::queue::TrySendError;
+use crate::backend::wal::{Wal, WalCommit};
+use crate::bus::in_flight::InFlight;
 use crate::constant::{DEAD_LETTER, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
-use crate::dead_letter::DeadLetterMessage;
+use crate::delivery::job::Job;
+use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
+use crate::delivery::topic_hasher::TopicMap;
+use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
-use crate::in_flight::InFlight;
-use crate::job::Job;
-use crate::message::{EMessage, MessageTopic};
-use crate::queue::TrySendError;
-use crate::scheduler::{instant_for, Scheduled, SchedulerHandle};
-use crate::topic_entry::TopicEntry;
-use crate::topic_hasher::TopicMap;
-use crate::wal::{Wal, WalCommit};
-use crate::worker_registry::WorkerRegistry;
+use crate::message::ack::DeadReason;
+use crate::message::dead_letter::DeadLetterMessage;
+use crate::message::emessage::{EMessage, MessageTopic};
+use crate::worker::registry::WorkerRegistry;
 
 pub(crate) struct SystemShared {
     pub(crate) wal: Arc<dyn Wal>,
@@ -32,7 +32,7 @@ pub(crate) struct SystemShared {
     pub(crate) accepting: AtomicBool,
     pub(crate) batch_size: usize,
     pub(crate) started: std::time::Instant,
-    pub(crate) audit: crate::audit::AuditLog,
+    pub(crate) audit: crate::observe::audit_log::AuditLog,
     /// Whether workers time queue wait and handler time.
     pub(crate) latency_metrics: bool,
 }
@@ -430,7 +430,7 @@ fn prepare(entry: &TopicEntry, mut message: EMessage) -> Result<Arc<EMessage>, C
     if message.attempts == 0 {
         message.attempts = 1;
     }
-    crate::message_context::inherit(&mut message);
+    crate::message::context::inherit(&mut message);
     Ok(Arc::new(message))
 }
 
@@ -468,17 +468,17 @@ impl Drop for WithdrawOnDrop<'_> {
 
 impl SystemShared {
     /// The node's topic table.
-    pub(crate) fn topic_sync(&self) -> crate::discovery::TopicSync {
-        let mut topics: Vec<crate::discovery::TopicInfo> = self
+    pub(crate) fn topic_sync(&self) -> crate::system_topics::discovery::TopicSync {
+        let mut topics: Vec<crate::system_topics::discovery::TopicInfo> = self
             .topics
             .keys()
-            .map(|t| crate::discovery::TopicInfo {
+            .map(|t| crate::system_topics::discovery::TopicInfo {
                 topic: t.0.clone(),
                 workers: self.registry.names_for(t.as_str()),
             })
             .collect();
         topics.sort_by(|a, b| a.topic.cmp(&b.topic));
-        crate::discovery::TopicSync {
+        crate::system_topics::discovery::TopicSync {
             node: "local".into(),
             topics,
         }
@@ -487,11 +487,11 @@ impl SystemShared {
     /// Announces a worker's arrival or departure, if anyone listens.
     pub(crate) async fn announce_worker(
         &self,
-        event: crate::discovery::DiscoveryEvent,
-        worker: &crate::worker_registry::WorkerState,
+        event: crate::system_topics::discovery::DiscoveryEvent,
+        worker: &crate::worker::registry::WorkerState,
     ) {
         if self.topics.contains_key(crate::constant::WORKER_DISCOVERY) {
-            let value = crate::discovery::WorkerDiscovery {
+            let value = crate::system_topics::discovery::WorkerDiscovery {
                 event,
                 worker: worker.info(),
             };

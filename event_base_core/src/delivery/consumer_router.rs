@@ -28,14 +28,14 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::ack::DeadReason;
+use crate::backend::queue::Claimed;
+use crate::delivery::accept::SystemShared;
+use crate::delivery::job::{DeliveryGroup, Job, Target};
+use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
-use crate::job::{DeliveryGroup, Job, Target};
-use crate::message::{DeliveryMode, EMessage, MessageTopic};
-use crate::queue::Claimed;
-use crate::scheduler::{instant_for, Scheduled};
-use crate::system::SystemShared;
-use crate::topic_entry::TopicEntry;
+use crate::message::ack::DeadReason;
+use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
 
 /// The dispatcher of one topic.
 pub struct ConsumerRouter {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
-use crate::message::EMessage;
+use crate::message::emessage::EMessage;
 
 /// Shared by the deliveries of one `Broadcast` or `Repeated(n)` message: the WAL record is
 /// finished when the last of them is.

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::job::Job;
+use crate::delivery::job::Job;
 
 /// Makes a bounded job channel.
 pub(crate) fn job_channel(capacity: usize) -> (JobSender, JobReceiver) {
@@ -94,7 +94,7 @@ impl JobReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::EMessage;
+    use crate::message::emessage::EMessage;
 
     fn job() -> Job {
         Job {

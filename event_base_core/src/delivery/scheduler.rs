@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::in_flight::InFlight;
-use crate::job::{Job, Target};
-use crate::message::EMessage;
-use crate::queue::TrySendError;
-use crate::topic_entry::TopicEntry;
+use crate::backend::queue::TrySendError;
+use crate::bus::in_flight::InFlight;
+use crate::delivery::job::{Job, Target};
+use crate::delivery::topic_table::TopicEntry;
+use crate::message::emessage::EMessage;
 
 /// What to do when an entry is due.
 pub(crate) enum Scheduled {

@@ -13,9 +13,9 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use uuid::Uuid;
 
+use crate::delivery::accept::SystemShared;
 use crate::error::CoreError;
-use crate::message::{EMessage, IntoMessage, MessageTopic};
-use crate::system::SystemShared;
+use crate::message::emessage::{EMessage, IntoMessage, MessageTopic};
 
 static GLOBAL: ArcSwapOption<SystemShared> = ArcSwapOption::const_empty();
 

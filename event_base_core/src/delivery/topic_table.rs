@@ -3,11 +3,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::job::{Job, Target};
-use crate::job_channel::{JobReceiver, JobSender};
-use crate::message::MessageTopic;
-use crate::metrics::TopicCounters;
-use crate::queue::{EConsumer, EProducer};
+use crate::backend::queue::{EConsumer, EProducer};
+use crate::delivery::job::{Job, Target};
+use crate::delivery::job_channel::{JobReceiver, JobSender};
+use crate::message::emessage::MessageTopic;
+use crate::observe::metrics_store::TopicCounters;
 
 /// A worker's private inbox (for `to_worker`, broadcast copies and their retries).
 #[derive(Debug)]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::message_id::random_u64;
+use crate::message::id::random_u64;
 
 /// Exponential backoff with an optional cap and jitter.
 ///

@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::ack::Ack;
-use crate::handler::EHandler;
-use crate::message::EMessage;
+use crate::handler::spec::EHandler;
+use crate::message::ack::Ack;
+use crate::message::emessage::EMessage;
 
 /// The boxed future a handler or middleware returns.
 pub type BoxAckFuture<'a> = Pin<Box<dyn Future<Output = Ack> + Send + 'a>>;

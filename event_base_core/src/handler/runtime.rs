@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::handler::HandlerSpec;
-use crate::message::MessageTopic;
-use crate::middleware::{Middleware, Pipeline};
+use crate::handler::backoff::Backoff;
+use crate::handler::middleware::{Middleware, Pipeline};
+use crate::handler::spec::HandlerSpec;
+use crate::message::emessage::MessageTopic;
 
 pub(crate) struct HandlerRuntime {
     pub(crate) name: String,

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::ack::Ack;
-use crate::backoff::Backoff;
-use crate::message::{EMessage, MessageTopic};
-use crate::middleware::Middleware;
+use crate::handler::backoff::Backoff;
+use crate::handler::middleware::Middleware;
+use crate::message::ack::Ack;
+use crate::message::emessage::{EMessage, MessageTopic};
 
 /// A message handler.
 ///

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::message::EMessage;
+use crate::message::emessage::EMessage;
 
 tokio::task_local! {
     static CURRENT: Arc<EMessage>;

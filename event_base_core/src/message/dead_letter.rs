@@ -4,8 +4,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ack::DeadReason;
-use crate::message::EMessage;
+use crate::message::ack::DeadReason;
+use crate::message::emessage::EMessage;
 
 /// A dead letter: kept in the WAL (state `Failed`) until replayed or purged, and announced on
 /// [`DEAD_LETTER`](crate::constant::DEAD_LETTER).

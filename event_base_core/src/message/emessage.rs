@@ -12,7 +12,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::CoreError;
-use crate::message_id::new_message_id;
+use crate::message::id::new_message_id;
 
 /// The name of a topic, e.g. `"order.created"`.
 ///

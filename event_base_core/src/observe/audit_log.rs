@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::ack::DeadReason;
+use crate::message::ack::DeadReason;
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,7 +216,7 @@ pub(crate) enum WriterRequest {
 
 /// The background half of auditing: hands new records to the writers and `_system.audit`.
 pub(crate) async fn run_audit_publisher(
-    shared: Arc<crate::system::SystemShared>,
+    shared: Arc<crate::delivery::accept::SystemShared>,
     writers: Option<flume::Sender<WriterRequest>>,
     flushes: flume::Receiver<tokio::sync::oneshot::Sender<()>>,
 ) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::latency_histogram::{LatencyHistogram, LatencySummary};
+use crate::observe::latency_histogram::{LatencyHistogram, LatencySummary};
 
 /// Live counters of one topic.
 ///
@@ -197,7 +197,7 @@ impl MetricsSnapshot {
 
 /// The live metrics of one system: where snapshots come from.
 pub struct MetricsStore {
-    pub(crate) shared: Arc<crate::system::SystemShared>,
+    pub(crate) shared: Arc<crate::delivery::accept::SystemShared>,
 }
 
 impl std::fmt::Debug for MetricsStore {

@@ -62,10 +62,10 @@ mod layer {
     use tracing_subscriber::Layer;
 
     use super::TraceRecord;
+    use crate::bus::event_bus::EventBus;
     use crate::constant::TRACE;
-    use crate::event_bus::EventBus;
-    use crate::message_context::current_message;
-    use crate::system::SystemShared;
+    use crate::delivery::accept::SystemShared;
+    use crate::message::context::current_message;
 
     const CHANNEL: usize = 8192;
 
@@ -229,7 +229,7 @@ mod layer {
     struct OpenSpan {
         opened: Instant,
         fields: BTreeMap<String, String>,
-        message: Option<Arc<crate::message::EMessage>>,
+        message: Option<Arc<crate::message::emessage::EMessage>>,
     }
 
     /// A record of an event or a closed span, tagged with the message being handled.
@@ -239,7 +239,7 @@ mod layer {
         fields: BTreeMap<String, String>,
         span: Option<String>,
         span_duration: Option<std::time::Duration>,
-        current: Option<Arc<crate::message::EMessage>>,
+        current: Option<Arc<crate::message::emessage::EMessage>>,
     ) -> TraceRecord {
         TraceRecord {
             level: meta.level().to_string(),
@@ -267,7 +267,7 @@ mod layer {
         fn admit(
             &self,
             meta: &tracing::Metadata<'_>,
-        ) -> Option<Option<Arc<crate::message::EMessage>>> {
+        ) -> Option<Option<Arc<crate::message::emessage::EMessage>>> {
             if *meta.level() > self.level || is_own_target(meta.target()) {
                 return None;
             }

@@ -1,4 +1,4 @@
-//! Carries out a [`ShutdownStrategy`] (see the table in [`crate::shutdown`]).
+//! Carries out a [`ShutdownStrategy`] (see the table in [`crate::shutdown::strategy`]).
 //!
 //! Order of events for the strategies that stop the whole system:
 //!
@@ -24,13 +24,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::bus::event_bus::EventBus;
 use crate::constant::SHUTDOWN_ACK;
 use crate::error::CoreError;
-use crate::event_bus::EventBus;
-use crate::shutdown::{
+use crate::shutdown::strategy::{
     ShutdownAck, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
-use crate::worker_registry::{WorkerState, WorkerStatus};
+use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// How long the bus waits for its own workers to hand out the shutdown acks.
 const ACK_GRACE: Duration = Duration::from_secs(2);
@@ -288,7 +288,7 @@ async fn stop_and_wait(
                     if let Some(job) = job {
                         tracing::warn!(worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
                         if bus.is_accepting() {
-                            crate::worker_monitor::redeliver(&bus.tasks, w, job).await;
+                            crate::worker::monitor::redeliver(&bus.tasks, w, job).await;
                         }
                         outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));
                     } else {

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::worker_registry::WorkerInfo;
+use crate::worker::registry::WorkerInfo;
 
 /// What happened to a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -14,14 +14,14 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
 
-use crate::ack::{Ack, DeadReason};
+use crate::bus::event_bus::EventBus;
+use crate::bus::tasks::SystemTasks;
 use crate::constant::MAX_SYSTEM_PAYLOAD;
-use crate::event_bus::EventBus;
-use crate::handler::EHandler;
-use crate::message::EMessage;
-use crate::shutdown::ShutdownCommand;
-use crate::system::SystemShared;
-use crate::system_tasks::SystemTasks;
+use crate::delivery::accept::SystemShared;
+use crate::handler::spec::EHandler;
+use crate::message::ack::{Ack, DeadReason};
+use crate::message::emessage::EMessage;
+use crate::shutdown::strategy::ShutdownCommand;
 
 /// A handle on a system that does not keep it alive.
 struct WeakBus {

@@ -15,25 +15,25 @@ pub(crate) mod registry;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::ack::{Ack, DeadReason};
-use crate::audit::{AuditEvent, AuditOutcome};
-use crate::backoff::Backoff;
-use crate::catch_unwind::CatchUnwind;
+use crate::backend::queue::Claimed;
 use crate::constant::DEFAULT_MAX_RETRIES;
-use crate::consumer_router::ConsumerRouter;
+use crate::delivery::accept::SystemShared;
+use crate::delivery::consumer_router::ConsumerRouter;
+use crate::delivery::job::{Job, Target};
+use crate::delivery::job_channel::JobReceiver;
+use crate::delivery::scheduler::Scheduled;
+use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
-use crate::handler_runtime::HandlerRuntime;
-use crate::job::{Job, Target};
-use crate::job_channel::JobReceiver;
-use crate::message::{DeliveryMode, EMessage, MessageTopic};
-use crate::message_context::with_current;
-use crate::metrics::TopicCounters;
-use crate::middleware::Pipeline;
-use crate::queue::Claimed;
-use crate::scheduler::Scheduled;
-use crate::system::SystemShared;
-use crate::topic_entry::TopicEntry;
-use crate::worker_registry::{WorkerState, WorkerStatus};
+use crate::handler::backoff::Backoff;
+use crate::handler::middleware::Pipeline;
+use crate::handler::runtime::HandlerRuntime;
+use crate::message::ack::{Ack, DeadReason};
+use crate::message::context::with_current;
+use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
+use crate::observe::audit_log::{AuditEvent, AuditOutcome};
+use crate::observe::metrics_store::TopicCounters;
+use crate::worker::catch_unwind::CatchUnwind;
+use crate::worker::registry::{WorkerState, WorkerStatus};
 use tracing::Instrument;
 
 impl Worker {
@@ -213,7 +213,10 @@ impl Worker {
         }
         self.state.set_status(WorkerStatus::Stopped);
         self.shared
-            .announce_worker(crate::discovery::DiscoveryEvent::Left, &self.state)
+            .announce_worker(
+                crate::system_topics::discovery::DiscoveryEvent::Left,
+                &self.state,
+            )
             .await;
     }
 

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::ack::DeadReason;
+use crate::bus::tasks::SystemTasks;
 use crate::constant::WORKER_HEARTBEAT;
-use crate::job::Target;
-use crate::message::DeliveryMode;
-use crate::system_tasks::SystemTasks;
-use crate::worker_registry::{WorkerInfo, WorkerState, WorkerStatus};
+use crate::delivery::job::Target;
+use crate::message::ack::DeadReason;
+use crate::message::emessage::DeliveryMode;
+use crate::worker::registry::{WorkerInfo, WorkerState, WorkerStatus};
 
 pub(crate) async fn run_monitor(
     tasks: Weak<SystemTasks>,
@@ -109,7 +109,7 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
         handle.abort();
     }
     shared
-        .announce_worker(crate::discovery::DiscoveryEvent::Dead, state)
+        .announce_worker(crate::system_topics::discovery::DiscoveryEvent::Dead, state)
         .await;
     redeliver(tasks, state, job).await;
     if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
@@ -117,7 +117,10 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
             Ok(new) => {
                 tracing::info!(worker = %new.name, replaces = %state.name, "replacement worker started");
                 shared
-                    .announce_worker(crate::discovery::DiscoveryEvent::Joined, &new)
+                    .announce_worker(
+                        crate::system_topics::discovery::DiscoveryEvent::Joined,
+                        &new,
+                    )
                     .await;
             }
             Err(e) => tracing::error!(error = %e, "could not start a replacement worker"),
@@ -129,7 +132,11 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
 /// It counts as a failed delivery: past the handler's retries it becomes a dead letter, so a
 /// message that hangs every worker cannot circulate for ever. A copy that only that worker
 /// could take (addressed to it, or its share of a broadcast) becomes a dead letter at once.
-pub(crate) async fn redeliver(tasks: &SystemTasks, state: &WorkerState, job: crate::job::Job) {
+pub(crate) async fn redeliver(
+    tasks: &SystemTasks,
+    state: &WorkerState,
+    job: crate::delivery::job::Job,
+) {
     let shared = &tasks.shared;
     let Some(entry) = shared.topics.get(&state.topic).cloned() else {
         return;
@@ -157,7 +164,7 @@ pub(crate) async fn redeliver(tasks: &SystemTasks, state: &WorkerState, job: cra
     }
     entry.counters.retried();
     entry.push_detached(
-        crate::job::Job {
+        crate::delivery::job::Job {
             message: next,
             group: job.group,
         },

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::job::Job;
-use crate::message::MessageTopic;
+use crate::delivery::job::Job;
+use crate::message::emessage::MessageTopic;
 
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -151,8 +151,8 @@ impl WorkerState {
         self.last_heartbeat_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    pub(crate) fn metrics(&self) -> crate::metrics::WorkerMetrics {
-        crate::metrics::WorkerMetrics {
+    pub(crate) fn metrics(&self) -> crate::observe::metrics_store::WorkerMetrics {
+        crate::observe::metrics_store::WorkerMetrics {
             handled: self.processed(),
             acked: self.acked.load(Ordering::Relaxed),
             retried: self.retried.load(Ordering::Relaxed),

@@ -1,0 +1,2 @@
+pub(crate) mod queue;
+pub(crate) mod wal;

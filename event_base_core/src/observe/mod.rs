@@ -1,0 +1,4 @@
+pub(crate) mod audit_log;
+pub(crate) mod latency_histogram;
+pub(crate) mod metrics_store;
+pub(crate) mod trace_layer;

@@ -1,0 +1,3 @@
+pub(crate) mod coordinator;
+pub(crate) mod signal;
+pub(crate) mod strategy;

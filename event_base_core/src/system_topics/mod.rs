@@ -1,0 +1,2 @@
+pub(crate) mod discovery;
+pub(crate) mod handlers;
