@@ -72,10 +72,10 @@ pub use delivery::consumer_router::ConsumerRouter;
 pub use delivery::topic_router::TopicRouter;
 pub use error::{CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
-pub use handler::middleware::{BoxAckFuture, Middleware, Next, Pipeline};
-pub use handler::spec::{
-    handler_fn, EHandler, FnHandler, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY,
-};
+pub use handler::middleware::{BoxAckFuture, Middleware, Next};
+pub use handler::pipeline::Pipeline;
+pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
+pub use handler::spec::{HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;

@@ -2,8 +2,8 @@
 //!
 //! A [`Middleware`] receives the message and a [`Next`], the rest of the chain. It may act
 //! before calling `next.run(msg)`, after it, or not call it at all and answer an [`Ack`]
-//! itself (short-circuit). A [`Pipeline`] is the handler with its middleware; with no
-//! middleware it calls the handler directly, so an empty chain costs nothing.
+//! itself (short-circuit). A [`Pipeline`](crate::Pipeline) is the handler with its middleware;
+//! with no middleware it calls the handler directly, so an empty chain costs nothing.
 //!
 //! ```
 //! use event_base_core::{async_trait, Ack, EMessage, Middleware, Next};
@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::handler::spec::EHandler;
+use crate::handler::ehandler::EHandler;
 use crate::message::ack::Ack;
 use crate::message::emessage::EMessage;
 
@@ -49,6 +49,11 @@ pub struct Next<'a> {
 }
 
 impl<'a> Next<'a> {
+    /// The chain from `rest` inwards, ending at `handler`.
+    pub(crate) fn new(rest: &'a [Arc<dyn Middleware>], handler: &'a dyn EHandler) -> Self {
+        Next { rest, handler }
+    }
+
     /// Runs the rest of the chain.
     pub async fn run(self, msg: &EMessage) -> Ack {
         match self.rest.split_first() {
@@ -64,53 +69,6 @@ impl<'a> Next<'a> {
                     .await
             }
             None => self.handler.handler(msg).await,
-        }
-    }
-}
-
-/// A handler and its middleware, outermost first.
-#[derive(Clone)]
-pub struct Pipeline {
-    middleware: Arc<[Arc<dyn Middleware>]>,
-    handler: Arc<dyn EHandler>,
-}
-
-impl Pipeline {
-    /// Builds a pipeline.
-    pub fn new(handler: Arc<dyn EHandler>, middleware: Vec<Arc<dyn Middleware>>) -> Self {
-        Pipeline {
-            middleware: middleware.into(),
-            handler,
-        }
-    }
-
-    /// Number of middleware layers.
-    pub fn len(&self) -> usize {
-        self.middleware.len()
-    }
-
-    /// Whether the pipeline has no middleware.
-    pub fn is_empty(&self) -> bool {
-        self.middleware.is_empty()
-    }
-
-    /// Runs the message through the middleware and the handler.
-    pub async fn run(&self, msg: &EMessage) -> Ack {
-        self.call(msg).await
-    }
-
-    /// The future of one run. It is the handler's (or the outermost middleware's) own boxed
-    /// future, so running a pipeline adds no allocation of its own.
-    pub fn call<'a>(&'a self, msg: &'a EMessage) -> BoxAckFuture<'a> {
-        match self.middleware.split_first() {
-            None => self.handler.handler(msg),
-            Some((first, rest)) => first.handle(
-                msg,
-                Next {
-                    rest,
-                    handler: &*self.handler,
-                },
-            ),
         }
     }
 }

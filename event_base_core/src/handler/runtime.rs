@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::handler::backoff::Backoff;
-use crate::handler::middleware::{Middleware, Pipeline};
+use crate::handler::middleware::Middleware;
+use crate::handler::pipeline::Pipeline;
 use crate::handler::spec::HandlerSpec;
 use crate::message::emessage::MessageTopic;
 

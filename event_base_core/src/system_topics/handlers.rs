@@ -18,7 +18,7 @@ use crate::bus::event_bus::EventBus;
 use crate::bus::tasks::SystemTasks;
 use crate::constant::MAX_SYSTEM_PAYLOAD;
 use crate::delivery::accept::SystemShared;
-use crate::handler::spec::EHandler;
+use crate::handler::ehandler::EHandler;
 use crate::message::ack::{Ack, DeadReason};
 use crate::message::emessage::EMessage;
 use crate::shutdown::strategy::ShutdownCommand;

@@ -25,7 +25,7 @@ use crate::delivery::scheduler::Scheduled;
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::handler::backoff::Backoff;
-use crate::handler::middleware::Pipeline;
+use crate::handler::pipeline::Pipeline;
 use crate::handler::runtime::HandlerRuntime;
 use crate::message::ack::{Ack, DeadReason};
 use crate::message::context::with_current;
