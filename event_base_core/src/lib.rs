@@ -72,9 +72,9 @@ pub use delivery::consumer_router::ConsumerRouter;
 pub use delivery::topic_router::TopicRouter;
 pub use error::{CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
+pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};
 pub use handler::pipeline::Pipeline;
-pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
 pub use handler::spec::{HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
@@ -88,9 +88,9 @@ pub use observe::audit_log::{
     AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter,
 };
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
-pub use observe::metrics_store::{
-    MetricsManager, MetricsSnapshot, MetricsStore, NodeMetrics, TopicMetrics, WorkerMetrics,
-};
+pub use observe::metrics_manager::MetricsManager;
+pub use observe::metrics_store::MetricsStore;
+pub use observe::snapshot::{MetricsSnapshot, NodeMetrics, TopicMetrics, WorkerMetrics};
 #[cfg(feature = "trace")]
 pub use observe::trace_layer::TraceLayer;
 pub use observe::trace_layer::TraceRecord;

@@ -9,11 +9,11 @@ use crate::backend::queue::QueueFactory;
 use crate::backend::wal::Wal;
 use crate::bus::event_bus::EventBus;
 use crate::bus::in_flight::InFlight;
+use crate::bus::shared::BusShared;
 use crate::bus::tasks::SystemTasks;
 use crate::constant::{
     DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
 };
-use crate::delivery::accept::SystemShared;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
 use crate::delivery::scheduler::{run_scheduler, SchedulerHandle};
@@ -24,7 +24,7 @@ use crate::handler::middleware::Middleware;
 use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
 use crate::observe::audit_log::AuditWriter;
-use crate::observe::metrics_store::TopicCounters;
+use crate::observe::topic_counters::TopicCounters;
 use crate::system_topics::handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::worker::monitor::run_monitor;
 use crate::worker::registry::WorkerRegistry;
@@ -250,7 +250,7 @@ impl EventBusBuilder {
         let in_flight = Arc::new(InFlight::default());
         let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
-        let shared = Arc::new(SystemShared {
+        let shared = Arc::new(BusShared {
             wal,
             topics,
             registry: WorkerRegistry::default(),
@@ -291,17 +291,20 @@ impl EventBusBuilder {
                 None
             } else {
                 Some(
-                    crate::observe::audit_log::spawn_writer_thread(self.audit_writers).map_err(
-                        |e| {
+                    crate::observe::audit_writer_thread::spawn_writer_thread(self.audit_writers)
+                        .map_err(|e| {
                             CoreError::Internal(format!(
                                 "cannot start the audit writer thread: {e}"
                             ))
-                        },
-                    )?,
+                        })?,
                 )
             };
             tasks.push_other(tokio::spawn(
-                crate::observe::audit_log::run_audit_publisher(shared.clone(), writers, flush_rx),
+                crate::observe::audit_publisher::run_audit_publisher(
+                    shared.clone(),
+                    writers,
+                    flush_rx,
+                ),
             ));
         }
         for router in router_tasks {

@@ -7,14 +7,16 @@ use uuid::Uuid;
 
 use crate::backend::wal::{Wal, WalStats};
 use crate::bus::builder::EventBusBuilder;
+use crate::bus::shared::BusShared;
 use crate::bus::tasks::SystemTasks;
-use crate::delivery::accept::SystemShared;
 use crate::delivery::topic_router::TopicRouter;
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::{EMessage, IntoMessage};
 use crate::observe::audit_log::AuditLog;
-use crate::observe::metrics_store::{MetricsManager, MetricsSnapshot, MetricsStore};
+use crate::observe::metrics_manager::MetricsManager;
+use crate::observe::metrics_store::MetricsStore;
+use crate::observe::snapshot::MetricsSnapshot;
 use crate::shutdown::strategy::{ShutdownReport, ShutdownStrategy};
 use crate::worker::registry::WorkerRegistry;
 
@@ -28,7 +30,7 @@ static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
 /// when its last handle is dropped; the global one runs until [`EventBus::shutdown`].
 #[derive(Clone)]
 pub struct EventBus {
-    pub(crate) shared: Arc<SystemShared>,
+    pub(crate) shared: Arc<BusShared>,
     pub(crate) tasks: Arc<SystemTasks>,
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 
-use crate::delivery::accept::SystemShared;
+use crate::bus::shared::BusShared;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
 use crate::delivery::topic_table::WorkerSlot;
@@ -25,7 +25,7 @@ use crate::worker::Worker;
 const INBOX_CAPACITY: usize = 1024;
 
 pub(crate) struct SystemTasks {
-    pub(crate) shared: Arc<SystemShared>,
+    pub(crate) shared: Arc<BusShared>,
     workers: Mutex<HashMap<String, JoinHandle<()>>>,
     others: Mutex<Vec<JoinHandle<()>>>,
     /// Routers of topics whose workers claim for themselves.
@@ -36,7 +36,7 @@ pub(crate) struct SystemTasks {
 
 impl SystemTasks {
     pub(crate) fn new(
-        shared: Arc<SystemShared>,
+        shared: Arc<BusShared>,
         routers: HashMap<MessageTopic, Arc<ConsumerRouter>>,
         handlers: HashMap<String, Arc<HandlerRuntime>>,
     ) -> Self {

@@ -1,9 +1,8 @@
-//! The state one running system shares between its router, workers, scheduler and handles.
-//!
-//! The topic table is built once by the builder and never changes while the system runs, so
-//! the send path reads it without a lock.
+//! The send path: admit a message (checks, `Arc`), append it to the WAL, then hand it to its
+//! topic's queue or the scheduler. A send that is refused, times out or is dropped before its
+//! message was queued withdraws the WAL record, so a refused message is never delivered.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -11,37 +10,14 @@ use uuid::Uuid;
 
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
-use crate::bus::in_flight::InFlight;
-use crate::constant::{DEAD_LETTER, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
-use crate::delivery::job::Job;
-use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
-use crate::delivery::topic_hasher::TopicMap;
+use crate::bus::shared::BusShared;
+use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
-use crate::message::ack::DeadReason;
-use crate::message::dead_letter::DeadLetterMessage;
-use crate::message::emessage::{EMessage, MessageTopic};
-use crate::worker::registry::WorkerRegistry;
+use crate::message::emessage::EMessage;
 
-pub(crate) struct SystemShared {
-    pub(crate) wal: Arc<dyn Wal>,
-    pub(crate) topics: TopicMap<MessageTopic, Arc<TopicEntry>>,
-    pub(crate) registry: WorkerRegistry,
-    pub(crate) scheduler: SchedulerHandle,
-    pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) accepting: AtomicBool,
-    pub(crate) batch_size: usize,
-    pub(crate) started: std::time::Instant,
-    pub(crate) audit: crate::observe::audit_log::AuditLog,
-    /// Whether workers time queue wait and handler time.
-    pub(crate) latency_metrics: bool,
-}
-
-impl SystemShared {
-    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<TopicEntry>> {
-        self.topics.get(name)
-    }
-
+impl BusShared {
     /// Checks a message against the system and readies it for its topic's queue.
     ///
     /// Synchronous on purpose: the message moves into its `Arc` here, before any send
@@ -95,7 +71,7 @@ impl SystemShared {
         self.accept_core(entry, message, try_send, timeout).await
     }
 
-    async fn accept_core(
+    pub(crate) async fn accept_core(
         &self,
         entry: &Arc<TopicEntry>,
         message: Arc<EMessage>,
@@ -283,127 +259,6 @@ impl SystemShared {
             }
         }
     }
-
-    /// Delivers again every record the WAL holds as `Pending` or `Processing`.
-    pub(crate) async fn replay(&self) -> Result<usize, CoreError> {
-        let mut records = self.wal.pending().await?;
-        records.sort_by_key(|r| r.message.metadata.created_at);
-        let now = SystemTime::now();
-        let mut count = 0;
-        for record in records {
-            let message = record.message;
-            let Some(entry) = self.topic(message.topic.as_str()).cloned() else {
-                tracing::warn!(id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
-                self.wal.fail(&message, &DeadReason::NoHandler)?;
-                continue;
-            };
-            self.in_flight.add();
-            entry.counters.accepted();
-            count += 1;
-            match message.deliver_at {
-                Some(at) if at > now => self.scheduler.schedule(
-                    instant_for(at),
-                    Scheduled::Message {
-                        entry: entry.clone(),
-                        message,
-                    },
-                ),
-                _ => entry.producer.send(message).await?,
-            }
-        }
-        if count > 0 {
-            tracing::info!(count, "replayed unfinished messages from the WAL");
-        }
-        Ok(count)
-    }
-
-    /// A delivery finished with `Ack`.
-    pub(crate) fn finish_ok(&self, entry: &TopicEntry, job: &Job) {
-        match &job.group {
-            None => {
-                self.complete(&job.message.id);
-                self.final_state(entry);
-            }
-            Some(group) => {
-                if group.finish_one() {
-                    if !group.failed() {
-                        self.complete(&job.message.id);
-                    }
-                    self.final_state(entry);
-                }
-            }
-        }
-    }
-
-    /// A message reached its final state (complete or dead).
-    #[inline]
-    fn final_state(&self, entry: &TopicEntry) {
-        entry.counters.finished();
-        self.in_flight.done();
-    }
-
-    fn complete(&self, id: &Uuid) {
-        if let Err(e) = self.wal.complete(id) {
-            tracing::error!(%id, error = %e, "could not mark message complete; it may be delivered again after a restart");
-        }
-    }
-
-    /// A delivery ended as a dead letter.
-    pub(crate) async fn dead_letter(&self, entry: &TopicEntry, job: &Job, reason: DeadReason) {
-        let message = &job.message;
-        entry.counters.dead();
-        tracing::warn!(id = %message.id, topic = %message.topic, attempts = message.attempts, %reason, "message dead-lettered");
-        if let Err(e) = self.wal.fail(message, &reason) {
-            tracing::error!(id = %message.id, error = %e, "could not record dead letter in the WAL");
-        }
-        // Announce before the message counts as final, so `wait_idle` also covers the
-        // announcement.
-        if !message.topic.is_system() {
-            let dead = DeadLetterMessage {
-                message: (**message).clone(),
-                reason,
-                attempts: message.attempts,
-                died_at: SystemTime::now(),
-            };
-            self.announce(DEAD_LETTER, &dead).await;
-        }
-        match &job.group {
-            None => self.final_state(entry),
-            Some(group) => {
-                group.mark_failed();
-                if group.finish_one() {
-                    self.final_state(entry);
-                }
-            }
-        }
-    }
-
-    /// Publishes on a system topic if some handler subscribes to it; never waits for room,
-    /// and works during shutdown too (shutdown acks are published then).
-    pub(crate) async fn announce<T: serde::Serialize>(&self, topic: &str, value: &T) {
-        if !self.topics.contains_key(topic) {
-            return;
-        }
-        match serde_json::to_vec(value) {
-            Ok(bytes) => {
-                let msg = EMessage::standard(topic, bytes);
-                // Announcements go out during shutdown too (shutdown acks among them), so
-                // they skip the `accepting` check of `admit`.
-                let sent = match self.topics.get(topic) {
-                    Some(entry) => match prepare(entry, msg) {
-                        // Never waiting for room (`try_send`), and no deadline.
-                        Ok(m) => self.accept_core(entry, m, true, None).await,
-                        Err(e) => Err(e),
-                    },
-                    None => return,
-                };
-                if let Err(e) = sent {
-                    tracing::warn!(topic, error = %e, "system announcement dropped");
-                }
-            }
-            Err(e) => tracing::error!(topic, error = %e, "could not encode system announcement"),
-        }
-    }
 }
 
 /// Whether the message is to be delivered later than now.
@@ -415,7 +270,10 @@ fn due_later(message: &EMessage) -> bool {
 /// Readies a message for its topic's queue: the route's topic, a valid `to_worker`, the
 /// first delivery's `attempts`, and the provenance of the message being handled, if any.
 #[inline]
-fn prepare(entry: &TopicEntry, mut message: EMessage) -> Result<Arc<EMessage>, CoreError> {
+pub(crate) fn prepare(
+    entry: &TopicEntry,
+    mut message: EMessage,
+) -> Result<Arc<EMessage>, CoreError> {
     if message.topic != entry.topic {
         message.topic = entry.topic.clone();
     }
@@ -436,7 +294,7 @@ fn prepare(entry: &TopicEntry, mut message: EMessage) -> Result<Arc<EMessage>, C
 
 /// Withdraws an appended message if the send future is dropped before it finished.
 struct WithdrawOnDrop<'a> {
-    shared: &'a SystemShared,
+    shared: &'a BusShared,
     entry: &'a TopicEntry,
     id: Uuid,
     armed: bool,
@@ -462,41 +320,6 @@ impl Drop for WithdrawOnDrop<'_> {
             Err(e) => {
                 tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")
             }
-        }
-    }
-}
-
-impl SystemShared {
-    /// The node's topic table.
-    pub(crate) fn topic_sync(&self) -> crate::system_topics::discovery::TopicSync {
-        let mut topics: Vec<crate::system_topics::discovery::TopicInfo> = self
-            .topics
-            .keys()
-            .map(|t| crate::system_topics::discovery::TopicInfo {
-                topic: t.0.clone(),
-                workers: self.registry.names_for(t.as_str()),
-            })
-            .collect();
-        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
-        crate::system_topics::discovery::TopicSync {
-            node: "local".into(),
-            topics,
-        }
-    }
-
-    /// Announces a worker's arrival or departure, if anyone listens.
-    pub(crate) async fn announce_worker(
-        &self,
-        event: crate::system_topics::discovery::DiscoveryEvent,
-        worker: &crate::worker::registry::WorkerState,
-    ) {
-        if self.topics.contains_key(crate::constant::WORKER_DISCOVERY) {
-            let value = crate::system_topics::discovery::WorkerDiscovery {
-                event,
-                worker: worker.info(),
-            };
-            self.announce(crate::constant::WORKER_DISCOVERY, &value)
-                .await;
         }
     }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::Claimed;
-use crate::delivery::accept::SystemShared;
+use crate::bus::shared::BusShared;
 use crate::delivery::job::{DeliveryGroup, Job, Target};
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::delivery::topic_table::TopicEntry;
@@ -39,13 +39,13 @@ use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
 
 /// The dispatcher of one topic.
 pub struct ConsumerRouter {
-    shared: Arc<SystemShared>,
+    shared: Arc<BusShared>,
     entry: Arc<TopicEntry>,
     batch_size: usize,
 }
 
 impl ConsumerRouter {
-    pub(crate) fn new(shared: Arc<SystemShared>, entry: Arc<TopicEntry>) -> Self {
+    pub(crate) fn new(shared: Arc<BusShared>, entry: Arc<TopicEntry>) -> Self {
         let batch_size = shared.batch_size.max(1);
         ConsumerRouter {
             shared,

@@ -13,16 +13,16 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use uuid::Uuid;
 
-use crate::delivery::accept::SystemShared;
+use crate::bus::shared::BusShared;
 use crate::error::CoreError;
 use crate::message::emessage::{EMessage, IntoMessage, MessageTopic};
 
-static GLOBAL: ArcSwapOption<SystemShared> = ArcSwapOption::const_empty();
+static GLOBAL: ArcSwapOption<BusShared> = ArcSwapOption::const_empty();
 
 /// Sends messages into a system. Cheap to clone.
 #[derive(Clone)]
 pub struct TopicRouter {
-    shared: Option<Arc<SystemShared>>,
+    shared: Option<Arc<BusShared>>,
 }
 
 impl std::fmt::Debug for TopicRouter {
@@ -34,7 +34,7 @@ impl std::fmt::Debug for TopicRouter {
 }
 
 impl TopicRouter {
-    pub(crate) fn for_system(shared: Arc<SystemShared>) -> Self {
+    pub(crate) fn for_system(shared: Arc<BusShared>) -> Self {
         TopicRouter {
             shared: Some(shared),
         }
@@ -48,22 +48,22 @@ impl TopicRouter {
         }
     }
 
-    pub(crate) fn install_global(shared: &Arc<SystemShared>) {
+    pub(crate) fn install_global(shared: &Arc<BusShared>) {
         GLOBAL.store(Some(shared.clone()));
     }
 
-    pub(crate) fn uninstall_global(shared: &Arc<SystemShared>) {
+    pub(crate) fn uninstall_global(shared: &Arc<BusShared>) {
         let current = GLOBAL.load();
         if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, shared)) {
             GLOBAL.store(None);
         }
     }
 
-    pub(crate) fn global_shared() -> Option<Arc<SystemShared>> {
+    pub(crate) fn global_shared() -> Option<Arc<BusShared>> {
         GLOBAL.load_full()
     }
 
-    fn shared(&self) -> Result<&Arc<SystemShared>, CoreError> {
+    fn shared(&self) -> Result<&Arc<BusShared>, CoreError> {
         self.shared.as_ref().ok_or(CoreError::NotStarted)
     }
 
@@ -90,7 +90,7 @@ impl TopicRouter {
         try_send: Option<bool>,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<Uuid, CoreError>> + Send + '_ {
-        // Admitted now, before the future exists: see `SystemShared::admit`.
+        // Admitted now, before the future exists: see `BusShared::admit`.
         let admitted = self.shared().and_then(|shared| {
             shared
                 .admit(topic.as_ref(), message, true)

@@ -160,4 +160,3 @@ impl HandlerSpec {
         self
     }
 }
-

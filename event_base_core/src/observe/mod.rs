@@ -1,4 +1,9 @@
 pub(crate) mod audit_log;
+pub(crate) mod audit_publisher;
+pub(crate) mod audit_writer_thread;
 pub(crate) mod latency_histogram;
+pub(crate) mod metrics_manager;
 pub(crate) mod metrics_store;
+pub(crate) mod snapshot;
+pub(crate) mod topic_counters;
 pub(crate) mod trace_layer;

@@ -63,8 +63,8 @@ mod layer {
 
     use super::TraceRecord;
     use crate::bus::event_bus::EventBus;
+    use crate::bus::shared::BusShared;
     use crate::constant::TRACE;
-    use crate::delivery::accept::SystemShared;
     use crate::message::context::current_message;
 
     const CHANNEL: usize = 8192;
@@ -113,7 +113,7 @@ mod layer {
         }
     }
 
-    async fn forward(shared: Weak<SystemShared>, rx: flume::Receiver<TraceRecord>) {
+    async fn forward(shared: Weak<BusShared>, rx: flume::Receiver<TraceRecord>) {
         while let Ok(first) = rx.recv_async().await {
             let mut batch = vec![first];
             while let Ok(more) = rx.try_recv() {

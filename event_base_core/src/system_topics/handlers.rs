@@ -15,9 +15,9 @@ use std::sync::{Arc, OnceLock, Weak};
 use async_trait::async_trait;
 
 use crate::bus::event_bus::EventBus;
+use crate::bus::shared::BusShared;
 use crate::bus::tasks::SystemTasks;
 use crate::constant::MAX_SYSTEM_PAYLOAD;
-use crate::delivery::accept::SystemShared;
 use crate::handler::ehandler::EHandler;
 use crate::message::ack::{Ack, DeadReason};
 use crate::message::emessage::EMessage;
@@ -25,7 +25,7 @@ use crate::shutdown::strategy::ShutdownCommand;
 
 /// A handle on a system that does not keep it alive.
 struct WeakBus {
-    shared: Weak<SystemShared>,
+    shared: Weak<BusShared>,
     tasks: Weak<SystemTasks>,
 }
 

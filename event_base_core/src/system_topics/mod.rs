@@ -1,2 +1,3 @@
+pub(crate) mod announce;
 pub(crate) mod discovery;
 pub(crate) mod handlers;

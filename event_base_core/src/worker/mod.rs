@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::Claimed;
+use crate::bus::shared::BusShared;
 use crate::constant::DEFAULT_MAX_RETRIES;
-use crate::delivery::accept::SystemShared;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::JobReceiver;
@@ -31,7 +31,7 @@ use crate::message::ack::{Ack, DeadReason};
 use crate::message::context::with_current;
 use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
 use crate::observe::audit_log::{AuditEvent, AuditOutcome};
-use crate::observe::metrics_store::TopicCounters;
+use crate::observe::topic_counters::TopicCounters;
 use crate::worker::catch_unwind::CatchUnwind;
 use crate::worker::registry::{WorkerState, WorkerStatus};
 use tracing::Instrument;
@@ -70,7 +70,7 @@ enum Outcome {
 
 /// One worker of a topic.
 pub struct Worker {
-    shared: Arc<SystemShared>,
+    shared: Arc<BusShared>,
     entry: Arc<TopicEntry>,
     index: usize,
     state: Arc<WorkerState>,
@@ -85,7 +85,7 @@ pub struct Worker {
 
 impl Worker {
     pub(crate) fn new(
-        shared: Arc<SystemShared>,
+        shared: Arc<BusShared>,
         entry: Arc<TopicEntry>,
         state: Arc<WorkerState>,
         handler: &HandlerRuntime,

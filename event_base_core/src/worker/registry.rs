@@ -151,8 +151,8 @@ impl WorkerState {
         self.last_heartbeat_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    pub(crate) fn metrics(&self) -> crate::observe::metrics_store::WorkerMetrics {
-        crate::observe::metrics_store::WorkerMetrics {
+    pub(crate) fn metrics(&self) -> crate::observe::snapshot::WorkerMetrics {
+        crate::observe::snapshot::WorkerMetrics {
             handled: self.processed(),
             acked: self.acked.load(Ordering::Relaxed),
             retried: self.retried.load(Ordering::Relaxed),

@@ -1,0 +1,45 @@
+//! [`BusShared`]: the state one running bus shares between its senders, workers, scheduler,
+//! monitor and handles.
+//!
+//! The fields live here; the behaviours live where they belong, each an `impl BusShared` of
+//! its own: the send path in `delivery/accept.rs`, final states in `delivery/settle.rs`,
+//! start-up replay in `delivery/replay.rs`, announcements in `system_topics/announce.rs`.
+//! The topic table is built once by the builder and never changes while the bus runs, so the
+//! send path reads it without a lock.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::backend::wal::Wal;
+use crate::bus::in_flight::InFlight;
+use crate::delivery::scheduler::SchedulerHandle;
+use crate::delivery::topic_hasher::TopicMap;
+use crate::delivery::topic_table::TopicEntry;
+use crate::message::emessage::MessageTopic;
+use crate::observe::audit_log::AuditLog;
+use crate::worker::registry::WorkerRegistry;
+
+/// The hub of a running bus: every part of it holds an `Arc` of this.
+///
+/// - `topics`: one [`TopicEntry`] per subscribed topic (queue, worker channels, counters).
+/// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
+/// - `accepting`: cleared when shutdown begins; every send checks it.
+pub(crate) struct BusShared {
+    pub(crate) wal: Arc<dyn Wal>,
+    pub(crate) topics: TopicMap<MessageTopic, Arc<TopicEntry>>,
+    pub(crate) registry: WorkerRegistry,
+    pub(crate) scheduler: SchedulerHandle,
+    pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) accepting: AtomicBool,
+    pub(crate) batch_size: usize,
+    pub(crate) started: std::time::Instant,
+    pub(crate) audit: AuditLog,
+    /// Whether workers time queue wait and handler time.
+    pub(crate) latency_metrics: bool,
+}
+
+impl BusShared {
+    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<TopicEntry>> {
+        self.topics.get(name)
+    }
+}

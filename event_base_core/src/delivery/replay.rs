@@ -1,0 +1,43 @@
+//! Start-up replay: every record the WAL holds unfinished is delivered again.
+
+use std::time::SystemTime;
+
+use crate::bus::shared::BusShared;
+use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::error::CoreError;
+use crate::message::ack::DeadReason;
+
+impl BusShared {
+    /// Delivers again every record the WAL holds as `Pending` or `Processing`.
+    pub(crate) async fn replay(&self) -> Result<usize, CoreError> {
+        let mut records = self.wal.pending().await?;
+        records.sort_by_key(|r| r.message.metadata.created_at);
+        let now = SystemTime::now();
+        let mut count = 0;
+        for record in records {
+            let message = record.message;
+            let Some(entry) = self.topic(message.topic.as_str()).cloned() else {
+                tracing::warn!(id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
+                self.wal.fail(&message, &DeadReason::NoHandler)?;
+                continue;
+            };
+            self.in_flight.add();
+            entry.counters.accepted();
+            count += 1;
+            match message.deliver_at {
+                Some(at) if at > now => self.scheduler.schedule(
+                    instant_for(at),
+                    Scheduled::Message {
+                        entry: entry.clone(),
+                        message,
+                    },
+                ),
+                _ => entry.producer.send(message).await?,
+            }
+        }
+        if count > 0 {
+            tracing::info!(count, "replayed unfinished messages from the WAL");
+        }
+        Ok(count)
+    }
+}

@@ -1,0 +1,88 @@
+//! [`MetricsSnapshot`] and its parts: every counter of a bus at one moment, as plain data.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::observe::latency_histogram::LatencySummary;
+
+/// Counters of one topic at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMetrics {
+    /// Messages accepted by `send` (and replayed at start).
+    pub sent: u64,
+    /// Deliveries handed to a handler.
+    pub handled: u64,
+    /// Deliveries answered `Ack::Ack`.
+    pub acked: u64,
+    /// Deliveries scheduled again (`NoAck`, panic, timeout).
+    pub retried: u64,
+    /// Messages dead-lettered.
+    pub dead: u64,
+    /// Accepted messages not yet complete or dead.
+    pub in_flight: u64,
+    /// Messages waiting in the topic's queue.
+    pub queue_depth: u64,
+    /// From the message's `created_at` (or its `deliver_at`, if later) to its first
+    /// delivery: includes any time between building the message and sending it, and, for a
+    /// message replayed after a restart, the time the system was down.
+    pub queue_wait: LatencySummary,
+    /// Time spent in the handler and its middleware, per delivery.
+    pub handler_time: LatencySummary,
+}
+
+/// Counters of one worker at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerMetrics {
+    /// Deliveries it handled.
+    pub handled: u64,
+    /// Of those, answered `Ack::Ack`.
+    pub acked: u64,
+    /// Of those, scheduled again.
+    pub retried: u64,
+    /// Of those, dead-lettered.
+    pub dead: u64,
+}
+
+/// Figures of the whole node (process) at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMetrics {
+    /// Accepted messages not yet final, all topics.
+    pub in_flight: u64,
+    /// Of those, waiting on a timer (delayed delivery or retry backoff).
+    pub waiting_on_timers: u64,
+    /// Time since the system started.
+    pub uptime: Duration,
+    /// Live workers.
+    pub workers: u64,
+}
+
+/// Every counter of a system at one moment.
+///
+/// ```
+/// # use event_base_core::MetricsSnapshot;
+/// let snap = MetricsSnapshot::default();
+/// assert!(snap.topic("orders").is_none());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricsSnapshot {
+    /// Per topic, by name.
+    pub topics: BTreeMap<String, TopicMetrics>,
+    /// Per worker, by name.
+    pub workers: BTreeMap<String, WorkerMetrics>,
+    /// The node as a whole.
+    pub node: NodeMetrics,
+}
+
+impl MetricsSnapshot {
+    /// The counters of `topic`, if the bus has it.
+    pub fn topic(&self, topic: &str) -> Option<TopicMetrics> {
+        self.topics.get(topic).copied()
+    }
+
+    /// The counters of one worker.
+    pub fn worker(&self, name: &str) -> Option<WorkerMetrics> {
+        self.workers.get(name).copied()
+    }
+}
