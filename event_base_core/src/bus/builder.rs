@@ -10,7 +10,7 @@ use crate::backend::wal::Wal;
 use crate::bus::event_bus::EventBus;
 use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
-use crate::bus::tasks::SystemTasks;
+use crate::bus::tasks::BusTasks;
 use crate::constant::{
     DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
 };
@@ -61,6 +61,13 @@ pub struct EventBusBuilder {
 impl Default for EventBusBuilder {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl EventBus {
+    /// A builder for a new system.
+    pub fn builder() -> EventBusBuilder {
+        EventBusBuilder::new()
     }
 }
 
@@ -279,7 +286,7 @@ impl EventBusBuilder {
             .iter()
             .map(|h| (h.name.clone(), h.clone()))
             .collect();
-        let tasks = Arc::new(SystemTasks::new(shared.clone(), routers, by_name));
+        let tasks = Arc::new(BusTasks::new(shared.clone(), routers, by_name));
         let next_due = shared.scheduler.next_due();
         tasks.push_other(tokio::spawn(run_scheduler(
             scheduler_rx,
@@ -333,8 +340,8 @@ impl EventBusBuilder {
                 }
             }));
         }
-        bus_cell.set(&bus);
-        discovery_cell.set(&bus);
+        bus_cell.set(&bus.tasks);
+        discovery_cell.set(&bus.tasks);
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;

@@ -1,14 +1,14 @@
 //! [`EventBus`]: a running system, and the handle to observe and stop it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::backend::wal::{Wal, WalStats};
-use crate::bus::builder::EventBusBuilder;
+use crate::bus::global;
 use crate::bus::shared::BusShared;
-use crate::bus::tasks::SystemTasks;
+use crate::bus::tasks::BusTasks;
 use crate::delivery::topic_router::TopicRouter;
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
@@ -20,8 +20,6 @@ use crate::observe::snapshot::MetricsSnapshot;
 use crate::shutdown::strategy::{ShutdownReport, ShutdownStrategy};
 use crate::worker::registry::WorkerRegistry;
 
-static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
-
 /// A running system: its topics, workers, WAL and queues.
 ///
 /// Built with [`EventBus::builder`] (isolated systems, as many as you like in one process) or
@@ -31,7 +29,7 @@ static GLOBAL_BUS: Mutex<Option<EventBus>> = Mutex::new(None);
 #[derive(Clone)]
 pub struct EventBus {
     pub(crate) shared: Arc<BusShared>,
-    pub(crate) tasks: Arc<SystemTasks>,
+    pub(crate) tasks: Arc<BusTasks>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -44,35 +42,23 @@ impl std::fmt::Debug for EventBus {
 }
 
 impl EventBus {
-    /// A builder for a new system.
-    pub fn builder() -> EventBusBuilder {
-        EventBusBuilder::new()
-    }
-
     /// The global system, if `start_system!` (or [`EventBus::install_global`]) installed one.
     pub fn global() -> Option<EventBus> {
-        GLOBAL_BUS.lock().ok().and_then(|g| g.clone())
+        global::bus().map(|tasks| EventBus {
+            shared: tasks.shared.clone(),
+            tasks,
+        })
     }
 
     /// Makes this system the global default behind [`TopicRouter::global`] and `send_msg!`.
     /// Fails with [`CoreError::AlreadyStarted`] while another global system runs.
     pub fn install_global(&self) -> Result<(), CoreError> {
-        let mut global = GLOBAL_BUS
-            .lock()
-            .map_err(|_| CoreError::Internal("global system lock poisoned".into()))?;
-        if let Some(current) = global.as_ref() {
-            if !Arc::ptr_eq(&current.shared, &self.shared) && current.is_accepting() {
-                return Err(CoreError::AlreadyStarted);
-            }
-        }
-        *global = Some(self.clone());
-        TopicRouter::install_global(&self.shared);
-        Ok(())
+        global::install(&self.tasks)
     }
 
     /// Whether `TopicRouter::global()` currently points at a running system.
     pub fn global_is_running() -> bool {
-        TopicRouter::global_shared().is_some()
+        global::router_shared().is_some()
     }
 
     /// The router to send into this system.
@@ -207,16 +193,14 @@ impl EventBus {
 
     /// Whether the system still accepts sends.
     pub fn is_accepting(&self) -> bool {
-        self.shared
-            .accepting
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.shared.is_accepting()
     }
 
     /// Stops the system (or, with `Graceful`, one worker) with `strategy`; see
     /// [`ShutdownStrategy`] for what each does with queued and in-flight messages. Unfinished
     /// messages stay in the WAL for the next start.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
-        crate::shutdown::coordinator::shutdown(self, strategy).await
+        crate::shutdown::coordinator::shutdown(&self.tasks, strategy).await
     }
 
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
@@ -284,17 +268,5 @@ impl EventBus {
             poll_interval: Duration::from_secs(1),
         })
         .await
-    }
-
-    pub(crate) fn uninstall_global(&self) {
-        TopicRouter::uninstall_global(&self.shared);
-        if let Ok(mut global) = GLOBAL_BUS.lock() {
-            if global
-                .as_ref()
-                .is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared))
-            {
-                *global = None;
-            }
-        }
     }
 }

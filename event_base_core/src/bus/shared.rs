@@ -42,4 +42,9 @@ impl BusShared {
     pub(crate) fn topic(&self, name: &str) -> Option<&Arc<TopicEntry>> {
         self.topics.get(name)
     }
+
+    /// Whether the bus still accepts sends (shutdown has not begun).
+    pub(crate) fn is_accepting(&self) -> bool {
+        self.accepting.load(std::sync::atomic::Ordering::Acquire)
+    }
 }

@@ -1,4 +1,4 @@
-//! [`SystemTasks`]: the background tasks of one running system, and starting workers.
+//! [`BusTasks`]: the background tasks of one running system, and starting workers.
 //!
 //! It owns the join handles (workers by name, and the scheduler, router and monitor tasks),
 //! the per-topic routers shared by workers that claim for themselves, and each handler's
@@ -24,7 +24,7 @@ use crate::worker::Worker;
 /// Capacity of each worker's private inbox.
 const INBOX_CAPACITY: usize = 1024;
 
-pub(crate) struct SystemTasks {
+pub(crate) struct BusTasks {
     pub(crate) shared: Arc<BusShared>,
     workers: Mutex<HashMap<String, JoinHandle<()>>>,
     others: Mutex<Vec<JoinHandle<()>>>,
@@ -34,13 +34,13 @@ pub(crate) struct SystemTasks {
     pub(crate) handlers: HashMap<String, Arc<HandlerRuntime>>,
 }
 
-impl SystemTasks {
+impl BusTasks {
     pub(crate) fn new(
         shared: Arc<BusShared>,
         routers: HashMap<MessageTopic, Arc<ConsumerRouter>>,
         handlers: HashMap<String, Arc<HandlerRuntime>>,
     ) -> Self {
-        SystemTasks {
+        BusTasks {
             shared,
             workers: Mutex::new(HashMap::new()),
             others: Mutex::new(Vec::new()),
@@ -114,7 +114,7 @@ impl SystemTasks {
     }
 }
 
-impl Drop for SystemTasks {
+impl Drop for BusTasks {
     fn drop(&mut self) {
         self.shared.accepting.store(false, Ordering::Release);
         if let Ok(mut w) = self.workers.lock() {

@@ -10,14 +10,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use uuid::Uuid;
 
+use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::error::CoreError;
 use crate::message::emessage::{EMessage, IntoMessage, MessageTopic};
-
-static GLOBAL: ArcSwapOption<BusShared> = ArcSwapOption::const_empty();
 
 /// Sends messages into a system. Cheap to clone.
 #[derive(Clone)]
@@ -44,23 +42,8 @@ impl TopicRouter {
     /// send fails with [`CoreError::NotStarted`].
     pub fn global() -> TopicRouter {
         TopicRouter {
-            shared: GLOBAL.load_full(),
+            shared: global::router_shared(),
         }
-    }
-
-    pub(crate) fn install_global(shared: &Arc<BusShared>) {
-        GLOBAL.store(Some(shared.clone()));
-    }
-
-    pub(crate) fn uninstall_global(shared: &Arc<BusShared>) {
-        let current = GLOBAL.load();
-        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, shared)) {
-            GLOBAL.store(None);
-        }
-    }
-
-    pub(crate) fn global_shared() -> Option<Arc<BusShared>> {
-        GLOBAL.load_full()
     }
 
     fn shared(&self) -> Result<&Arc<BusShared>, CoreError> {

@@ -24,7 +24,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::bus::event_bus::EventBus;
+use crate::bus::global;
+use crate::bus::tasks::BusTasks;
 use crate::constant::SHUTDOWN_ACK;
 use crate::error::CoreError;
 use crate::shutdown::strategy::{
@@ -36,7 +37,7 @@ use crate::worker::registry::{WorkerState, WorkerStatus};
 const ACK_GRACE: Duration = Duration::from_secs(2);
 
 pub(crate) async fn shutdown(
-    bus: &EventBus,
+    tasks: &BusTasks,
     strategy: ShutdownStrategy,
 ) -> Result<ShutdownReport, CoreError> {
     let started = Instant::now();
@@ -45,9 +46,9 @@ pub(crate) async fn shutdown(
         poll_interval,
     } = &strategy
     {
-        return graceful(bus, worker_name, *poll_interval, started).await;
+        return graceful(tasks, worker_name, *poll_interval, started).await;
     }
-    let shared = &bus.shared;
+    let shared = &tasks.shared;
     shared.accepting.store(false, Ordering::Release);
     tracing::info!(
         strategy = strategy.name(),
@@ -75,7 +76,7 @@ pub(crate) async fn shutdown(
                 } else {
                     WorkerOutcome::Completed
                 };
-                if let Some(h) = bus.tasks.take_worker(&w.name) {
+                if let Some(h) = tasks.take_worker(&w.name) {
                     h.abort();
                     let _ = h.await;
                 }
@@ -88,7 +89,7 @@ pub(crate) async fn shutdown(
         } => {
             request_stop(&user);
             stop_and_wait(
-                bus,
+                tasks,
                 &user,
                 Some(started + *force_timeout),
                 *poll_interval,
@@ -101,7 +102,7 @@ pub(crate) async fn shutdown(
             shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
             request_stop(&user);
             stop_and_wait(
-                bus,
+                tasks,
                 &user,
                 Some(deadline),
                 Duration::from_secs(1),
@@ -111,7 +112,7 @@ pub(crate) async fn shutdown(
         }
         ShutdownStrategy::StateBasedIdle => {
             request_stop(&user);
-            stop_and_wait(bus, &user, None, Duration::from_secs(1), &mut outcomes).await;
+            stop_and_wait(tasks, &user, None, Duration::from_secs(1), &mut outcomes).await;
         }
         ShutdownStrategy::Batched {
             batch_size,
@@ -121,7 +122,7 @@ pub(crate) async fn shutdown(
             let last = groups.len().saturating_sub(1);
             for (i, group) in groups.into_iter().enumerate() {
                 request_stop(group);
-                stop_and_wait(bus, group, None, Duration::from_secs(1), &mut outcomes).await;
+                stop_and_wait(tasks, group, None, Duration::from_secs(1), &mut outcomes).await;
                 tracing::info!(
                     stopped = group.len(),
                     "shutdown: a batch of workers stopped"
@@ -145,7 +146,7 @@ pub(crate) async fn shutdown(
                 .await;
             request_stop(&user);
             stop_and_wait(
-                bus,
+                tasks,
                 &user,
                 Some(deadline.max(Instant::now())),
                 Duration::from_secs(1),
@@ -186,7 +187,7 @@ pub(crate) async fn shutdown(
 
     // Hand every audit record to the writers before their feeder is cancelled.
     shared.audit.flush().await;
-    bus.tasks.abort_all().await;
+    tasks.abort_all().await;
     for s in shared.registry.states() {
         if s.status() != WorkerStatus::Dead {
             s.set_status(WorkerStatus::Stopped);
@@ -195,7 +196,7 @@ pub(crate) async fn shutdown(
     if let Err(e) = shared.wal.flush().await {
         tracing::error!(error = %e, "WAL flush at shutdown failed");
     }
-    bus.uninstall_global();
+    global::uninstall(&tasks.shared);
     let left = shared.in_flight.get();
     let report = ShutdownReport {
         strategy: strategy.name().to_owned(),
@@ -235,7 +236,7 @@ fn request_stop(workers: &[Arc<WorkerState>]) {
 /// nothing and is `Completed`. When the system keeps running (`Graceful`), the message a
 /// cancelled worker held is delivered again to another worker at once.
 async fn stop_and_wait(
-    bus: &EventBus,
+    tasks: &BusTasks,
     workers: &[Arc<WorkerState>],
     deadline: Option<Instant>,
     poll_interval: Duration,
@@ -246,8 +247,7 @@ async fn stop_and_wait(
     let deadlines: Vec<Option<Instant>> = workers
         .iter()
         .map(|w| {
-            let own = bus
-                .tasks
+            let own = tasks
                 .handlers
                 .get(&w.handler)
                 .and_then(|h| h.shutdown_timeout)
@@ -259,7 +259,7 @@ async fn stop_and_wait(
         })
         .collect();
     for (w, deadline) in workers.iter().zip(deadlines) {
-        let Some(mut handle) = bus.tasks.take_worker(&w.name) else {
+        let Some(mut handle) = tasks.take_worker(&w.name) else {
             outcomes.insert(w.name.clone(), (WorkerOutcome::Completed, None));
             continue;
         };
@@ -276,7 +276,7 @@ async fn stop_and_wait(
                     let _ = handle.await;
                     let job = w.take_current();
                     let interrupted = job.as_ref().map(|j| j.message.id);
-                    if let Some(slot) = bus
+                    if let Some(slot) = tasks
                         .shared
                         .topics
                         .get(&w.topic)
@@ -287,8 +287,8 @@ async fn stop_and_wait(
                     w.set_status(WorkerStatus::Stopped);
                     if let Some(job) = job {
                         tracing::warn!(worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
-                        if bus.is_accepting() {
-                            crate::worker::monitor::redeliver(&bus.tasks, w, job).await;
+                        if tasks.shared.is_accepting() {
+                            crate::worker::monitor::redeliver(&tasks, w, job).await;
                         }
                         outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));
                     } else {
@@ -306,12 +306,12 @@ async fn stop_and_wait(
 
 /// Stops one worker once it is idle; the system keeps running.
 async fn graceful(
-    bus: &EventBus,
+    tasks: &BusTasks,
     name: &str,
     poll_interval: Duration,
     started: Instant,
 ) -> Result<ShutdownReport, CoreError> {
-    let shared = &bus.shared;
+    let shared = &tasks.shared;
     let state = shared
         .registry
         .state(name)
@@ -330,7 +330,7 @@ async fn graceful(
     let one = [state.clone()];
     request_stop(&one);
     let mut outcomes = HashMap::new();
-    stop_and_wait(bus, &one, None, poll_interval, &mut outcomes).await;
+    stop_and_wait(tasks, &one, None, poll_interval, &mut outcomes).await;
     let (outcome, interrupted) = outcomes
         .get(&state.name)
         .copied()

@@ -14,27 +14,19 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
 
-use crate::bus::event_bus::EventBus;
-use crate::bus::shared::BusShared;
-use crate::bus::tasks::SystemTasks;
+use crate::bus::tasks::BusTasks;
 use crate::constant::MAX_SYSTEM_PAYLOAD;
 use crate::handler::ehandler::EHandler;
 use crate::message::ack::{Ack, DeadReason};
 use crate::message::emessage::EMessage;
 use crate::shutdown::strategy::ShutdownCommand;
 
-/// A handle on a system that does not keep it alive.
-struct WeakBus {
-    shared: Weak<BusShared>,
-    tasks: Weak<SystemTasks>,
-}
+/// A handle on a bus that does not keep it alive.
+struct WeakBus(Weak<BusTasks>);
 
 impl WeakBus {
-    fn upgrade(&self) -> Option<EventBus> {
-        Some(EventBus {
-            shared: self.shared.upgrade()?,
-            tasks: self.tasks.upgrade()?,
-        })
+    fn upgrade(&self) -> Option<Arc<BusTasks>> {
+        self.0.upgrade()
     }
 }
 
@@ -43,11 +35,8 @@ impl WeakBus {
 pub(crate) struct BusCell(Arc<OnceLock<WeakBus>>);
 
 impl BusCell {
-    pub(crate) fn set(&self, bus: &EventBus) {
-        let _ = self.0.set(WeakBus {
-            shared: Arc::downgrade(&bus.shared),
-            tasks: Arc::downgrade(&bus.tasks),
-        });
+    pub(crate) fn set(&self, tasks: &Arc<BusTasks>) {
+        let _ = self.0.set(WeakBus(Arc::downgrade(tasks)));
     }
 }
 
@@ -82,12 +71,12 @@ impl EHandler for ShutdownCommandHandler {
                 }
             }
         };
-        let Some(bus) = self.bus.0.get().and_then(WeakBus::upgrade) else {
+        let Some(tasks) = self.bus.0.get().and_then(WeakBus::upgrade) else {
             return Ack::Ack;
         };
         tracing::info!(strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
         tokio::spawn(async move {
-            if let Err(e) = bus.shutdown(command.strategy).await {
+            if let Err(e) = crate::shutdown::coordinator::shutdown(&tasks, command.strategy).await {
                 tracing::error!(error = %e, "shutdown requested by message failed");
             }
         });
@@ -110,9 +99,10 @@ impl TopicDiscoveryHandler {
 #[async_trait]
 impl EHandler for TopicDiscoveryHandler {
     async fn handler(&self, _msg: &EMessage) -> Ack {
-        if let Some(bus) = self.bus.0.get().and_then(WeakBus::upgrade) {
-            let sync = bus.shared.topic_sync();
-            bus.shared
+        if let Some(tasks) = self.bus.0.get().and_then(WeakBus::upgrade) {
+            let sync = tasks.shared.topic_sync();
+            tasks
+                .shared
                 .announce(crate::constant::TOPIC_SYNC, &sync)
                 .await;
         }

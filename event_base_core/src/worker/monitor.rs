@@ -12,18 +12,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bus::tasks::SystemTasks;
+use crate::bus::tasks::BusTasks;
 use crate::constant::WORKER_HEARTBEAT;
 use crate::delivery::job::Target;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::DeliveryMode;
 use crate::worker::registry::{WorkerInfo, WorkerState, WorkerStatus};
 
-pub(crate) async fn run_monitor(
-    tasks: Weak<SystemTasks>,
-    interval: Duration,
-    stale_after: Duration,
-) {
+pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale_after: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Per worker: the processed count last seen, and since when it has not moved.
@@ -77,7 +73,7 @@ pub(crate) async fn run_monitor(
 
 /// A handler with its own `timeout` is never declared dead before that timeout could fire.
 fn stale_limit(
-    tasks: &SystemTasks,
+    tasks: &BusTasks,
     state: &WorkerState,
     interval: Duration,
     stale_after: Duration,
@@ -91,7 +87,7 @@ fn stale_limit(
     stale_after.max(own)
 }
 
-async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
+async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
     let Some(job) = state.take_current() else {
         return; // it finished just now
     };
@@ -133,7 +129,7 @@ async fn declare_dead(tasks: &Arc<SystemTasks>, state: &Arc<WorkerState>) {
 /// message that hangs every worker cannot circulate for ever. A copy that only that worker
 /// could take (addressed to it, or its share of a broadcast) becomes a dead letter at once.
 pub(crate) async fn redeliver(
-    tasks: &SystemTasks,
+    tasks: &BusTasks,
     state: &WorkerState,
     job: crate::delivery::job::Job,
 ) {

@@ -1,0 +1,58 @@
+//! The two globals behind `start_system!`, `send_msg!` and [`TopicRouter::global`]: the
+//! default bus, and the send path's lock-free view of it. They are only the default
+//! instance; every bus built with `EventBus::builder()` works without them.
+//!
+//! [`TopicRouter::global`]: crate::TopicRouter::global
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwapOption;
+
+use crate::bus::shared::BusShared;
+use crate::bus::tasks::BusTasks;
+use crate::error::CoreError;
+
+/// What `TopicRouter::global()` sends into: read on every `send_msg!`, so lock-free.
+static ROUTER: ArcSwapOption<BusShared> = ArcSwapOption::const_empty();
+
+/// The installed bus itself (its tasks hold its shared state), for `EventBus::global()`.
+static BUS: Mutex<Option<Arc<BusTasks>>> = Mutex::new(None);
+
+/// Installs `tasks`' bus as the global default. Fails with [`CoreError::AlreadyStarted`]
+/// while another global bus still accepts sends.
+pub(crate) fn install(tasks: &Arc<BusTasks>) -> Result<(), CoreError> {
+    let mut bus = BUS
+        .lock()
+        .map_err(|_| CoreError::Internal("global system lock poisoned".into()))?;
+    if let Some(current) = bus.as_ref() {
+        if !Arc::ptr_eq(&current.shared, &tasks.shared) && current.shared.is_accepting() {
+            return Err(CoreError::AlreadyStarted);
+        }
+    }
+    *bus = Some(tasks.clone());
+    ROUTER.store(Some(tasks.shared.clone()));
+    Ok(())
+}
+
+/// Removes the bus of `shared` from the globals, if it is the one installed.
+pub(crate) fn uninstall(shared: &Arc<BusShared>) {
+    let current = ROUTER.load();
+    if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, shared)) {
+        ROUTER.store(None);
+    }
+    if let Ok(mut bus) = BUS.lock() {
+        if bus.as_ref().is_some_and(|b| Arc::ptr_eq(&b.shared, shared)) {
+            *bus = None;
+        }
+    }
+}
+
+/// The installed bus, if any.
+pub(crate) fn bus() -> Option<Arc<BusTasks>> {
+    BUS.lock().ok().and_then(|b| b.clone())
+}
+
+/// The installed bus's shared state, as the send path sees it.
+pub(crate) fn router_shared() -> Option<Arc<BusShared>> {
+    ROUTER.load_full()
+}
