@@ -9,7 +9,9 @@
 //! A panic or a timeout never ends the worker.
 
 pub(crate) mod catch_unwind;
+mod deliver;
 pub(crate) mod monitor;
+mod outcome;
 pub(crate) mod registry;
 
 use std::sync::Arc;
@@ -17,24 +19,20 @@ use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::Claimed;
 use crate::bus::shared::BusShared;
-use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::JobReceiver;
 use crate::delivery::scheduler::Scheduled;
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
-use crate::handler::backoff::Backoff;
 use crate::handler::pipeline::Pipeline;
 use crate::handler::runtime::HandlerRuntime;
-use crate::message::ack::{Ack, DeadReason};
-use crate::message::context::with_current;
+use crate::message::ack::DeadReason;
 use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
 use crate::observe::audit_log::{AuditEvent, AuditOutcome};
 use crate::observe::topic_counters::TopicCounters;
-use crate::worker::catch_unwind::CatchUnwind;
+use crate::worker::outcome::{decide, Decision, Outcome, RetryPolicy};
 use crate::worker::registry::{WorkerState, WorkerStatus};
-use tracing::Instrument;
 
 impl Worker {
     #[inline]
@@ -61,13 +59,6 @@ enum Source {
     Stop,
 }
 
-/// How one delivery ended, before policy is applied.
-enum Outcome {
-    Answered(Ack),
-    Panicked(String),
-    TimedOut,
-}
-
 /// One worker of a topic.
 pub struct Worker {
     shared: Arc<BusShared>,
@@ -76,11 +67,20 @@ pub struct Worker {
     state: Arc<WorkerState>,
     pipeline: Pipeline,
     timeout: Option<Duration>,
-    retries: Option<u32>,
-    backoff: Option<Backoff>,
+    policy: RetryPolicy,
     inbox: JobReceiver,
     /// Names shared by this worker's audit records (`None`: not audited).
     audit: Option<(Arc<str>, Arc<str>)>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("name", &self.state.name)
+            .field("topic", &self.entry.topic)
+            .field("status", &self.state.status())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Worker {
@@ -102,8 +102,10 @@ impl Worker {
             state,
             pipeline: handler.pipeline.clone(),
             timeout: handler.timeout,
-            retries: handler.retries,
-            backoff: handler.backoff,
+            policy: RetryPolicy {
+                retries: handler.retries,
+                backoff: handler.backoff,
+            },
             audit,
             inbox,
             shared,
@@ -233,61 +235,12 @@ impl Worker {
         }
         self.state.set_current(job);
         self.state.set_status(WorkerStatus::Working);
-        let counters = &self.entry.counters;
-        counters.handled();
+        self.entry.counters.handled();
         let audit_started = self.audit.as_ref().map(|_| {
             self.audit_event(&message, AuditEvent::Started);
             std::time::Instant::now()
         });
-        // One wall-clock read serves both the queue wait and the start of the handler time.
-        let started = self.shared.latency_metrics.then(SystemTime::now);
-        if let Some(now) = started {
-            if message.attempts <= 1 {
-                let since = message
-                    .deliver_at
-                    .map_or(message.metadata.created_at, |at| {
-                        at.max(message.metadata.created_at)
-                    });
-                if let Ok(wait) = now.duration_since(since) {
-                    counters.queue_wait.record(wait);
-                }
-            }
-        }
-
-        let span = tracing::info_span!(
-            "event_base.handle",
-            id = %message.id,
-            topic = %message.topic,
-            attempt = message.attempts,
-            trace_id = message.metadata.trace_id.as_deref(),
-            correlation_id = message.metadata.correlation_id.as_deref(),
-        );
-        let call = CatchUnwind(self.pipeline.call(&message));
-        let run = async {
-            match self.timeout {
-                None => match call.await {
-                    Ok(ack) => Outcome::Answered(ack),
-                    Err(panic) => Outcome::Panicked(panic),
-                },
-                Some(limit) => match tokio::time::timeout(limit, call).await {
-                    Ok(Ok(ack)) => Outcome::Answered(ack),
-                    Ok(Err(panic)) => Outcome::Panicked(panic),
-                    Err(_) => Outcome::TimedOut,
-                },
-            }
-        };
-        // Without a subscriber that wants the span, skip wrapping the handler's future in it:
-        // entering a disabled span on every poll is pure cost.
-        let outcome = if span.is_disabled() {
-            with_current(message.clone(), run).await
-        } else {
-            with_current(message.clone(), run.instrument(span)).await
-        };
-        if let Some(t) = started {
-            if let Ok(took) = t.elapsed() {
-                counters.handler_time.record(took);
-            }
-        }
+        let outcome = self.deliver(&message).await;
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -299,56 +252,33 @@ impl Worker {
         } else {
             WorkerStatus::Idle
         });
-        let message = &job.message;
         let took = audit_started.map(|t| t.elapsed()).unwrap_or_default();
-
-        let attempts = message.attempts;
-        match outcome {
-            Outcome::Answered(Ack::Ack) => {
-                self.entry.counters.acked();
-                TopicCounters::add(&self.state.acked);
-                self.audit_finished(message, AuditOutcome::Acked, took);
-                self.shared.finish_ok(&self.entry, &job);
-            }
-            Outcome::Answered(Ack::NoAck {
-                retry_after,
-                max_retries,
-            }) => {
-                let max = max_retries.or(self.retries).unwrap_or(DEFAULT_MAX_RETRIES);
-                if attempts > max {
-                    self.dead(job, DeadReason::MaxRetriesExceeded, took).await;
-                } else {
-                    let delay = match (retry_after, &self.backoff) {
-                        (Some(d), _) => d,
-                        (None, Some(b)) => b.delay(attempts),
-                        (None, None) => Duration::ZERO,
-                    };
-                    self.retry(job, delay, None, took);
-                }
-            }
-            Outcome::Answered(Ack::Dead { dead_reason }) => self.dead(job, dead_reason, took).await,
+        let attempts = job.message.attempts;
+        match &outcome {
             Outcome::Panicked(text) => {
-                tracing::error!(id = %message.id, worker = %self.state.name, attempts, panic = %text, "handler panicked");
-                self.fail_attempt(job, DeadReason::Other(format!("panic: {text}")), took)
-                    .await;
+                tracing::error!(id = %job.message.id, worker = %self.state.name, attempts, panic = %text, "handler panicked");
             }
             Outcome::TimedOut => {
-                tracing::warn!(id = %message.id, worker = %self.state.name, attempts, "handler timed out");
-                self.fail_attempt(job, DeadReason::Timeout, took).await;
+                tracing::warn!(id = %job.message.id, worker = %self.state.name, attempts, "handler timed out");
             }
+            Outcome::Answered(_) => {}
         }
+        let decision = decide(outcome, attempts, self.policy);
+        self.apply(job, decision, took).await;
         true
     }
 
-    /// A panic or timeout: retry with backoff while retries remain.
-    async fn fail_attempt(&self, job: Job, reason: DeadReason, took: Duration) {
-        let attempts = job.message.attempts;
-        let max = self.retries.unwrap_or(DEFAULT_MAX_RETRIES);
-        if attempts > max {
-            self.dead(job, reason, took).await;
-        } else {
-            let delay = self.backoff.unwrap_or_default().delay(attempts);
-            self.retry(job, delay, Some(reason.to_string()), took);
+    /// Carries out a [`Decision`]: WAL state, counters, audit, and the next delivery.
+    async fn apply(&self, job: Job, decision: Decision, took: Duration) {
+        match decision {
+            Decision::Complete => {
+                self.entry.counters.acked();
+                TopicCounters::add(&self.state.acked);
+                self.audit_finished(&job.message, AuditOutcome::Acked, took);
+                self.shared.finish_ok(&self.entry, &job);
+            }
+            Decision::Retry { delay, reason } => self.retry(job, delay, reason, took),
+            Decision::Dead(reason) => self.dead(job, reason, took).await,
         }
     }
 

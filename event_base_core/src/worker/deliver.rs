@@ -1,0 +1,71 @@
+//! One delivery: the handler's pipeline run for one message, inside its tracing span and the
+//! message context, with panics caught, the handler's timeout enforced, and the topic's
+//! queue-wait and handler-time histograms fed.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tracing::Instrument;
+
+use crate::message::context::with_current;
+use crate::message::emessage::EMessage;
+use crate::worker::catch_unwind::CatchUnwind;
+use crate::worker::outcome::Outcome;
+use crate::worker::Worker;
+
+impl Worker {
+    /// Runs the pipeline for `message` and says how it ended. Never panics, and returns by
+    /// the handler's timeout at the latest.
+    pub(super) async fn deliver(&self, message: &Arc<EMessage>) -> Outcome {
+        let counters = &self.entry.counters;
+        // One wall-clock read serves both the queue wait and the start of the handler time.
+        let started = self.shared.latency_metrics.then(SystemTime::now);
+        if let Some(now) = started {
+            if message.attempts <= 1 {
+                let since = message
+                    .deliver_at
+                    .map_or(message.metadata.created_at, |at| {
+                        at.max(message.metadata.created_at)
+                    });
+                if let Ok(wait) = now.duration_since(since) {
+                    counters.queue_wait.record(wait);
+                }
+            }
+        }
+        let span = tracing::info_span!(
+            "event_base.handle",
+            id = %message.id,
+            topic = %message.topic,
+            attempt = message.attempts,
+            trace_id = message.metadata.trace_id.as_deref(),
+            correlation_id = message.metadata.correlation_id.as_deref(),
+        );
+        let call = CatchUnwind(self.pipeline.call(message));
+        let run = async {
+            match self.timeout {
+                None => match call.await {
+                    Ok(ack) => Outcome::Answered(ack),
+                    Err(panic) => Outcome::Panicked(panic),
+                },
+                Some(limit) => match tokio::time::timeout(limit, call).await {
+                    Ok(Ok(ack)) => Outcome::Answered(ack),
+                    Ok(Err(panic)) => Outcome::Panicked(panic),
+                    Err(_) => Outcome::TimedOut,
+                },
+            }
+        };
+        // Without a subscriber that wants the span, skip wrapping the handler's future in it:
+        // entering a disabled span on every poll is pure cost.
+        let outcome = if span.is_disabled() {
+            with_current(message.clone(), run).await
+        } else {
+            with_current(message.clone(), run.instrument(span)).await
+        };
+        if let Some(t) = started {
+            if let Ok(took) = t.elapsed() {
+                counters.handler_time.record(took);
+            }
+        }
+        outcome
+    }
+}
