@@ -106,6 +106,14 @@ pub struct TopicQueue {
     pub consumer: Arc<dyn EConsumer>,
 }
 
+impl std::fmt::Debug for TopicQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicQueue")
+            .field("queued", &self.producer.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Makes a queue per topic.
 pub trait QueueFactory: Send + Sync + 'static {
     /// Creates the queue for `topic`.

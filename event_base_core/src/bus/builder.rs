@@ -1,31 +1,28 @@
 //! [`EventBusBuilder`]: assembles and starts a system.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::queue::QueueFactory;
 use crate::backend::wal::Wal;
+use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
 use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::{
-    DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SYSTEM_TOPICS,
+    DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS,
+    TOPIC_DISCOVERY,
 };
-use crate::delivery::consumer_router::ConsumerRouter;
-use crate::delivery::job_channel::job_channel;
-use crate::delivery::scheduler::{run_scheduler, SchedulerHandle};
-use crate::delivery::topic_hasher::TopicMap;
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
-use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
-use crate::observe::audit_log::AuditWriter;
-use crate::observe::topic_counters::TopicCounters;
-use crate::system_topics::handlers::{ShutdownCommandHandler, TopicDiscoveryHandler};
+use crate::observe::audit_log::{AuditLog, AuditWriter};
+use crate::system_topics::discovery::DiscoveryEvent;
+use crate::system_topics::handlers::{BusCell, ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::worker::monitor::run_monitor;
 use crate::worker::registry::WorkerRegistry;
 
@@ -56,6 +53,22 @@ pub struct EventBusBuilder {
     audit_writers: Vec<Arc<dyn AuditWriter>>,
     #[cfg(feature = "metrics")]
     export_metrics: Option<Duration>,
+}
+
+impl std::fmt::Debug for EventBusBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBusBuilder")
+            .field("wal_set", &self.wal.is_some())
+            .field("queue", &self.queue.as_ref().map(|q| q.name()))
+            .field("batch_size", &self.batch_size)
+            .field("handlers", &self.handlers)
+            .field("registered", &self.registered)
+            .field("middleware", &self.global_middleware.len())
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("stale_after", &self.stale_after)
+            .field("audit_capacity", &self.audit_capacity)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for EventBusBuilder {
@@ -171,89 +184,18 @@ impl EventBusBuilder {
     /// Starts the system: spawns its tasks on the current tokio runtime and replays every
     /// unfinished record of the WAL.
     pub async fn build(self) -> Result<EventBus, CoreError> {
-        let wal = self.wal.ok_or_else(|| {
-            CoreError::Config(
-                "no WAL set: call .wal(MemoryWal::new()) (or use start_system!, which picks defaults)"
-                    .into(),
-            )
-        })?;
-        let queue = self.queue.ok_or_else(|| {
-            CoreError::Config(
-                "no queue set: call .queue(FlumeQueueFactory::default()) (or use start_system!)"
-                    .into(),
-            )
-        })?;
-        if self.batch_size == 0 {
-            return Err(CoreError::Config("batch_size must be at least 1".into()));
-        }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(CoreError::Config(
-                "build() must run inside a tokio runtime".into(),
-            ));
-        }
+        let (wal, queue) = backends(self.wal, self.queue, self.batch_size)?;
         let mut specs = self.handlers;
         if self.registered {
             specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
         }
         validate(&specs)?;
-        // The bus's own handler: shutdown commands sent on `_system.shutdown`.
-        let command_handler = ShutdownCommandHandler::default();
-        let bus_cell = command_handler.cell();
-        specs.push(HandlerSpec::new(
-            "event_base.shutdown",
-            crate::constant::SHUTDOWN,
-            command_handler,
-        ));
-        let discovery_handler = TopicDiscoveryHandler::default();
-        let discovery_cell = discovery_handler.cell();
-        specs.push(HandlerSpec::new(
-            "event_base.topic_discovery",
-            crate::constant::TOPIC_DISCOVERY,
-            discovery_handler,
-        ));
-
-        // One entry per topic, in declaration order.
-        let mut topics = TopicMap::default();
-        let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::new();
-        for spec in &specs {
-            if !topics.contains_key(&spec.topic) {
-                let q = queue.create(&spec.topic)?;
-                let total: usize = specs
-                    .iter()
-                    .filter(|s| s.topic == spec.topic)
-                    .map(|s| s.workers)
-                    .sum();
-                let (work_tx, work_rx) = job_channel(self.batch_size.max(total));
-                topics.insert(
-                    spec.topic.clone(),
-                    Arc::new(TopicEntry {
-                        topic: spec.topic.clone(),
-                        producer: q.producer,
-                        consumer: q.consumer,
-                        work_tx,
-                        work_rx,
-                        workers: RwLock::new(Vec::with_capacity(total)),
-                        counters: TopicCounters::default(),
-                    }),
-                );
-            }
-            // Global middleware is for the application's handlers; the bus's own and any
-            // handler on a system topic run bare, so a refusing middleware cannot break, say,
-            // shutdown by message.
-            let global: &[Arc<dyn Middleware>] = if spec.topic.is_system() {
-                &[]
-            } else {
-                &self.global_middleware
-            };
-            handlers.push(Arc::new(HandlerRuntime::new(spec, global)));
-            if !spec.topic.is_system() {
-                tracing::info!(handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
-            }
-        }
+        let cells = BusCells::add_system_handlers(&mut specs);
+        let (topics, handlers) =
+            assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
         if specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!("event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
-
         let in_flight = Arc::new(InFlight::default());
         let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
@@ -262,60 +204,16 @@ impl EventBusBuilder {
             topics,
             registry: WorkerRegistry::default(),
             scheduler,
-            in_flight: in_flight.clone(),
+            in_flight,
             accepting: AtomicBool::new(true),
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,
-            audit: crate::observe::audit_log::AuditLog::new(self.audit_capacity, Some(flush_tx)),
+            audit: AuditLog::new(self.audit_capacity, Some(flush_tx)),
         });
-
-        // One router per topic: its own task for queues that need acks, otherwise shared by
-        // the topic's workers, which claim for themselves.
-        let mut routers = HashMap::new();
-        let mut router_tasks = Vec::new();
-        for (topic, entry) in &shared.topics {
-            let router = ConsumerRouter::new(shared.clone(), entry.clone());
-            if router.workers_claim_directly() {
-                routers.insert(topic.clone(), Arc::new(router));
-            } else {
-                router_tasks.push(router);
-            }
-        }
-        let by_name: HashMap<String, Arc<HandlerRuntime>> = handlers
-            .iter()
-            .map(|h| (h.name.clone(), h.clone()))
-            .collect();
-        let tasks = Arc::new(BusTasks::new(shared.clone(), routers, by_name));
-        let next_due = shared.scheduler.next_due();
-        tasks.push_other(tokio::spawn(run_scheduler(
-            scheduler_rx,
-            in_flight,
-            next_due,
-        )));
+        let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         if shared.audit.is_enabled() {
-            let writers = if self.audit_writers.is_empty() {
-                None
-            } else {
-                Some(
-                    crate::observe::audit_writer_thread::spawn_writer_thread(self.audit_writers)
-                        .map_err(|e| {
-                            CoreError::Internal(format!(
-                                "cannot start the audit writer thread: {e}"
-                            ))
-                        })?,
-                )
-            };
-            tasks.push_other(tokio::spawn(
-                crate::observe::audit_publisher::run_audit_publisher(
-                    shared.clone(),
-                    writers,
-                    flush_rx,
-                ),
-            ));
-        }
-        for router in router_tasks {
-            tasks.push_other(tokio::spawn(router.run()));
+            assemble::spawn_audit(&tasks, self.audit_writers, flush_rx)?;
         }
         let mut started = Vec::new();
         for (spec, handler) in specs.iter().zip(&handlers) {
@@ -331,26 +229,15 @@ impl EventBusBuilder {
         let bus = EventBus { shared, tasks };
         #[cfg(feature = "metrics")]
         if let Some(every) = self.export_metrics {
-            let manager = bus.metrics_manager();
-            bus.tasks.push_other(tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(every);
-                loop {
-                    ticker.tick().await;
-                    manager.export();
-                }
-            }));
+            assemble::spawn_metrics_export(&bus.tasks, bus.metrics_manager(), every);
         }
-        bus_cell.set(&bus.tasks);
-        discovery_cell.set(&bus.tasks);
+        cells.set(&bus.tasks);
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
         for state in &started {
             bus.shared
-                .announce_worker(
-                    crate::system_topics::discovery::DiscoveryEvent::Joined,
-                    state,
-                )
+                .announce_worker(DiscoveryEvent::Joined, state)
                 .await;
         }
         let sync = bus.shared.topic_sync();
@@ -358,6 +245,73 @@ impl EventBusBuilder {
             .announce(crate::constant::TOPIC_SYNC, &sync)
             .await;
         Ok(bus)
+    }
+}
+
+/// The WAL and the queue factory of a bus.
+type Backends = (Arc<dyn Wal>, Arc<dyn QueueFactory>);
+
+/// The WAL and queue a build needs, and the checks that need nothing else.
+fn backends(
+    wal: Option<Arc<dyn Wal>>,
+    queue: Option<Arc<dyn QueueFactory>>,
+    batch_size: usize,
+) -> Result<Backends, CoreError> {
+    let wal = wal.ok_or_else(|| {
+        CoreError::Config(
+            "no WAL set: call .wal(MemoryWal::new()) (or use start_system!, which picks defaults)"
+                .into(),
+        )
+    })?;
+    let queue = queue.ok_or_else(|| {
+        CoreError::Config(
+            "no queue set: call .queue(FlumeQueueFactory::default()) (or use start_system!)".into(),
+        )
+    })?;
+    if batch_size == 0 {
+        return Err(CoreError::Config("batch_size must be at least 1".into()));
+    }
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(CoreError::Config(
+            "build() must run inside a tokio runtime".into(),
+        ));
+    }
+    Ok((wal, queue))
+}
+
+/// Where the bus's own handlers find the bus once it is built.
+struct BusCells {
+    shutdown: BusCell,
+    discovery: BusCell,
+}
+
+impl BusCells {
+    /// Adds the bus's own handlers (shutdown commands on `_system.shutdown`, topic discovery
+    /// requests on `_system.topic_discovery`) to `specs`.
+    fn add_system_handlers(specs: &mut Vec<HandlerSpec>) -> BusCells {
+        let command_handler = ShutdownCommandHandler::default();
+        let shutdown = command_handler.cell();
+        specs.push(HandlerSpec::new(
+            "event_base.shutdown",
+            SHUTDOWN,
+            command_handler,
+        ));
+        let discovery_handler = TopicDiscoveryHandler::default();
+        let discovery = discovery_handler.cell();
+        specs.push(HandlerSpec::new(
+            "event_base.topic_discovery",
+            TOPIC_DISCOVERY,
+            discovery_handler,
+        ));
+        BusCells {
+            shutdown,
+            discovery,
+        }
+    }
+
+    fn set(&self, tasks: &Arc<BusTasks>) {
+        self.shutdown.set(tasks);
+        self.discovery.set(tasks);
     }
 }
 

@@ -1,3 +1,4 @@
+pub(crate) mod assemble;
 pub(crate) mod builder;
 pub(crate) mod cache_padded;
 pub(crate) mod event_bus;

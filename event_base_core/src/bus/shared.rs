@@ -13,9 +13,7 @@ use std::sync::Arc;
 use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::scheduler::SchedulerHandle;
-use crate::delivery::topic_hasher::TopicMap;
-use crate::delivery::topic_table::TopicEntry;
-use crate::message::emessage::MessageTopic;
+use crate::delivery::topic_table::{TopicEntry, TopicTable};
 use crate::observe::audit_log::AuditLog;
 use crate::worker::registry::WorkerRegistry;
 
@@ -26,7 +24,7 @@ use crate::worker::registry::WorkerRegistry;
 /// - `accepting`: cleared when shutdown begins; every send checks it.
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
-    pub(crate) topics: TopicMap<MessageTopic, Arc<TopicEntry>>,
+    pub(crate) topics: TopicTable,
     pub(crate) registry: WorkerRegistry,
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,

@@ -44,6 +44,15 @@ pub struct ConsumerRouter {
     batch_size: usize,
 }
 
+impl std::fmt::Debug for ConsumerRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerRouter")
+            .field("topic", &self.entry.topic)
+            .field("batch_size", &self.batch_size)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ConsumerRouter {
     pub(crate) fn new(shared: Arc<BusShared>, entry: Arc<TopicEntry>) -> Self {
         let batch_size = shared.batch_size.max(1);

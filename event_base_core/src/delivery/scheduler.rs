@@ -135,9 +135,7 @@ impl NextDue {
 }
 
 impl SchedulerHandle {
-    pub(crate) fn new(
-        in_flight: Arc<InFlight>,
-    ) -> (SchedulerHandle, flume::Receiver<(Instant, Scheduled)>) {
+    pub(crate) fn new(in_flight: Arc<InFlight>) -> (SchedulerHandle, SchedulerReceiver) {
         let (tx, rx) = flume::unbounded();
         (
             SchedulerHandle {
@@ -167,9 +165,12 @@ impl SchedulerHandle {
     }
 }
 
+/// The scheduler task's end of the channel its handle sends on.
+pub(crate) type SchedulerReceiver = flume::Receiver<(Instant, Scheduled)>;
+
 /// The scheduler task.
 pub(crate) async fn run_scheduler(
-    rx: flume::Receiver<(Instant, Scheduled)>,
+    rx: SchedulerReceiver,
     in_flight: Arc<InFlight>,
     next_due: NextDue,
 ) {

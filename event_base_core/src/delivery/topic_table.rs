@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 use crate::backend::queue::{EConsumer, EProducer};
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
+use crate::delivery::topic_hasher::TopicMap;
 use crate::message::emessage::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
 
@@ -23,6 +24,9 @@ impl WorkerSlot {
         self.running.load(Ordering::Acquire)
     }
 }
+
+/// The topic table of a bus: one entry per subscribed topic, fixed once the bus is built.
+pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<TopicEntry>>;
 
 pub(crate) struct TopicEntry {
     pub(crate) topic: MessageTopic,

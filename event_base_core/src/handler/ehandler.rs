@@ -62,6 +62,14 @@ where
 #[derive(Clone)]
 pub struct FnHandler<F>(F);
 
+impl<F> std::fmt::Debug for FnHandler<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FnHandler")
+            .field(&std::any::type_name::<F>())
+            .finish()
+    }
+}
+
 #[async_trait]
 impl<F, Fut> EHandler for FnHandler<F>
 where

@@ -48,6 +48,14 @@ pub struct Next<'a> {
     handler: &'a dyn EHandler,
 }
 
+impl std::fmt::Debug for Next<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Next")
+            .field("layers_left", &self.rest.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> Next<'a> {
     /// The chain from `rest` inwards, ending at `handler`.
     pub(crate) fn new(rest: &'a [Arc<dyn Middleware>], handler: &'a dyn EHandler) -> Self {

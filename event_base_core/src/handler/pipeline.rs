@@ -14,6 +14,14 @@ pub struct Pipeline {
     handler: Arc<dyn EHandler>,
 }
 
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("layers", &self.middleware.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Pipeline {
     /// Builds a pipeline.
     pub fn new(handler: Arc<dyn EHandler>, middleware: Vec<Arc<dyn Middleware>>) -> Self {

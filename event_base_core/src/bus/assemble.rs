@@ -1,0 +1,147 @@
+//! The steps `EventBusBuilder::build` takes, each a function: the topic table from the
+//! handler specs, the bus's tasks (scheduler, routers), auditing, metrics export.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::backend::queue::QueueFactory;
+use crate::bus::shared::BusShared;
+use crate::bus::tasks::BusTasks;
+use crate::delivery::consumer_router::ConsumerRouter;
+use crate::delivery::job_channel::job_channel;
+use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
+use crate::delivery::topic_hasher::TopicMap;
+use crate::delivery::topic_table::{TopicEntry, TopicTable};
+use crate::error::CoreError;
+use crate::handler::middleware::Middleware;
+use crate::handler::runtime::HandlerRuntime;
+use crate::handler::spec::HandlerSpec;
+use crate::observe::audit_log::AuditWriter;
+use crate::observe::audit_publisher::run_audit_publisher;
+use crate::observe::audit_writer_thread::spawn_writer_thread;
+use crate::observe::topic_counters::TopicCounters;
+
+/// The topic table and every handler's runtime, as [`topic_table`] builds them.
+pub(crate) type Topics = (TopicTable, Vec<Arc<HandlerRuntime>>);
+
+/// One [`TopicEntry`] per topic, in declaration order, and one [`HandlerRuntime`] per spec
+/// (in the order of `specs`).
+pub(crate) fn topic_table(
+    specs: &[HandlerSpec],
+    queue: &dyn QueueFactory,
+    batch_size: usize,
+    global_middleware: &[Arc<dyn Middleware>],
+) -> Result<Topics, CoreError> {
+    let mut topics = TopicMap::default();
+    let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if !topics.contains_key(&spec.topic) {
+            let q = queue.create(&spec.topic)?;
+            let total: usize = specs
+                .iter()
+                .filter(|s| s.topic == spec.topic)
+                .map(|s| s.workers)
+                .sum();
+            let (work_tx, work_rx) = job_channel(batch_size.max(total));
+            topics.insert(
+                spec.topic.clone(),
+                Arc::new(TopicEntry {
+                    topic: spec.topic.clone(),
+                    producer: q.producer,
+                    consumer: q.consumer,
+                    work_tx,
+                    work_rx,
+                    workers: RwLock::new(Vec::with_capacity(total)),
+                    counters: TopicCounters::default(),
+                }),
+            );
+        }
+        // Global middleware is for the application's handlers; the bus's own and any
+        // handler on a system topic run bare, so a refusing middleware cannot break, say,
+        // shutdown by message.
+        let global: &[Arc<dyn Middleware>] = if spec.topic.is_system() {
+            &[]
+        } else {
+            global_middleware
+        };
+        handlers.push(Arc::new(HandlerRuntime::new(spec, global)));
+        if !spec.topic.is_system() {
+            tracing::info!(handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
+        }
+    }
+    Ok((topics, handlers))
+}
+
+/// The bus's tasks with the scheduler and the router tasks running; no worker yet.
+///
+/// One router per topic: its own task for queues that need acks, otherwise shared by the
+/// topic's workers, which claim for themselves.
+pub(crate) fn bus_tasks(
+    shared: &Arc<BusShared>,
+    handlers: &[Arc<HandlerRuntime>],
+    scheduler_rx: SchedulerReceiver,
+) -> Arc<BusTasks> {
+    let mut routers = HashMap::new();
+    let mut router_tasks = Vec::new();
+    for (topic, entry) in &shared.topics {
+        let router = ConsumerRouter::new(shared.clone(), entry.clone());
+        if router.workers_claim_directly() {
+            routers.insert(topic.clone(), Arc::new(router));
+        } else {
+            router_tasks.push(router);
+        }
+    }
+    let by_name: HashMap<String, Arc<HandlerRuntime>> = handlers
+        .iter()
+        .map(|h| (h.name.clone(), h.clone()))
+        .collect();
+    let tasks = Arc::new(BusTasks::new(shared.clone(), routers, by_name));
+    let next_due = shared.scheduler.next_due();
+    tasks.push_other(tokio::spawn(run_scheduler(
+        scheduler_rx,
+        shared.in_flight.clone(),
+        next_due,
+    )));
+    for router in router_tasks {
+        tasks.push_other(tokio::spawn(router.run()));
+    }
+    tasks
+}
+
+/// Starts auditing's background half: the publisher task, and the writer thread if there
+/// are writers.
+pub(crate) fn spawn_audit(
+    tasks: &BusTasks,
+    writers: Vec<Arc<dyn AuditWriter>>,
+    flushes: flume::Receiver<tokio::sync::oneshot::Sender<()>>,
+) -> Result<(), CoreError> {
+    let writers = if writers.is_empty() {
+        None
+    } else {
+        Some(spawn_writer_thread(writers).map_err(|e| {
+            CoreError::Internal(format!("cannot start the audit writer thread: {e}"))
+        })?)
+    };
+    tasks.push_other(tokio::spawn(run_audit_publisher(
+        tasks.shared.clone(),
+        writers,
+        flushes,
+    )));
+    Ok(())
+}
+
+/// Publishes the bus's metrics to the `metrics` facade every `every`.
+#[cfg(feature = "metrics")]
+pub(crate) fn spawn_metrics_export(
+    tasks: &BusTasks,
+    manager: crate::observe::metrics_manager::MetricsManager,
+    every: std::time::Duration,
+) {
+    tasks.push_other(tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        loop {
+            ticker.tick().await;
+            manager.export();
+        }
+    }));
+}
