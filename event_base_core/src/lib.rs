@@ -4,6 +4,28 @@
 //! together with the default backends and the macros. This crate knows no backend: WALs and
 //! queues plug in through the [`Wal`] and [`QueueFactory`] traits.
 //!
+//! # Where things are
+//!
+//! Modules are private and every public name is re-exported here, so paths stay short
+//! (`event_base_core::EMessage`) while the files nest by concern. Each folder's `mod.rs` says
+//! what it holds and what it may import; no file imports a file that imports it back
+//! (`event_base_test/tests/core_module_graph.rs` checks it).
+//!
+//! | folder | concern | main types |
+//! |---|---|---|
+//! | `message/` | what travels | [`EMessage`], [`Ack`], [`DeadReason`], [`DeadLetterMessage`] |
+//! | `handler/` | handlers and what wraps them | [`EHandler`], [`HandlerSpec`], [`Middleware`], [`Pipeline`], [`Backoff`] |
+//! | `backend/` | the contracts backends implement | [`Wal`], [`QueueFactory`] |
+//! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
+//! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
+//! | `bus/` | one running bus | [`EventBus`], [`EventBusBuilder`] |
+//! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
+//! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
+//! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
+//!
+//! `constant` (public) and `error` ([`CoreError`] and the per-concern errors) are the leaves
+//! every folder may import.
+//!
 //! # How a message travels
 //!
 //! ```text

@@ -14,6 +14,12 @@ use tokio::sync::Notify;
 use crate::bus::cache_padded::CachePadded;
 use crate::error::CoreError;
 
+/// Accepted messages not yet final (complete or dead): what `wait_idle`, `Drain` and
+/// `Timeout` wait on, without polling.
+///
+/// Senders bump `added` and workers `done`, each on a cache line of its own; the number in
+/// flight is the difference. Waiters register first, so a finishing worker looks for
+/// idleness, and notifies, only while somebody waits.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     /// Messages accepted (bumped by senders).

@@ -1,3 +1,22 @@
+//! One running bus: the [`EventBus`](crate::EventBus) handle, its builder, the state every
+//! part of it shares ([`BusShared`](shared::BusShared)), its tasks, its count of messages
+//! in flight, and the globals behind `start_system!`.
+//!
+//! May import every folder: this is the top. Two files are the exception, because the layers
+//! below hold them: `shared.rs` (the hub) and `in_flight.rs` import only the contracts,
+//! `delivery/`'s topic table and scheduler, `worker/registry.rs` and `observe/`'s recorders.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `event_bus.rs` | `EventBus`: the handle to send, observe, scale and stop |
+//! | `builder.rs` | `EventBusBuilder`: settings, and `build()` as a list of steps |
+//! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
+//! | `shared.rs` | `BusShared`: the fields; its behaviours live with their concern |
+//! | `tasks.rs` | `BusTasks`: join handles, the routers workers share, starting workers |
+//! | `in_flight.rs` | `InFlight`: accepted messages not yet final, for `wait_idle` and `Drain` |
+//! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
+//! | `global.rs` | the default bus and the send path's view of it |
+
 pub(crate) mod assemble;
 pub(crate) mod builder;
 pub(crate) mod cache_padded;

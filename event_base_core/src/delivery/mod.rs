@@ -1,3 +1,26 @@
+//! A message's path through a running bus, from `send` to the worker that takes it, and its
+//! final state.
+//!
+//! May import: `message/`, `backend/`, `observe/`'s recorders, and the bus's hub
+//! (`bus/shared.rs`, `bus/in_flight.rs`, `bus/global.rs`). The workers (`worker/`) import this
+//! folder, not the other way round.
+//!
+//! ```text
+//! TopicRouter::send                       topic_router.rs
+//!   └─ admit: checks, Arc                 accept.rs (BusShared::admit)
+//!      └─ WAL append (Pending)            accept.rs → backend/wal.rs
+//!         ├─ deliver_at ahead → timer     scheduler.rs
+//!         └─ topic queue                  topic_table.rs (TopicEntry::producer)
+//!            └─ claimed, routed           consumer_router.rs → job.rs, job_channel.rs
+//!               └─ worker                 worker/ (deliver, decide, act)
+//!                  ├─ Ack → Complete      settle.rs (finish_ok)
+//!                  ├─ retry → timer       scheduler.rs
+//!                  └─ dead → Failed       settle.rs (dead_letter)
+//! start-up: unfinished WAL records        replay.rs
+//! ```
+//!
+//! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in.
+
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
 pub(crate) mod job;

@@ -28,6 +28,17 @@ impl WorkerSlot {
 /// The topic table of a bus: one entry per subscribed topic, fixed once the bus is built.
 pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<TopicEntry>>;
 
+/// One topic of a running bus: where the send path, the router and the workers meet.
+///
+/// - `producer`/`consumer`: the topic's queue, filled by senders, claimed by the router or
+///   (in-memory queues) by idle workers directly;
+/// - `work_tx`/`work_rx`: the shared work channel (retries and repeated copies), where the
+///   topic's workers compete;
+/// - `workers`: a slot per worker with its private inbox (`to_worker`, broadcast copies);
+/// - `counters`: the topic's hot-path recorder.
+///
+/// Built once by the builder and never removed while the bus runs; everything holds it as
+/// an `Arc`.
 pub(crate) struct TopicEntry {
     pub(crate) topic: MessageTopic,
     pub(crate) producer: Arc<dyn EProducer>,

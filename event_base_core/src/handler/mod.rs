@@ -1,3 +1,19 @@
+//! Handlers and what wraps them: the [`EHandler`](crate::EHandler) trait, a handler with
+//! its settings ([`HandlerSpec`](crate::HandlerSpec)) and the `#[handler]` registry,
+//! middleware, the pipeline a worker runs, retry backoff, and what a running bus keeps of
+//! each handler.
+//!
+//! May import: `message/`, `constant`, `error`. Nothing here knows a backend or a running bus.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `ehandler.rs` | `EHandler`, `handler_fn`, `FnHandler` |
+//! | `spec.rs` | `HandlerSpec`, `HandlerRegistration`, `HANDLER_REGISTRY` |
+//! | `middleware.rs` | `Middleware`, `Next`, `BoxAckFuture` |
+//! | `pipeline.rs` | `Pipeline`: a handler inside its middleware |
+//! | `backoff.rs` | `Backoff`: how long to wait before a failed message's next delivery |
+//! | `runtime.rs` | `HandlerRuntime`: a handler as a running bus keeps it, to start workers from |
+
 pub(crate) mod backoff;
 pub(crate) mod ehandler;
 pub(crate) mod middleware;

@@ -10,6 +10,10 @@ use crate::handler::pipeline::Pipeline;
 use crate::handler::spec::HandlerSpec;
 use crate::message::emessage::MessageTopic;
 
+/// One handler as a running bus keeps it: its pipeline (the global middleware outermost, then
+/// its own, then the handler), its timeout, retry policy and shutdown timeout, and the index
+/// of its next worker. Every worker of the handler starts from it: at build time, from
+/// `add_workers`, and when the monitor replaces a worker declared dead.
 pub(crate) struct HandlerRuntime {
     pub(crate) name: String,
     pub(crate) topic: MessageTopic,

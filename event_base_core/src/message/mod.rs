@@ -1,3 +1,17 @@
+//! What travels: [`EMessage`](crate::EMessage) and its parts, its id, the context a handler
+//! runs in, what a handler answers ([`Ack`](crate::Ack)) and what a dead letter keeps.
+//!
+//! May import: `constant`, `error`. Nothing here knows a handler, a backend or a running bus;
+//! everything else builds on these types.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `emessage.rs` | `EMessage`, `MessageTopic`, `MessagePayload`, `MessageMetadata`, `DeliveryMode`, `IntoMessage`, `JsonPayload` |
+//! | `id.rs` | `new_message_id`: fast UUID v4 ids |
+//! | `ack.rs` | `Ack`, `DeadReason` |
+//! | `dead_letter.rs` | `DeadLetterMessage` |
+//! | `context.rs` | `current_message`: the message being handled, and the provenance a message sent from a handler inherits |
+
 pub(crate) mod ack;
 pub(crate) mod context;
 pub(crate) mod dead_letter;

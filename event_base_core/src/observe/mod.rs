@@ -1,3 +1,20 @@
+//! Seeing what the bus does: metrics, audit and tracing. Hot-path recorders are kept apart
+//! from the readers, as tokio keeps `runtime/metrics/`'s recorders apart from
+//! `RuntimeMetrics`: a recorder is bumped by senders and workers and imports nothing above
+//! `message/`; a reader turns recordings into something to look at and may import the bus.
+//!
+//! | file | recorder or reader | holds |
+//! |---|---|---|
+//! | `topic_counters.rs` | recorder | `TopicCounters`: per-topic atomics and latency histograms |
+//! | `latency_histogram.rs` | recorder | `LatencyHistogram`, `LatencySummary` |
+//! | `audit_log.rs` | recorder | `AuditLog` (the ring), `AuditRecord`, `AuditEvent`, `AuditOutcome`, `AuditWriter`, `AuditError` |
+//! | `snapshot.rs` | data | `MetricsSnapshot`, `TopicMetrics`, `WorkerMetrics`, `NodeMetrics` |
+//! | `metrics_store.rs` | reader | `MetricsStore`: a bus's counters into a snapshot |
+//! | `metrics_manager.rs` | reader | `MetricsManager`: snapshots to the `metrics` facade |
+//! | `audit_publisher.rs` | reader | the task that hands new audit records to writers and `_system.audit` |
+//! | `audit_writer_thread.rs` | reader | the thread the audit writers run on |
+//! | `trace_layer.rs` | reader | `TraceRecord`, `TraceLayer` (feature `trace`) |
+
 pub(crate) mod audit_log;
 pub(crate) mod audit_publisher;
 pub(crate) mod audit_writer_thread;

@@ -1,3 +1,17 @@
+//! The bus's own topics, under the reserved `_system.` prefix (see
+//! [`constant`](crate::constant)): what the bus announces there, the payloads it announces, and
+//! the handlers it registers for itself. This is the only meaning of "system" in the code; one
+//! running bus is a bus.
+//!
+//! May import: `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
+//! `delivery/accept.rs` (announcements take the send path without its `accepting` check).
+//!
+//! | file | holds |
+//! |---|---|
+//! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes |
+//! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo`, `DiscoveryEvent` |
+//! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
+
 pub(crate) mod announce;
 pub(crate) mod discovery;
 pub(crate) mod handlers;

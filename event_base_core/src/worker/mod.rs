@@ -7,6 +7,19 @@
 //! to `Processing`, runs the middleware and the handler (catching panics and enforcing the
 //! timeout), and turns the answer into the next state: complete, retry, or dead letter.
 //! A panic or a timeout never ends the worker.
+//!
+//! May import: `message/`, `handler/`, `backend/`, `delivery/`, `observe/`'s recorders,
+//! `system_topics/discovery.rs`, and the bus's hub and tasks (`bus/shared.rs`, `bus/tasks.rs`:
+//! the monitor starts replacements through them).
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | `Worker`: the loop, and one job from WAL `Processing` to its next state |
+//! | `deliver.rs` | one delivery: span, message context, panic catching, timeout, latencies |
+//! | `outcome.rs` | the one place that turns how a delivery ended into what happens next |
+//! | `catch_unwind.rs` | a handler's panic as a value |
+//! | `registry.rs` | `WorkerRegistry`, `WorkerInfo`, `WorkerStatus`: every worker and its liveness |
+//! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 
 pub(crate) mod catch_unwind;
 mod deliver;
