@@ -101,11 +101,12 @@ pub use handler::spec::{HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
-pub use message::emessage::{
-    DeliveryMode, EMessage, IntoMessage, JsonPayload, MessageMetadata, MessagePayload,
-    MessageTopic, MESSAGE_VERSION,
-};
+pub use message::delivery_mode::DeliveryMode;
+pub use message::emessage::{EMessage, IntoMessage, JsonPayload, MESSAGE_VERSION};
 pub use message::id::new_message_id;
+pub use message::metadata::MessageMetadata;
+pub use message::payload::MessagePayload;
+pub use message::topic::MessageTopic;
 pub use observe::audit_log::{
     AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter,
 };

@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::QueueError;
-use crate::message::emessage::{EMessage, MessageTopic};
+use crate::message::emessage::EMessage;
+use crate::message::topic::MessageTopic;
 
 /// A backend's handle on a claimed entry (for Redis, the stream entry id `ms-seq`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

@@ -17,7 +17,7 @@ use crate::delivery::job_channel::job_channel;
 use crate::delivery::topic_table::WorkerSlot;
 use crate::error::CoreError;
 use crate::handler::runtime::HandlerRuntime;
-use crate::message::emessage::MessageTopic;
+use crate::message::topic::MessageTopic;
 use crate::worker::registry::WorkerState;
 use crate::worker::Worker;
 

@@ -35,7 +35,9 @@ use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
-use crate::message::emessage::{DeliveryMode, EMessage, MessageTopic};
+use crate::message::delivery_mode::DeliveryMode;
+use crate::message::emessage::EMessage;
+use crate::message::topic::MessageTopic;
 
 /// The dispatcher of one topic.
 pub struct ConsumerRouter {

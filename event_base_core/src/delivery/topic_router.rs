@@ -15,7 +15,8 @@ use uuid::Uuid;
 use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::error::CoreError;
-use crate::message::emessage::{EMessage, IntoMessage, MessageTopic};
+use crate::message::emessage::{EMessage, IntoMessage};
+use crate::message::topic::MessageTopic;
 
 /// Sends messages into a system. Cheap to clone.
 #[derive(Clone)]

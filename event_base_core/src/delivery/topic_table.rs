@@ -7,7 +7,7 @@ use crate::backend::queue::{EConsumer, EProducer};
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
 use crate::delivery::topic_hasher::TopicMap;
-use crate::message::emessage::MessageTopic;
+use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
 
 /// A worker's private inbox (for `to_worker`, broadcast copies and their retries).

@@ -8,7 +8,7 @@ use crate::handler::backoff::Backoff;
 use crate::handler::middleware::Middleware;
 use crate::handler::pipeline::Pipeline;
 use crate::handler::spec::HandlerSpec;
-use crate::message::emessage::MessageTopic;
+use crate::message::topic::MessageTopic;
 
 /// One handler as a running bus keeps it: its pipeline (the global middleware outermost, then
 /// its own, then the handler), its timeout, retry policy and shutdown timeout, and the index

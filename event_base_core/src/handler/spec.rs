@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::handler::backoff::Backoff;
 use crate::handler::ehandler::EHandler;
 use crate::handler::middleware::Middleware;
-use crate::message::emessage::MessageTopic;
+use crate::message::topic::MessageTopic;
 
 /// What `#[handler]` records about a handler at compile time.
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,6 @@
 //! [`Arc`](std::sync::Arc) when it is accepted, and the payload is a reference-counted
 //! [`Bytes`] buffer, so a 64 KiB payload costs the same to route as a 64-byte one.
 
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -12,174 +11,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::CoreError;
+use crate::message::delivery_mode::DeliveryMode;
 use crate::message::id::new_message_id;
-
-/// The name of a topic, e.g. `"order.created"`.
-///
-/// Topics beginning with `_system.` are reserved for the bus itself (see [`crate::constant`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
-#[serde(transparent)]
-pub struct MessageTopic(pub String);
-
-impl MessageTopic {
-    /// The topic as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this is a reserved `_system.` topic.
-    pub fn is_system(&self) -> bool {
-        self.0.starts_with(crate::constant::SYSTEM_PREFIX)
-    }
-}
-
-impl From<&str> for MessageTopic {
-    fn from(s: &str) -> Self {
-        MessageTopic(s.to_owned())
-    }
-}
-
-impl From<String> for MessageTopic {
-    fn from(s: String) -> Self {
-        MessageTopic(s)
-    }
-}
-
-impl From<&String> for MessageTopic {
-    fn from(s: &String) -> Self {
-        MessageTopic(s.clone())
-    }
-}
-
-impl From<&MessageTopic> for MessageTopic {
-    fn from(t: &MessageTopic) -> Self {
-        t.clone()
-    }
-}
-
-impl fmt::Display for MessageTopic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl PartialEq<str> for MessageTopic {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for MessageTopic {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-/// The message body: shared, immutable bytes.
-///
-/// `.0` gives the bytes ([`Bytes`] dereferences to `[u8]`). Cloning a payload, or the message
-/// that holds it, never copies the bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct MessagePayload(pub Bytes);
-
-impl MessagePayload {
-    /// The payload bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    /// Number of bytes.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether the payload is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl From<Vec<u8>> for MessagePayload {
-    fn from(v: Vec<u8>) -> Self {
-        MessagePayload(Bytes::from(v))
-    }
-}
-
-impl From<Bytes> for MessagePayload {
-    fn from(b: Bytes) -> Self {
-        MessagePayload(b)
-    }
-}
-
-impl From<&'static [u8]> for MessagePayload {
-    fn from(b: &'static [u8]) -> Self {
-        MessagePayload(Bytes::from_static(b))
-    }
-}
-
-impl<const N: usize> From<&'static [u8; N]> for MessagePayload {
-    fn from(b: &'static [u8; N]) -> Self {
-        MessagePayload(Bytes::from_static(b))
-    }
-}
-
-impl From<String> for MessagePayload {
-    fn from(s: String) -> Self {
-        MessagePayload(Bytes::from(s))
-    }
-}
-
-impl From<&'static str> for MessagePayload {
-    fn from(s: &'static str) -> Self {
-        MessagePayload(Bytes::from_static(s.as_bytes()))
-    }
-}
-
-/// Who should handle a message, and how many times.
-///
-/// | mode | handled by | typical use |
-/// |---|---|---|
-/// | `Standard` | exactly one worker of the topic (competing consumers) | jobs, commands |
-/// | `Broadcast` | every worker subscribed to the topic, once each | cache invalidation, fan-out |
-/// | `Repeated(n)` | `n` times in total, by any workers of the topic | load generation, sampling |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-pub enum DeliveryMode {
-    /// Exactly one worker of the topic handles each delivery.
-    #[default]
-    Standard,
-    /// Handled exactly `n` times in total, by any workers of the topic.
-    Repeated(u32),
-    /// Every worker subscribed to the topic handles it once.
-    Broadcast,
-}
-
-/// Where a message came from and how it relates to others.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MessageMetadata {
-    /// When the message was created.
-    pub created_at: SystemTime,
-    /// Trace id that follows a chain of messages.
-    pub trace_id: Option<String>,
-    /// Correlation id shared by related messages (e.g. one request).
-    pub correlation_id: Option<String>,
-    /// Id of the message whose handler sent this one.
-    pub causation_id: Option<Uuid>,
-    /// Free-form name of the sender (service, node, component).
-    pub source: Option<String>,
-}
-
-impl Default for MessageMetadata {
-    fn default() -> Self {
-        MessageMetadata {
-            created_at: SystemTime::now(),
-            trace_id: None,
-            correlation_id: None,
-            causation_id: None,
-            source: None,
-        }
-    }
-}
+use crate::message::metadata::MessageMetadata;
+use crate::message::payload::MessagePayload;
+use crate::message::topic::MessageTopic;
 
 /// Version of the [`EMessage`] layout; stored with every message so that decoders can refuse
 /// or migrate records written by other versions.
@@ -377,17 +213,5 @@ payload_into_message!(
 impl<const N: usize> IntoMessage for &'static [u8; N] {
     fn into_message(self, topic: &MessageTopic) -> EMessage {
         EMessage::standard(topic.clone(), self)
-    }
-}
-
-impl std::borrow::Borrow<str> for MessageTopic {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for MessageTopic {
-    fn as_ref(&self) -> &str {
-        &self.0
     }
 }

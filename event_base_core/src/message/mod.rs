@@ -6,7 +6,11 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `emessage.rs` | `EMessage`, `MessageTopic`, `MessagePayload`, `MessageMetadata`, `DeliveryMode`, `IntoMessage`, `JsonPayload` |
+//! | `emessage.rs` | `EMessage`, `IntoMessage`, `JsonPayload`, `MESSAGE_VERSION` |
+//! | `topic.rs` | `MessageTopic` |
+//! | `payload.rs` | `MessagePayload` |
+//! | `metadata.rs` | `MessageMetadata` |
+//! | `delivery_mode.rs` | `DeliveryMode` |
 //! | `id.rs` | `new_message_id`: fast UUID v4 ids |
 //! | `ack.rs` | `Ack`, `DeadReason` |
 //! | `dead_letter.rs` | `DeadLetterMessage` |
@@ -15,5 +19,9 @@
 pub(crate) mod ack;
 pub(crate) mod context;
 pub(crate) mod dead_letter;
+pub(crate) mod delivery_mode;
 pub(crate) mod emessage;
 pub(crate) mod id;
+pub(crate) mod metadata;
+pub(crate) mod payload;
+pub(crate) mod topic;

@@ -16,7 +16,7 @@ use crate::bus::tasks::BusTasks;
 use crate::constant::WORKER_HEARTBEAT;
 use crate::delivery::job::Target;
 use crate::message::ack::DeadReason;
-use crate::message::emessage::DeliveryMode;
+use crate::message::delivery_mode::DeliveryMode;
 use crate::worker::registry::{WorkerInfo, WorkerState, WorkerStatus};
 
 pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale_after: Duration) {

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::delivery::job::Job;
-use crate::message::emessage::MessageTopic;
+use crate::message::topic::MessageTopic;
 
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
