@@ -15,29 +15,16 @@
 
 #![deny(unsafe_code)]
 
-#[cfg(feature = "persistent")]
-#[doc(hidden)]
-pub mod codec_bench;
-#[cfg(feature = "persistent")]
-mod group_commit;
 mod memory_wal;
 #[cfg(feature = "persistent")]
-mod persistent_wal;
-#[cfg(feature = "persistent")]
-mod record_codec;
-#[cfg(feature = "persistent")]
-mod recovery;
-#[cfg(feature = "persistent")]
-mod segment;
-#[cfg(feature = "persistent")]
-mod sync_policy;
-#[cfg(feature = "persistent")]
-mod wal_writer;
+mod persistent;
 
 pub use memory_wal::MemoryWal;
 #[cfg(feature = "persistent")]
-pub use persistent_wal::{
-    PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
-};
+#[doc(hidden)]
+pub use persistent::codec_bench;
 #[cfg(feature = "persistent")]
-pub use sync_policy::SyncPolicy;
+pub use persistent::{
+    PersistentWal, PersistentWalBuilder, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use event_base_core::EMessage;
 
-use crate::persistent_wal::DEFAULT_MAX_RECORD_BYTES;
-use crate::record_codec::{encode, read_frame, Entry, Frame};
+use super::persistent_wal::DEFAULT_MAX_RECORD_BYTES;
+use super::record_codec::{encode, read_frame, Entry, Frame};
 
 /// Appends the `Append` record of `message` (frame header, CRC and body) to `out`.
 pub fn encode_append(message: &Arc<EMessage>, out: &mut Vec<u8>) {

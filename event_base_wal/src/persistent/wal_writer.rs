@@ -32,11 +32,11 @@ use event_base_core::WalError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::group_commit::GroupCommit;
+use super::group_commit::GroupCommit;
 use crate::memory_wal::MemoryWal;
-use crate::record_codec::{encode, Entry, FRAME_HEADER};
-use crate::segment::{self, io_err, path_of, HEADER_LEN};
-use crate::sync_policy::SyncPolicy;
+use super::record_codec::{encode, Entry, FRAME_HEADER};
+use super::segment::{self, io_err, path_of, HEADER_LEN};
+use super::sync_policy::SyncPolicy;
 
 /// Most records taken into one write.
 const MAX_BATCH: usize = 4096;

@@ -20,8 +20,8 @@ use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
 use uuid::Uuid;
 
 use crate::memory_wal::MemoryWal;
-use crate::record_codec::{read_frame, Entry, Frame};
-use crate::segment::{self, check_header, io_err, path_of, HEADER_LEN};
+use super::record_codec::{read_frame, Entry, Frame};
+use super::segment::{self, check_header, io_err, path_of, HEADER_LEN};
 
 /// What recovery learned besides the index itself.
 #[derive(Debug, Default)]
