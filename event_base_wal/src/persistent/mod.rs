@@ -1,3 +1,25 @@
+//! The crash-safe file WAL ([`PersistentWal`], feature `persistent`): segment files, the
+//! record codec, recovery on open, the writer thread and group commit.
+//!
+//! What it may import: `event_base_core` (the `Wal` contract and the message types), the
+//! standard library, its dependencies, and [`MemoryWal`](crate::MemoryWal), which holds
+//! the live state in memory while the files hold its durable history. Nothing outside this
+//! folder imports from it except `lib.rs`'s re-exports, and `memory_wal` imports nothing
+//! from it (the dependency runs one way).
+//!
+//! A map, in the order a record travels:
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `persistent_wal.rs` | [`PersistentWal`] and its builder: the `Wal` impl, the directory lock, open/close |
+//! | `sync_policy.rs` | [`SyncPolicy`]: when a write is made durable |
+//! | `wal_writer.rs` | the writer thread that owns the active segment: batching, syncing, deleting and compacting segments |
+//! | `group_commit.rs` | how long the writer waits for more senders before one shared `fdatasync` |
+//! | `record_codec.rs` | the byte format of one record, its encoder and decoder |
+//! | `segment.rs` | segment file names, header and listing |
+//! | `recovery.rs` | rebuilding the state from the segments on open, torn tails and corruption |
+//! | `codec_bench.rs` | hidden entry points into the codec for the benchmarks |
+
 #[doc(hidden)]
 pub mod codec_bench;
 mod group_commit;

@@ -15,12 +15,12 @@ use event_base_core::{
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::memory_wal::MemoryWal;
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::recover;
 use super::segment::{self, io_err};
 use super::sync_policy::SyncPolicy;
 use super::wal_writer::{Writer, WriterOp};
+use crate::memory_wal::MemoryWal;
 
 /// Default size at which the active segment is sealed and a new one started.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;

@@ -19,9 +19,9 @@ use std::path::Path;
 use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
 use uuid::Uuid;
 
-use crate::memory_wal::MemoryWal;
 use super::record_codec::{read_frame, Entry, Frame};
 use super::segment::{self, check_header, io_err, path_of, HEADER_LEN};
+use crate::memory_wal::MemoryWal;
 
 /// What recovery learned besides the index itself.
 #[derive(Debug, Default)]

@@ -33,10 +33,10 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use crate::memory_wal::MemoryWal;
 use super::record_codec::{encode, Entry, FRAME_HEADER};
 use super::segment::{self, io_err, path_of, HEADER_LEN};
 use super::sync_policy::SyncPolicy;
+use crate::memory_wal::MemoryWal;
 
 /// Most records taken into one write.
 const MAX_BATCH: usize = 4096;
