@@ -13,10 +13,10 @@
 #![deny(unsafe_code)]
 
 mod flume_queue;
-mod mpmc_queue;
+mod kanal_queue;
 
 pub use flume_queue::FlumeQueueFactory;
-pub use mpmc_queue::MpmcQueueFactory;
+pub use kanal_queue::MpmcQueueFactory;
 
 /// Messages a topic's queue holds before senders wait, unless set otherwise.
 pub const DEFAULT_QUEUE_BOUND: usize = 8192;
