@@ -1,4 +1,9 @@
-//! [`MpmcQueueFactory`]: per-topic `kanal` channels.
+//! The `kanal` queue backend: [`MpmcQueueFactory`] makes one bounded `kanal` channel per topic.
+//!
+//! It keeps the name `MpmcQueueFactory` (from before the file was named after its backend);
+//! it behaves as [`FlumeQueueFactory`](crate::FlumeQueueFactory) does, only over `kanal`: no
+//! acknowledgement (`ack`/`nack` do nothing, `claim_stale` finds nothing), `try_send` on a
+//! full queue hands the message back.
 
 use std::sync::Arc;
 use std::time::Duration;
