@@ -1,0 +1,372 @@
+//! Parse: `#[handler(..)]`'s arguments and the function it is on, checked, into a
+//! [`HandlerSpec`].
+//!
+//! Everything the user can get wrong is found here, and every mistake is a `syn::Error`
+//! spanned on the offending token (the parameter's name, its value, the `fn` keyword, the
+//! arguments). [`expand`](crate::expand) then only turns a valid spec into tokens.
+//!
+//! Checks run in a fixed order and the first failure is the one reported: the argument
+//! syntax, then each parameter in the order written, then the missing `topic`, then the
+//! signature (`async`, one argument, not a method, not generic).
+
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, Ident, ItemFn, Lit, LitInt, LitStr, Token};
+
+/// Prefix of the reserved topics (the same as `event_base_core::constant::SYSTEM_PREFIX`).
+pub(crate) const SYSTEM_PREFIX: &str = "_system.";
+
+/// Reserved topics a handler may subscribe to (the same as
+/// `event_base_core::constant::SYSTEM_TOPICS`; a unit test keeps the two in step). The macro
+/// does not depend on `event_base_core` (that would build the runtime into the macro), so it
+/// keeps its own copy.
+pub(crate) const SYSTEM_TOPICS: [&str; 10] = [
+    "_system.audit",
+    "_system.trace",
+    "_system.wal_sync",
+    "_system.shutdown",
+    "_system.shutdown_ack",
+    "_system.worker_discovery",
+    "_system.worker_heartbeat",
+    "_system.topic_sync",
+    "_system.topic_discovery",
+    "_system.dead_letter",
+];
+
+/// The parameters `#[handler]` knows, for the "unknown parameter" error.
+const PARAMS: &str = "topic, workers, timeout, retries, shutdown_timeout, middleware";
+
+/// Example shown when `topic` is not a string literal.
+const TOPIC_EXAMPLE: &str = "`topic` must be a string literal, e.g. `topic = \"order.created\"`";
+
+/// A checked `#[handler]`: everything [`expand`](crate::expand) needs.
+pub(crate) struct HandlerSpec {
+    /// The function the attribute is on, unchanged.
+    pub(crate) item: ItemFn,
+    /// `topic = ".."` (required, not empty, not an unknown `_system.` topic).
+    pub(crate) topic: LitStr,
+    /// `workers = n`, at least 1; 1 when not given.
+    pub(crate) workers: u64,
+    /// `timeout = secs`, at least 1.
+    pub(crate) timeout: Option<u64>,
+    /// `retries = n`.
+    pub(crate) retries: Option<u32>,
+    /// `shutdown_timeout = secs`.
+    pub(crate) shutdown_timeout: Option<u64>,
+    /// The elements of `middleware = [..]`, outermost first; empty when not given.
+    pub(crate) middleware: Vec<Expr>,
+}
+
+/// Parses and checks the attribute's arguments `attr` and the function `item`.
+pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec> {
+    let params: Params = syn::parse2(attr)?;
+    let settings = Settings::from_params(params)?;
+    let topic = settings.topic.ok_or_else(|| {
+        syn::Error::new(
+            Span::call_site(),
+            "missing `topic`: write `#[handler(topic = \"order.created\")]`",
+        )
+    })?;
+    check_signature(&item)?;
+    Ok(HandlerSpec {
+        item,
+        topic,
+        workers: settings.workers.unwrap_or(1),
+        timeout: settings.timeout,
+        retries: settings.retries,
+        shutdown_timeout: settings.shutdown_timeout,
+        middleware: settings
+            .middleware
+            .map(|a| a.elems.into_iter().collect())
+            .unwrap_or_default(),
+    })
+}
+
+/// One `name = value` argument.
+struct Param {
+    name: Ident,
+    value: Expr,
+}
+
+impl Parse for Param {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let value: Expr = input.parse()?;
+        Ok(Param { name, value })
+    }
+}
+
+/// The comma-separated arguments.
+struct Params(Punctuated<Param, Token![,]>);
+
+impl Parse for Params {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(Params(Punctuated::parse_terminated(input)?))
+    }
+}
+
+/// The parameters given, each checked, before the required ones are enforced.
+#[derive(Default)]
+struct Settings {
+    topic: Option<LitStr>,
+    workers: Option<u64>,
+    timeout: Option<u64>,
+    retries: Option<u32>,
+    shutdown_timeout: Option<u64>,
+    middleware: Option<syn::ExprArray>,
+}
+
+impl Settings {
+    /// Checks every parameter in the order written; a repeated or unknown name is an error
+    /// on the name.
+    fn from_params(params: Params) -> syn::Result<Settings> {
+        let mut s = Settings::default();
+        let mut seen: Vec<String> = Vec::new();
+        for p in params.0 {
+            let key = p.name.to_string();
+            if seen.contains(&key) {
+                return Err(syn::Error::new_spanned(
+                    &p.name,
+                    format!("`{key}` is given twice"),
+                ));
+            }
+            s.set(&key, &p)?;
+            seen.push(key);
+        }
+        Ok(s)
+    }
+
+    /// Checks the value of parameter `key` and stores it.
+    fn set(&mut self, key: &str, p: &Param) -> syn::Result<()> {
+        match key {
+            "topic" => self.topic = Some(topic(&p.value)?),
+            "workers" => {
+                let n = at_least_one(&p.value, "workers", "`workers` must be at least 1")?;
+                self.workers = Some(n);
+            }
+            "timeout" => {
+                let n = at_least_one(
+                    &p.value,
+                    "timeout",
+                    "`timeout` is in seconds and must be at least 1; leave it out for no timeout",
+                )?;
+                self.timeout = Some(n);
+            }
+            "retries" => self.retries = Some(lit_int(&p.value, "retries")?.base10_parse()?),
+            "shutdown_timeout" => {
+                let i = lit_int(&p.value, "shutdown_timeout")?;
+                self.shutdown_timeout = Some(i.base10_parse()?);
+            }
+            "middleware" => match &p.value {
+                Expr::Array(a) => self.middleware = Some(a.clone()),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "`middleware` must be a list, e.g. `middleware = [LoggerMiddleware]`",
+                    ))
+                }
+            },
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    &p.name,
+                    format!("unknown parameter `{key}`; expected one of: {PARAMS}"),
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `topic`'s value: a string literal, not blank, and not a `_system.` name outside
+/// [`SYSTEM_TOPICS`].
+fn topic(e: &Expr) -> syn::Result<LitStr> {
+    let lit = match e {
+        Expr::Lit(l) => match &l.lit {
+            Lit::Str(s) => s.clone(),
+            other => return Err(syn::Error::new_spanned(other, TOPIC_EXAMPLE)),
+        },
+        other => return Err(syn::Error::new_spanned(other, TOPIC_EXAMPLE)),
+    };
+    let value = lit.value();
+    if value.trim().is_empty() {
+        return Err(syn::Error::new_spanned(&lit, "`topic` must not be empty"));
+    }
+    if value.starts_with(SYSTEM_PREFIX) && !SYSTEM_TOPICS.contains(&value.as_str()) {
+        return Err(syn::Error::new_spanned(
+            &lit,
+            format!(
+                "`{value}` is under the reserved `_system.` prefix and is not a system topic; pick another name"
+            ),
+        ));
+    }
+    Ok(lit)
+}
+
+/// A whole number literal that is at least 1; `zero` is the error for 0.
+fn at_least_one(e: &Expr, what: &str, zero: &str) -> syn::Result<u64> {
+    let i = lit_int(e, what)?;
+    let n: u64 = i.base10_parse()?;
+    if n == 0 {
+        return Err(syn::Error::new_spanned(&i, zero));
+    }
+    Ok(n)
+}
+
+/// The value of parameter `what` as an integer literal.
+fn lit_int(e: &Expr, what: &str) -> syn::Result<LitInt> {
+    match e {
+        Expr::Lit(l) => match &l.lit {
+            Lit::Int(i) => Ok(i.clone()),
+            other => Err(syn::Error::new_spanned(
+                other,
+                format!("`{what}` must be a whole number, e.g. `{what} = 4`"),
+            )),
+        },
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{what}` must be a whole number literal, e.g. `{what} = 4`"),
+        )),
+    }
+}
+
+/// The function must be `async fn name(msg: &EMessage) -> Ack`: async, one argument that is
+/// not `self`, no generics.
+fn check_signature(item: &ItemFn) -> syn::Result<()> {
+    if item.sig.asyncness.is_none() {
+        return Err(syn::Error::new_spanned(
+            item.sig.fn_token,
+            "a handler must be an `async fn(msg: &EMessage) -> Ack`",
+        ));
+    }
+    if item.sig.inputs.len() != 1 {
+        return Err(syn::Error::new_spanned(
+            &item.sig.inputs,
+            "a handler takes exactly one argument: `msg: &EMessage`",
+        ));
+    }
+    if let Some(syn::FnArg::Receiver(r)) = item.sig.inputs.first() {
+        return Err(syn::Error::new_spanned(
+            r,
+            "a handler is a free function, not a method; implement `EHandler` for a type instead",
+        ));
+    }
+    if !item.sig.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &item.sig.generics,
+            "a handler cannot be generic",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn item(tokens: TokenStream2) -> ItemFn {
+        syn::parse2(tokens).unwrap()
+    }
+
+    fn handler_fn() -> ItemFn {
+        item(quote!(
+            async fn h(msg: &EMessage) -> Ack {
+                Ack::Ack
+            }
+        ))
+    }
+
+    fn error_of(attr: TokenStream2, f: ItemFn) -> String {
+        match parse(attr, f) {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn system_topics_are_the_cores() {
+        assert_eq!(SYSTEM_PREFIX, event_base_core::constant::SYSTEM_PREFIX);
+        // Slices, so a topic added to the core fails here instead of not compiling.
+        assert_eq!(
+            &SYSTEM_TOPICS[..],
+            &event_base_core::constant::SYSTEM_TOPICS[..]
+        );
+    }
+
+    #[test]
+    fn every_parameter_lands_in_the_spec() {
+        let spec = parse(
+            quote!(
+                topic = "order.created",
+                workers = 4,
+                timeout = 30,
+                retries = 5,
+                shutdown_timeout = 7,
+                middleware = [A, B::new()]
+            ),
+            handler_fn(),
+        )
+        .unwrap();
+        assert_eq!(spec.topic.value(), "order.created");
+        assert_eq!(spec.workers, 4);
+        assert_eq!(spec.timeout, Some(30));
+        assert_eq!(spec.retries, Some(5));
+        assert_eq!(spec.shutdown_timeout, Some(7));
+        assert_eq!(spec.middleware.len(), 2);
+        assert_eq!(spec.item.sig.ident, "h");
+    }
+
+    #[test]
+    fn defaults_when_only_the_topic_is_given() {
+        let spec = parse(quote!(topic = "t"), handler_fn()).unwrap();
+        assert_eq!(spec.workers, 1);
+        assert_eq!(spec.timeout, None);
+        assert_eq!(spec.retries, None);
+        assert_eq!(spec.shutdown_timeout, None);
+        assert!(spec.middleware.is_empty());
+    }
+
+    #[test]
+    fn system_topics_are_accepted_and_other_reserved_names_refused() {
+        for t in SYSTEM_TOPICS {
+            assert!(parse(quote!(topic = #t), handler_fn()).is_ok(), "{t}");
+        }
+        let e = error_of(quote!(topic = "_system.mine"), handler_fn());
+        assert!(e.contains("reserved `_system.` prefix"), "{e}");
+    }
+
+    #[test]
+    fn parameter_errors_come_before_signature_errors() {
+        let not_async = item(quote!(
+            fn h(msg: &EMessage) -> Ack {
+                Ack::Ack
+            }
+        ));
+        let e = error_of(quote!(topic = "t", workers = 0), not_async.clone());
+        assert_eq!(e, "`workers` must be at least 1");
+        let e = error_of(quote!(topic = "t"), not_async);
+        assert_eq!(e, "a handler must be an `async fn(msg: &EMessage) -> Ack`");
+    }
+
+    #[test]
+    fn signature_errors() {
+        let two_args = item(quote!(
+            async fn h(a: &EMessage, b: u8) -> Ack {
+                Ack::Ack
+            }
+        ));
+        let e = error_of(quote!(topic = "t"), two_args);
+        assert!(e.contains("exactly one argument"), "{e}");
+        let generic = item(quote!(
+            async fn h<T>(a: &EMessage) -> Ack {
+                Ack::Ack
+            }
+        ));
+        assert_eq!(
+            error_of(quote!(topic = "t"), generic),
+            "a handler cannot be generic"
+        );
+    }
+}
