@@ -3,10 +3,12 @@
 //! The tests live in `tests/`, one behaviour per file; the helpers they share live here:
 //! a [`Probe`] that records every delivery a handler sees and lets a test await a count
 //! instead of sleeping, a [`Gate`] that holds handlers until the test opens it, and a
-//! [`span_capture::SpanCapture`] layer that records what a span carried.
+//! [`span_capture::SpanCapture`] layer that records what a span carried. [`conformance`] holds
+//! the cases every WAL and queue backend must pass.
 
 #![deny(unsafe_code)]
 
+pub mod conformance;
 pub mod shutdown_scenario;
 pub mod span_capture;
 

@@ -1,0 +1,52 @@
+//! Conformance suites: the same cases run over every backend of a contract.
+//!
+//! - [`wal`]: the [`Wal`](event_base::Wal) contract, over a [`wal::WalBackend`].
+//! - [`queue`]: the [`QueueFactory`](event_base::QueueFactory) contract, over a function
+//!   that makes a factory with a given bound.
+//!
+//! Each case is a public `async fn` that panics on the first broken promise, so it can be
+//! called from any test. The [`wal_conformance!`](crate::wal_conformance) and
+//! [`queue_conformance!`](crate::queue_conformance) macros turn a list of backends into one
+//! `#[tokio::test]` per case and backend (`tests/wal_conformance.rs`,
+//! `tests/queue_conformance.rs`): a new backend plugs in with one line there. A new case is
+//! a function here plus its name in the macro's list.
+
+pub mod queue;
+pub mod wal;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+/// Polls `fut` once and says whether it finished, leaving it to be awaited afterwards.
+///
+/// How a case shows that something *waits* without sleeping: a future that is still pending
+/// after a poll has not happened yet, whatever the scheduler does.
+pub async fn finishes_at_once<F: Future + ?Sized>(fut: &mut Pin<Box<F>>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
+}
+
+/// One module per backend with one `#[tokio::test]` per case of `suite`; the expansion of
+/// [`wal_conformance!`](crate::wal_conformance) and
+/// [`queue_conformance!`](crate::queue_conformance).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    ($suite:ident, $backend:ident => $make:expr; $($case:ident),* $(,)?) => {
+        mod $backend {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = $make;
+                    $crate::conformance::$suite::$case(&backend).await;
+                }
+            )*
+        }
+    };
+}
