@@ -461,273 +461,371 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
-    // `--only wal` runs every durable scenario; `--only wal_always_64` runs that one (and the
-    // blocks that lead to it).
-    let run = |name: &str| {
-        only.as_deref()
-            .is_none_or(|o| name.starts_with(o) || o.starts_with(name))
-    };
-    let scale = |full: u64, q: u64| if quick { q } else { full };
+/// Which scenarios to run and at what size, from the command line (`--quick`, `--only NAME`).
+struct Opts {
+    quick: bool,
+    only: Option<String>,
+}
 
+impl Opts {
+    fn from_args() -> Opts {
+        let args: Vec<String> = std::env::args().collect();
+        Opts {
+            quick: args.iter().any(|a| a == "--quick"),
+            only: args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1).cloned()),
+        }
+    }
+
+    /// Whether scenario `name` runs: `--only wal` runs every durable scenario;
+    /// `--only wal_always_64` runs that one (and the blocks that lead to it).
+    fn run(&self, name: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|o| name.starts_with(o) || o.starts_with(name))
+    }
+
+    /// `full` normally, `q` with `--quick`.
+    fn scale(&self, full: u64, q: u64) -> u64 {
+        if self.quick {
+            q
+        } else {
+            full
+        }
+    }
+}
+
+fn main() {
+    let opts = Opts::from_args();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let n = scale(1_000_000, 20_000);
-        let mut single_topic_rate = 0.0;
-        let mut small_payload_rate = 0.0;
-        if run("memory") || run("topics") || run("payload") {
-            // Warm up every path once, then take the best of a few interleaved rounds: on a
-            // shared machine other load only ever slows a run down.
-            flume_floor(n / 10, PAYLOAD, SendFrom::MainThread).await;
-            let counter = Counter::new(0);
-            let bus = memory_bus(&counter, 1).await;
-            drive(&bus, &counter, n / 10, PAYLOAD, 1).await;
-            let no_wal = memory_bus_on(NoWal, &counter, 1, Observe::Default).await;
-            drive(&no_wal, &counter, n / 10, PAYLOAD, 1).await;
-
-            // CPU time (all threads) per message beside wall time: it shows what the bus
-            // costs even where a spare core hides it.
-            let mut floor = Best::default();
-            let mut with_wal = Best::default();
-            let mut without_wal = Best::default();
-            let mut allocs = 0;
-            for _ in 0..scale(3, 1) {
-                let cpu = cpu_time();
-                let secs = flume_floor(n, PAYLOAD, SendFrom::MainThread).await;
-                floor.add(secs, cpu_time() - cpu);
-                let cpu = cpu_time();
-                let (secs, a) = drive(&bus, &counter, n, PAYLOAD, 1).await;
-                with_wal.add(secs, cpu_time() - cpu);
-                allocs = a;
-                let cpu = cpu_time();
-                let (secs, _) = drive(&no_wal, &counter, n, PAYLOAD, 1).await;
-                without_wal.add(secs, cpu_time() - cpu);
-            }
-            // The same with the sender as a runtime task: sender and workers then share the
-            // runtime's two threads, and a hand-off to a task on the same thread needs no
-            // wake-up at all.
-            let (mut task_floor, mut task_bus) = (Best::default(), Best::default());
-            for _ in 0..scale(3, 1) {
-                task_floor.add(flume_floor(n, PAYLOAD, SendFrom::Task).await, Duration::ZERO);
-                task_bus.add(
-                    drive_from(&bus, &counter, n, PAYLOAD, 1, SendFrom::Task).await.0,
-                    Duration::ZERO,
-                );
-            }
-            drop(no_wal);
-            let floor_rate = n as f64 / floor.secs;
-            let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
-            single_topic_rate = line(
-                "memory_path",
-                n,
-                with_wal.secs,
-                floor_rate,
-                &format!(
-                    " allocs_per_msg={:.2} cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
-                    allocs as f64 / n as f64,
-                    cpu_ns(with_wal.cpu),
-                    cpu_ns(floor.cpu)
-                ),
-            );
-            line(
-                "memory_path_no_wal",
-                n,
-                without_wal.secs,
-                floor_rate,
-                &format!(" cpu_ns_per_msg={:.0} (diagnostic: a WAL that records nothing)", cpu_ns(without_wal.cpu)),
-            );
-            line(
-                "memory_path_task_sender",
-                n,
-                task_bus.secs,
-                n as f64 / task_floor.secs,
-                " floor=bare_flume_task_sender",
-            );
-            small_payload_rate = single_topic_rate;
+        let n = opts.scale(1_000_000, 20_000);
+        // The floor of the topics and payload scenarios (0 when the memory path did not run).
+        let mut memory_path_rate = 0.0;
+        if opts.run("memory") || opts.run("topics") || opts.run("payload") {
+            memory_path_rate = memory_path(&opts, n).await;
         }
-        if run("observability") {
-            let m = scale(500_000, 10_000);
-            let counter = Counter::new(0);
-            let off = memory_bus_with(&counter, 1, Observe::Off).await;
-            let all = memory_bus_with(&counter, 1, Observe::All).await;
-            drive(&off, &counter, m / 10, PAYLOAD, 1).await;
-            drive(&all, &counter, m / 10, PAYLOAD, 1).await;
-            // Interleaved rounds, best of each.
-            let (mut off_best, mut all_best) = (Best::default(), Best::default());
-            let mut allocs = 0;
-            for _ in 0..scale(3, 1) {
-                off_best.add(drive(&off, &counter, m, PAYLOAD, 1).await.0, Duration::ZERO);
-                let (secs, a) = drive(&all, &counter, m, PAYLOAD, 1).await;
-                all_best.add(secs, Duration::ZERO);
-                allocs = a;
-            }
-            line(
-                "audit_metrics_on",
-                m,
-                all_best.secs,
-                m as f64 / off_best.secs,
-                &format!(" floor=audit_metrics_off allocs_per_msg={:.2}", allocs as f64 / m as f64),
-            );
+        if opts.run("observability") {
+            observability(&opts).await;
         }
-        if run("topics") {
-            let counter = Counter::new(0);
-            let bus = memory_bus(&counter, 1000).await;
-            // The best of as many rounds as the memory path it is compared with.
-            let mut best = Best::default();
-            for _ in 0..scale(3, 1) {
-                best.add(drive(&bus, &counter, n, PAYLOAD, 1000).await.0, Duration::ZERO);
-            }
-            line("topics_1000x1", n, best.secs, single_topic_rate, " floor=memory_path");
+        if opts.run("topics") {
+            topics(&opts, n, memory_path_rate).await;
         }
-        if run("payload") {
-            let n64k = scale(200_000, 5_000);
-            let counter = Counter::new(0);
-            let bus = memory_bus(&counter, 1).await;
-            let mut best = Best::default();
-            for _ in 0..scale(3, 1) {
-                best.add(drive(&bus, &counter, n64k, 64 << 10, 1).await.0, Duration::ZERO);
-            }
-            line("payload_64k", n64k, best.secs, small_payload_rate, " floor=memory_path_64b");
+        if opts.run("payload") {
+            payload_64k(&opts, memory_path_rate).await;
         }
-        if run("latency") {
-            // Alternating message by message, so both see the same machine: how fast a
-            // parked thread wakes here changes from one minute to the next.
-            let m = scale(20_000, 1_000) as usize;
-            let counter = Counter::new(u64::MAX);
-            let bus = memory_bus(&counter, 1).await;
-            let bare = LatencyFloor::new();
-            let data = payload(PAYLOAD);
-            let (mut floor, mut through_bus) = (Vec::with_capacity(m), Vec::with_capacity(m));
-            for i in 0..m as u64 {
-                floor.push(bare.round_trip().await);
-                through_bus.push(bus_round_trip(&bus, &counter, i, &data).await);
-            }
-            drop(bus);
-            let (f50, f99) = percentiles(floor);
-            let (b50, b99) = percentiles(through_bus);
-            println!(
-                "scenario=latency msgs={m} p50_us={:.1} p99_us={:.1} floor_p50_us={:.1} floor_p99_us={:.1} ratio_p50={:.2} ratio_p99={:.2}",
-                b50.as_secs_f64() * 1e6,
-                b99.as_secs_f64() * 1e6,
-                f50.as_secs_f64() * 1e6,
-                f99.as_secs_f64() * 1e6,
-                b50.as_secs_f64() / f50.as_secs_f64(),
-                b99.as_secs_f64() / f99.as_secs_f64()
-            );
+        if opts.run("latency") {
+            latency(&opts).await;
         }
-        if run("wal") {
-            // Interleaved rounds, best of each: the disk's speed drifts with other load.
-            let batch = SyncPolicy::Batch {
-                max_records: 256,
-                max_delay: Duration::from_millis(2),
-            };
-            let mut cases = Vec::new();
-            for (label, policy) in [("always", SyncPolicy::Always), ("batch", batch)] {
-                for senders in [1usize, 8, 64] {
-                    let name = format!("wal_{label}_{senders}");
-                    if run(&name) {
-                        let per = scale(if senders == 1 { 2_000 } else { 16_000 }, 20);
-                        let per = (per / senders as u64).max(10);
-                        cases.push((name, policy, senders, per, Best::default()));
-                    }
-                }
-            }
-            let mut floor: f64 = 0.0;
-            for _ in 0..scale(5, 1) {
-                let dir = tempdir();
-                floor = floor.max(fsync_floor(&dir, if quick { 0.1 } else { 0.5 }));
-                let _ = std::fs::remove_dir_all(&dir);
-                for (_, policy, senders, per, best) in &mut cases {
-                    let secs = durable(*policy, *senders, *per).await;
-                    best.add(secs, Duration::ZERO);
-                }
-            }
-            let one_sender = |label: &str| {
-                cases
-                    .iter()
-                    .find(|c| c.0 == format!("wal_{label}_1"))
-                    .map(|c| (c.2 as u64 * c.3) as f64 / c.4.secs)
-            };
-            for (name, _, senders, per, best) in &cases {
-                let n = *per * *senders as u64;
-                let label = name.split('_').nth(1).unwrap_or("");
-                let extra = match one_sender(label) {
-                    Some(one) if *senders > 1 => format!(
-                        " floor=write+fdatasync vs_1_sender={:.1}x",
-                        n as f64 / best.secs / one
-                    ),
-                    _ => " floor=write+fdatasync".to_string(),
-                };
-                line(name, n, best.secs, floor, &extra);
-            }
+        if opts.run("wal") {
+            wal_policies(&opts).await;
         }
-        if run("wal") || run("send_batch") {
-            // One sender, batches of 1,000, SyncPolicy::Always: one fdatasync per batch.
-            let batches = scale(20, 2);
-            let dir = tempdir();
-            let counter = Counter::new(batches * 1000);
-            let bus = EventBus::builder()
-                .wal(PersistentWal::open(&dir).unwrap())
-                .queue(FlumeQueueFactory::bounded(BOUND))
-                .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
-                .build()
-                .await
-                .unwrap();
-            let data = payload(PAYLOAD);
-            let started = Instant::now();
-            for _ in 0..batches {
-                let batch = (0..1000)
-                    .map(|_| EMessage::standard("bench", data.clone()))
-                    .collect();
-                bus.send_batch("bench", batch).await.unwrap();
-            }
-            let secs = started.elapsed().as_secs_f64();
-            bus.wait_idle(Duration::from_secs(60)).await.unwrap();
-            drop(bus);
-            let _ = std::fs::remove_dir_all(&dir);
-            let n = batches * 1000;
-            println!(
-                "scenario=send_batch_1000 msgs={n} secs={secs:.3} msgs_per_sec={:.0} target_msgs_per_sec=100000",
-                n as f64 / secs
-            );
+        if opts.run("wal") || opts.run("send_batch") {
+            send_batch(&opts).await;
         }
-        if run("idle") {
-            let counter = Counter::new(0);
-            let bus = memory_bus(&counter, 10).await;
-            let window = Duration::from_secs(if quick { 1 } else { 5 });
-            let before = cpu_time();
-            tokio::time::sleep(window).await;
-            let used = cpu_time() - before;
-            println!(
-                "scenario=idle secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
-                window.as_secs(),
-                used.as_millis(),
-                used.as_secs_f64() / window.as_secs_f64() * 100.0
-            );
-            drop(bus);
+        if opts.run("idle") {
+            idle(&opts).await;
         }
-        if run("memory_flat") {
-            let total = scale(5_000_000, 50_000);
-            let counter = Counter::new(0);
-            let bus = memory_bus(&counter, 1).await;
-            drive(&bus, &counter, total / 10, PAYLOAD, 1).await;
-            let before = rss_kib();
-            drive(&bus, &counter, total, PAYLOAD, 1).await;
-            let after = rss_kib();
-            println!(
-                "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1}",
-                (after as f64 - before as f64) / 1024.0
-            );
+        if opts.run("memory_flat") {
+            memory_flat(&opts).await;
         }
     });
+}
+
+/// The single-topic memory path against bare flume, with and without a WAL, and with the
+/// sender as a task; returns the memory path's rate.
+async fn memory_path(opts: &Opts, n: u64) -> f64 {
+    // Warm up every path once, then take the best of a few interleaved rounds: on a
+    // shared machine other load only ever slows a run down.
+    flume_floor(n / 10, PAYLOAD, SendFrom::MainThread).await;
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    drive(&bus, &counter, n / 10, PAYLOAD, 1).await;
+    let no_wal = memory_bus_on(NoWal, &counter, 1, Observe::Default).await;
+    drive(&no_wal, &counter, n / 10, PAYLOAD, 1).await;
+
+    // CPU time (all threads) per message beside wall time: it shows what the bus
+    // costs even where a spare core hides it.
+    let mut floor = Best::default();
+    let mut with_wal = Best::default();
+    let mut without_wal = Best::default();
+    let mut allocs = 0;
+    for _ in 0..opts.scale(3, 1) {
+        let cpu = cpu_time();
+        let secs = flume_floor(n, PAYLOAD, SendFrom::MainThread).await;
+        floor.add(secs, cpu_time() - cpu);
+        let cpu = cpu_time();
+        let (secs, a) = drive(&bus, &counter, n, PAYLOAD, 1).await;
+        with_wal.add(secs, cpu_time() - cpu);
+        allocs = a;
+        let cpu = cpu_time();
+        let (secs, _) = drive(&no_wal, &counter, n, PAYLOAD, 1).await;
+        without_wal.add(secs, cpu_time() - cpu);
+    }
+    // The same with the sender as a runtime task: sender and workers then share the
+    // runtime's two threads, and a hand-off to a task on the same thread needs no
+    // wake-up at all.
+    let (mut task_floor, mut task_bus) = (Best::default(), Best::default());
+    for _ in 0..opts.scale(3, 1) {
+        task_floor.add(
+            flume_floor(n, PAYLOAD, SendFrom::Task).await,
+            Duration::ZERO,
+        );
+        task_bus.add(
+            drive_from(&bus, &counter, n, PAYLOAD, 1, SendFrom::Task)
+                .await
+                .0,
+            Duration::ZERO,
+        );
+    }
+    drop(no_wal);
+    let floor_rate = n as f64 / floor.secs;
+    let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
+    let single_topic_rate = line(
+        "memory_path",
+        n,
+        with_wal.secs,
+        floor_rate,
+        &format!(
+            " allocs_per_msg={:.2} cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
+            allocs as f64 / n as f64,
+            cpu_ns(with_wal.cpu),
+            cpu_ns(floor.cpu)
+        ),
+    );
+    line(
+        "memory_path_no_wal",
+        n,
+        without_wal.secs,
+        floor_rate,
+        &format!(
+            " cpu_ns_per_msg={:.0} (diagnostic: a WAL that records nothing)",
+            cpu_ns(without_wal.cpu)
+        ),
+    );
+    line(
+        "memory_path_task_sender",
+        n,
+        task_bus.secs,
+        n as f64 / task_floor.secs,
+        " floor=bare_flume_task_sender",
+    );
+    single_topic_rate
+}
+
+/// Audit and metrics on against both off.
+async fn observability(opts: &Opts) {
+    let m = opts.scale(500_000, 10_000);
+    let counter = Counter::new(0);
+    let off = memory_bus_with(&counter, 1, Observe::Off).await;
+    let all = memory_bus_with(&counter, 1, Observe::All).await;
+    drive(&off, &counter, m / 10, PAYLOAD, 1).await;
+    drive(&all, &counter, m / 10, PAYLOAD, 1).await;
+    // Interleaved rounds, best of each.
+    let (mut off_best, mut all_best) = (Best::default(), Best::default());
+    let mut allocs = 0;
+    for _ in 0..opts.scale(3, 1) {
+        off_best.add(drive(&off, &counter, m, PAYLOAD, 1).await.0, Duration::ZERO);
+        let (secs, a) = drive(&all, &counter, m, PAYLOAD, 1).await;
+        all_best.add(secs, Duration::ZERO);
+        allocs = a;
+    }
+    line(
+        "audit_metrics_on",
+        m,
+        all_best.secs,
+        m as f64 / off_best.secs,
+        &format!(
+            " floor=audit_metrics_off allocs_per_msg={:.2}",
+            allocs as f64 / m as f64
+        ),
+    );
+}
+
+/// 1,000 topics against the single-topic memory path.
+async fn topics(opts: &Opts, n: u64, memory_path_rate: f64) {
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1000).await;
+    // The best of as many rounds as the memory path it is compared with.
+    let mut best = Best::default();
+    for _ in 0..opts.scale(3, 1) {
+        best.add(
+            drive(&bus, &counter, n, PAYLOAD, 1000).await.0,
+            Duration::ZERO,
+        );
+    }
+    line(
+        "topics_1000x1",
+        n,
+        best.secs,
+        memory_path_rate,
+        " floor=memory_path",
+    );
+}
+
+/// 64 KiB payloads against the 64-byte memory path.
+async fn payload_64k(opts: &Opts, memory_path_rate: f64) {
+    let n64k = opts.scale(200_000, 5_000);
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    let mut best = Best::default();
+    for _ in 0..opts.scale(3, 1) {
+        best.add(
+            drive(&bus, &counter, n64k, 64 << 10, 1).await.0,
+            Duration::ZERO,
+        );
+    }
+    line(
+        "payload_64k",
+        n64k,
+        best.secs,
+        memory_path_rate,
+        " floor=memory_path_64b",
+    );
+}
+
+/// Round-trip latency through the bus against a bare channel round trip.
+async fn latency(opts: &Opts) {
+    // Alternating message by message, so both see the same machine: how fast a
+    // parked thread wakes here changes from one minute to the next.
+    let m = opts.scale(20_000, 1_000) as usize;
+    let counter = Counter::new(u64::MAX);
+    let bus = memory_bus(&counter, 1).await;
+    let bare = LatencyFloor::new();
+    let data = payload(PAYLOAD);
+    let (mut floor, mut through_bus) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    for i in 0..m as u64 {
+        floor.push(bare.round_trip().await);
+        through_bus.push(bus_round_trip(&bus, &counter, i, &data).await);
+    }
+    drop(bus);
+    let (f50, f99) = percentiles(floor);
+    let (b50, b99) = percentiles(through_bus);
+    println!(
+        "scenario=latency msgs={m} p50_us={:.1} p99_us={:.1} floor_p50_us={:.1} floor_p99_us={:.1} ratio_p50={:.2} ratio_p99={:.2}",
+        b50.as_secs_f64() * 1e6,
+        b99.as_secs_f64() * 1e6,
+        f50.as_secs_f64() * 1e6,
+        f99.as_secs_f64() * 1e6,
+        b50.as_secs_f64() / f50.as_secs_f64(),
+        b99.as_secs_f64() / f99.as_secs_f64()
+    );
+}
+
+/// Durable sends under each sync policy and sender count, against write + fdatasync.
+async fn wal_policies(opts: &Opts) {
+    // Interleaved rounds, best of each: the disk's speed drifts with other load.
+    let batch = SyncPolicy::Batch {
+        max_records: 256,
+        max_delay: Duration::from_millis(2),
+    };
+    let mut cases = Vec::new();
+    for (label, policy) in [("always", SyncPolicy::Always), ("batch", batch)] {
+        for senders in [1usize, 8, 64] {
+            let name = format!("wal_{label}_{senders}");
+            if opts.run(&name) {
+                let per = opts.scale(if senders == 1 { 2_000 } else { 16_000 }, 20);
+                let per = (per / senders as u64).max(10);
+                cases.push((name, policy, senders, per, Best::default()));
+            }
+        }
+    }
+    let mut floor: f64 = 0.0;
+    for _ in 0..opts.scale(5, 1) {
+        let dir = tempdir();
+        floor = floor.max(fsync_floor(&dir, if opts.quick { 0.1 } else { 0.5 }));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (_, policy, senders, per, best) in &mut cases {
+            let secs = durable(*policy, *senders, *per).await;
+            best.add(secs, Duration::ZERO);
+        }
+    }
+    let one_sender = |label: &str| {
+        cases
+            .iter()
+            .find(|c| c.0 == format!("wal_{label}_1"))
+            .map(|c| (c.2 as u64 * c.3) as f64 / c.4.secs)
+    };
+    for (name, _, senders, per, best) in &cases {
+        let n = *per * *senders as u64;
+        let label = name.split('_').nth(1).unwrap_or("");
+        let extra = match one_sender(label) {
+            Some(one) if *senders > 1 => format!(
+                " floor=write+fdatasync vs_1_sender={:.1}x",
+                n as f64 / best.secs / one
+            ),
+            _ => " floor=write+fdatasync".to_string(),
+        };
+        line(name, n, best.secs, floor, &extra);
+    }
+}
+
+/// `send_batch` of 1,000 messages on a `PersistentWal`.
+async fn send_batch(opts: &Opts) {
+    // One sender, batches of 1,000, SyncPolicy::Always: one fdatasync per batch.
+    let batches = opts.scale(20, 2);
+    let dir = tempdir();
+    let counter = Counter::new(batches * 1000);
+    let bus = EventBus::builder()
+        .wal(PersistentWal::open(&dir).unwrap())
+        .queue(FlumeQueueFactory::bounded(BOUND))
+        .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
+        .build()
+        .await
+        .unwrap();
+    let data = payload(PAYLOAD);
+    let started = Instant::now();
+    for _ in 0..batches {
+        let batch = (0..1000)
+            .map(|_| EMessage::standard("bench", data.clone()))
+            .collect();
+        bus.send_batch("bench", batch).await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    drop(bus);
+    let _ = std::fs::remove_dir_all(&dir);
+    let n = batches * 1000;
+    println!(
+        "scenario=send_batch_1000 msgs={n} secs={secs:.3} msgs_per_sec={:.0} target_msgs_per_sec=100000",
+        n as f64 / secs
+    );
+}
+
+/// CPU used by an idle bus.
+async fn idle(opts: &Opts) {
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 10).await;
+    let window = Duration::from_secs(if opts.quick { 1 } else { 5 });
+    let before = cpu_time();
+    tokio::time::sleep(window).await;
+    let used = cpu_time() - before;
+    println!(
+        "scenario=idle secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
+        window.as_secs(),
+        used.as_millis(),
+        used.as_secs_f64() / window.as_secs_f64() * 100.0
+    );
+    drop(bus);
+}
+
+/// Resident memory before and after many messages: it must stay flat.
+async fn memory_flat(opts: &Opts) {
+    let total = opts.scale(5_000_000, 50_000);
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    drive(&bus, &counter, total / 10, PAYLOAD, 1).await;
+    let before = rss_kib();
+    drive(&bus, &counter, total, PAYLOAD, 1).await;
+    let after = rss_kib();
+    println!(
+        "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1}",
+        (after as f64 - before as f64) / 1024.0
+    );
 }
