@@ -57,11 +57,41 @@ use event_base_core::{
 
 type Captured = Arc<Mutex<HashMap<String, Vec<EMessage>>>>;
 
+/// The captured topics and how many messages each holds, sorted by topic: what a `Debug` of
+/// the harness shows instead of every message.
+fn captured_counts(captured: &Captured) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = match captured.lock() {
+        Ok(map) => map.iter().map(|(t, v)| (t.clone(), v.len())).collect(),
+        Err(poisoned) => poisoned
+            .get_ref()
+            .iter()
+            .map(|(t, v)| (t.clone(), v.len()))
+            .collect(),
+    };
+    counts.sort_unstable();
+    counts
+}
+
 /// Builds a [`TestBus`].
 pub struct TestBusBuilder {
     builder: EventBusBuilder,
     captured: Captured,
     settle_timeout: Duration,
+}
+
+/// Shows the captured topics and the settle timeout (the wrapped `EventBusBuilder` holds
+/// boxed backends and handlers and is left out).
+impl std::fmt::Debug for TestBusBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let topics: Vec<String> = captured_counts(&self.captured)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        f.debug_struct("TestBusBuilder")
+            .field("captured_topics", &topics)
+            .field("settle_timeout", &self.settle_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TestBusBuilder {
@@ -132,6 +162,18 @@ pub struct TestBus {
     bus: EventBus,
     captured: Captured,
     settle_timeout: Duration,
+}
+
+/// Shows the bus, the settle timeout and, per captured topic, how many messages it holds
+/// (not the messages themselves).
+impl std::fmt::Debug for TestBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestBus")
+            .field("bus", &self.bus)
+            .field("captured", &captured_counts(&self.captured))
+            .field("settle_timeout", &self.settle_timeout)
+            .finish()
+    }
 }
 
 impl TestBus {

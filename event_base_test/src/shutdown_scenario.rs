@@ -10,6 +10,7 @@ use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal, Uuid};
 use crate::{Gate, Probe, WAIT};
 
 /// The first system and what was sent to it.
+#[derive(Debug)]
 pub struct Scenario {
     /// The shared WAL.
     pub wal: Arc<MemoryWal>,

@@ -15,6 +15,7 @@ pub type CapturedSpans = Arc<Mutex<BTreeMap<u64, BTreeMap<String, String>>>>;
 
 /// Records the fields of every span named `name`, both those given at creation and those
 /// recorded later (`Span::record`). Values are kept as their `Debug` text (strings as is).
+#[derive(Debug)]
 pub struct SpanCapture {
     name: &'static str,
     spans: CapturedSpans,
