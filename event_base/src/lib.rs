@@ -122,7 +122,9 @@ pub mod __private {
     pub use async_trait::async_trait;
     pub use linkme;
 
-    use crate::{CoreError, EMessage, EventBus, EventBusBuilder, IntoMessage, TopicRouter, Uuid};
+    use crate::{
+        CoreError, EMessage, EventBus, EventBusBuilder, IntoMessage, MessageId, TopicRouter,
+    };
     use std::time::Duration;
 
     /// Builds the system from `start_system!` and installs it as the global one.
@@ -139,7 +141,7 @@ pub mod __private {
     pub async fn send_msg(
         topic: impl AsRef<str>,
         message: impl IntoMessage,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         TopicRouter::global().publish(topic, message).await
     }
 
@@ -149,7 +151,7 @@ pub mod __private {
         message: EMessage,
         try_send: Option<bool>,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         TopicRouter::global()
             .send(topic, message, try_send, timeout)
             .await

@@ -33,9 +33,9 @@
 //! let bad = t.publish("orders", Vec::<u8>::new()).await?;
 //! t.settle().await?;
 //!
-//! assert!(t.acked(good));
+//! assert!(t.acked(&good));
 //! assert_eq!(t.captured("billing").len(), 1);
-//! assert_eq!(t.captured("billing")[0].metadata.causation_id, Some(good));
+//! assert_eq!(t.captured("billing")[0].metadata.causation_id.as_deref(), Some(&*good));
 //! assert_eq!(t.dead_letters().await?[0].message.id, bad);
 //! # t.stop().await?;
 //! # Ok(()) }
@@ -51,8 +51,8 @@ use std::time::Duration;
 
 use event_base_core::{
     async_trait, Ack, AuditEvent, AuditOutcome, AuditRecord, CoreError, DeadLetterMessage,
-    EHandler, EMessage, EventBus, EventBusBuilder, HandlerSpec, IntoMessage, ShutdownReport,
-    ShutdownStrategy, Uuid,
+    EHandler, EMessage, EventBus, EventBusBuilder, HandlerSpec, IntoMessage, MessageId,
+    ShutdownReport, ShutdownStrategy,
 };
 
 type Captured = Arc<Mutex<HashMap<String, Vec<EMessage>>>>;
@@ -192,7 +192,11 @@ impl TestBus {
     }
 
     /// Sends a message or payload to `topic`.
-    pub async fn publish(&self, topic: &str, message: impl IntoMessage) -> Result<Uuid, CoreError> {
+    pub async fn publish(
+        &self,
+        topic: &str,
+        message: impl IntoMessage,
+    ) -> Result<MessageId, CoreError> {
         self.bus.send(topic, message).await
     }
 
@@ -203,11 +207,11 @@ impl TestBus {
     }
 
     /// Every audit record of one message, in order.
-    pub fn history(&self, id: Uuid) -> Vec<AuditRecord> {
+    pub fn history(&self, id: &str) -> Vec<AuditRecord> {
         self.bus.audit().for_message(id)
     }
 
-    fn outcomes(&self, id: Uuid) -> impl Iterator<Item = AuditOutcome> {
+    fn outcomes(&self, id: &str) -> impl Iterator<Item = AuditOutcome> {
         self.history(id).into_iter().filter_map(|r| match r.event {
             AuditEvent::Finished { outcome, .. } => Some(outcome),
             AuditEvent::Started => None,
@@ -215,12 +219,12 @@ impl TestBus {
     }
 
     /// Whether a handler acked the message.
-    pub fn acked(&self, id: Uuid) -> bool {
+    pub fn acked(&self, id: &str) -> bool {
         self.outcomes(id).any(|o| o == AuditOutcome::Acked)
     }
 
     /// How many times the message was scheduled again.
-    pub fn retries(&self, id: Uuid) -> usize {
+    pub fn retries(&self, id: &str) -> usize {
         self.outcomes(id)
             .filter(|o| matches!(o, AuditOutcome::Retried { .. }))
             .count()

@@ -55,3 +55,6 @@ pub const MAX_SYSTEM_PAYLOAD: usize = 1 << 20;
 pub const DEFAULT_HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long a worker may work on one message without progress before it is declared dead.
 pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+/// Longest message id the bus accepts, in bytes (generated ids are 36). A longer, or an empty,
+/// id is refused at send with `CoreError::InvalidId`.
+pub const MAX_ID_BYTES: usize = 255;

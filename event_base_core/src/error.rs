@@ -106,8 +106,18 @@ pub enum CoreError {
         reason: String,
     },
     /// The named message is not known (e.g. no such dead letter).
-    #[error("no message with id {0}")]
-    NotFound(uuid::Uuid),
+    #[error("no message with id `{0}`; list the dead letters with EventBus::dead_letters for the ids there are")]
+    NotFound(String),
+    /// A message's id is empty or longer than `constant::MAX_ID_BYTES`; it was not accepted.
+    #[error("message id `{id}` is {len} bytes; an id is 1 to {max} bytes (leave the generated one, or set a shorter one with EMessage::with_id)")]
+    InvalidId {
+        /// The id as given (cut to the limit if it was longer).
+        id: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit, `constant::MAX_ID_BYTES`.
+        max: usize,
+    },
     /// The WAL failed.
     #[error(transparent)]
     Wal(#[from] WalError),

@@ -103,7 +103,7 @@ pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
 pub use message::delivery_mode::DeliveryMode;
 pub use message::emessage::{EMessage, IntoMessage, JsonPayload, MESSAGE_VERSION};
-pub use message::id::new_message_id;
+pub use message::id::{new_message_id, MessageId};
 pub use message::metadata::MessageMetadata;
 pub use message::payload::MessagePayload;
 pub use message::topic::MessageTopic;

@@ -15,7 +15,7 @@ pub mod span_capture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use event_base::{async_trait, Ack, EHandler, EMessage, HandlerSpec, Uuid};
+use event_base::{async_trait, Ack, EHandler, EMessage, HandlerSpec};
 use tokio::sync::{watch, Notify};
 
 /// One delivery as a handler saw it.
@@ -24,7 +24,7 @@ pub struct Seen {
     /// Which handler (the label given to [`Probe::handler`]).
     pub label: String,
     /// Message id.
-    pub id: Uuid,
+    pub id: String,
     /// `attempts` of this delivery.
     pub attempts: u32,
     /// The payload.
@@ -35,7 +35,7 @@ pub struct Seen {
 #[derive(Debug, Default)]
 pub struct Probe {
     seen: Mutex<Vec<Seen>>,
-    finished: Mutex<Vec<Uuid>>,
+    finished: Mutex<Vec<String>>,
     changed: Notify,
 }
 
@@ -103,7 +103,7 @@ impl Probe {
     }
 
     /// Ids of the deliveries whose handler returned (after any gate), in order.
-    pub fn finished(&self) -> Vec<Uuid> {
+    pub fn finished(&self) -> Vec<String> {
         self.finished.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
@@ -113,7 +113,7 @@ impl Probe {
     }
 
     /// Deliveries of one message.
-    pub fn count_of(&self, id: Uuid) -> usize {
+    pub fn count_of(&self, id: &str) -> usize {
         self.seen
             .lock()
             .map(|v| v.iter().filter(|s| s.id == id).count())
@@ -156,7 +156,7 @@ where
     async fn handler(&self, msg: &EMessage) -> Ack {
         self.probe.record(Seen {
             label: self.label.clone(),
-            id: msg.id,
+            id: msg.id.clone(),
             attempts: msg.attempts,
             payload: msg.payload.0.to_vec(),
         });
@@ -165,7 +165,7 @@ where
         }
         let answer = (self.answer)(msg);
         if let Ok(mut f) = self.probe.finished.lock() {
-            f.push(msg.id);
+            f.push(msg.id.clone());
         }
         answer
     }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal, Uuid};
+use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal};
 
 use crate::{Gate, Probe, WAIT};
 
@@ -21,7 +21,7 @@ pub struct Scenario {
     /// Holds the first system's handlers.
     pub gate: Gate,
     /// Every accepted message id.
-    pub sent: Vec<Uuid>,
+    pub sent: Vec<String>,
 }
 
 impl Scenario {
@@ -47,7 +47,8 @@ impl Scenario {
             sent.push(
                 bus.send("jobs", (i as u32).to_le_bytes().to_vec())
                     .await
-                    .expect("send"),
+                    .expect("send")
+                    .into(),
             );
         }
         probe.wait_for(workers.min(n), WAIT).await;
@@ -63,7 +64,7 @@ impl Scenario {
     /// Starts a second system on the same WAL and returns the ids it delivered once idle.
     /// Asserts that, together with what the first system finished, every sent message was
     /// handled, and that nothing the first system finished is delivered again.
-    pub async fn restart_and_check(&self) -> Vec<Uuid> {
+    pub async fn restart_and_check(&self) -> Vec<String> {
         let probe = Probe::new();
         let bus = EventBus::builder()
             .wal(self.wal.clone())
@@ -73,9 +74,9 @@ impl Scenario {
             .await
             .expect("build second system");
         bus.wait_idle(WAIT).await.expect("second system idle");
-        let finished: HashSet<Uuid> = self.probe.finished().into_iter().collect();
-        let replayed: Vec<Uuid> = probe.seen().into_iter().map(|s| s.id).collect();
-        let replayed_set: HashSet<Uuid> = replayed.iter().copied().collect();
+        let finished: HashSet<String> = self.probe.finished().into_iter().collect();
+        let replayed: Vec<String> = probe.seen().into_iter().map(|s| s.id).collect();
+        let replayed_set: HashSet<String> = replayed.iter().cloned().collect();
         assert_eq!(
             replayed.len(),
             replayed_set.len(),

@@ -23,7 +23,7 @@ async fn a_retried_then_dead_message_tells_its_whole_story() {
     let id = bus.send("flaky", b"x".to_vec()).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
 
-    let story = bus.audit().for_message(id);
+    let story = bus.audit().for_message(&id);
     let steps: Vec<(u32, String)> = story
         .iter()
         .map(|r| {

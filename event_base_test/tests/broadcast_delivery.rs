@@ -24,7 +24,7 @@ async fn broadcast_is_handled_once_by_every_worker() {
     bus.wait_idle(WAIT).await.unwrap();
 
     for id in ids {
-        assert_eq!(probe.count_of(id), 5, "one delivery per worker");
+        assert_eq!(probe.count_of(&id), 5, "one delivery per worker");
         let labels: Vec<String> = probe
             .seen()
             .into_iter()

@@ -17,7 +17,10 @@ async fn ids_follow_a_chain_of_events() {
         let r = r.clone();
         let s = s.clone();
         async move {
-            assert_eq!(event_base::current_message().map(|m| m.id), Some(msg.id));
+            assert_eq!(
+                event_base::current_message().map(|m| m.id.clone()),
+                Some(msg.id.clone())
+            );
             s.lock().unwrap().push(msg.clone());
             // A follow-up without ids of its own, and one that sets its own correlation id.
             let follow = EMessage::standard("billing", b"invoice".to_vec());
@@ -65,7 +68,7 @@ async fn ids_follow_a_chain_of_events() {
         .unwrap();
     assert_eq!(invoice.metadata.trace_id.as_deref(), Some("trace-7"));
     assert_eq!(invoice.metadata.correlation_id.as_deref(), Some("req-42"));
-    assert_eq!(invoice.metadata.causation_id, Some(first_id));
+    assert_eq!(invoice.metadata.causation_id, Some(first_id.to_string()));
     let audit = seen
         .iter()
         .find(|m| m.payload.0.as_ref() == b"audit")
@@ -76,7 +79,7 @@ async fn ids_follow_a_chain_of_events() {
         "an explicit id is kept"
     );
     assert_eq!(audit.metadata.trace_id.as_deref(), Some("trace-7"));
-    assert_eq!(audit.metadata.causation_id, Some(first_id));
+    assert_eq!(audit.metadata.causation_id, Some(first_id.to_string()));
     // Outside a handler nothing is inherited.
     let plain = bus.send("billing", b"plain".to_vec()).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();

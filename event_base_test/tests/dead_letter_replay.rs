@@ -28,9 +28,9 @@ async fn replaying_a_dead_letter_delivers_it_again_and_purge_removes_the_rest() 
     assert_eq!(bus.dead_letters().await.unwrap().len(), 2);
 
     healthy.store(true, Ordering::Release);
-    bus.replay_dead_letter(a).await.unwrap();
+    bus.replay_dead_letter(&a).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
-    assert_eq!(probe.count_of(a), 2);
+    assert_eq!(probe.count_of(&a), 2);
     let replayed = probe.seen().into_iter().rfind(|s| s.id == a).unwrap();
     assert_eq!(replayed.attempts, 1, "attempts reset on replay");
     let left = bus.dead_letters().await.unwrap();
@@ -40,8 +40,8 @@ async fn replaying_a_dead_letter_delivers_it_again_and_purge_removes_the_rest() 
     assert_eq!(bus.purge_dead_letters().await.unwrap(), 1);
     assert!(bus.dead_letters().await.unwrap().is_empty());
     assert!(
-        bus.replay_dead_letter(b).await.is_err(),
+        bus.replay_dead_letter(&b).await.is_err(),
         "a purged letter cannot be replayed"
     );
-    assert_eq!(probe.count_of(b), 1);
+    assert_eq!(probe.count_of(&b), 1);
 }

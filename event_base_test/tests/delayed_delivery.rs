@@ -5,15 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use event_base::{
-    async_trait, Ack, EHandler, EMessage, HandlerSpec, MemoryWal, ShutdownStrategy, Uuid,
-};
+use event_base::{async_trait, Ack, EHandler, EMessage, HandlerSpec, MemoryWal, ShutdownStrategy};
 use event_base_test::WAIT;
 
 /// Records (worker label, message id, deliver_at, time handled).
 #[derive(Default)]
 struct Timeline {
-    rows: Mutex<Vec<(String, Uuid, SystemTime, SystemTime)>>,
+    rows: Mutex<Vec<(String, String, SystemTime, SystemTime)>>,
 }
 
 struct Timed {
@@ -30,7 +28,7 @@ impl EHandler for Timed {
             .rows
             .lock()
             .unwrap()
-            .push((self.label.clone(), msg.id, due, now));
+            .push((self.label.clone(), msg.id.clone(), due, now));
         Ack::Ack
     }
 }
@@ -78,7 +76,7 @@ async fn a_thousand_delayed_messages_arrive_none_early_and_in_order_per_worker()
     let rows = timeline.rows.lock().unwrap().clone();
     assert_eq!(rows.len(), 1000, "all of them");
     for (_, id, at, handled) in &rows {
-        assert_eq!(due[id], *at);
+        assert_eq!(due[id.as_str()], *at);
         assert!(
             handled >= at,
             "message {id} handled {:?} early",
@@ -137,7 +135,7 @@ async fn replay_reschedules_a_delayed_message_after_a_restart() {
     bus.wait_idle(WAIT).await.unwrap();
     let rows = timeline.rows.lock().unwrap().clone();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].1, id);
+    assert_eq!(rows[0].1, id.as_str());
     assert!(
         rows[0].3 >= at,
         "not delivered before its time after the restart"

@@ -31,8 +31,8 @@ async fn explicit_dead_is_a_dead_letter_at_once() {
     let dead = bus.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
-        (dead[0].message.id, dead[0].reason.clone()),
-        (bad, DeadReason::Explicit)
+        (dead[0].message.id.clone(), dead[0].reason.clone()),
+        (bad.to_string(), DeadReason::Explicit)
     );
 }
 
@@ -101,8 +101,12 @@ async fn a_hanging_handler_times_out_then_dead_and_the_worker_survives() {
     let dead = bus.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
-        (dead[0].message.id, dead[0].reason.clone(), dead[0].attempts),
-        (id, DeadReason::Timeout, 2)
+        (
+            dead[0].message.id.clone(),
+            dead[0].reason.clone(),
+            dead[0].attempts
+        ),
+        (id.to_string(), DeadReason::Timeout, 2)
     );
 
     bus.send("s", b"quick".to_vec()).await.unwrap();

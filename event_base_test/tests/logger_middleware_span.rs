@@ -35,7 +35,7 @@ async fn the_logger_span_carries_the_delivery_fields() {
     bus.wait_idle(WAIT).await.unwrap();
 
     let spans = spans.lock().unwrap().clone();
-    let find = |id: &event_base::Uuid| {
+    let find = |id: &str| {
         spans
             .values()
             .find(|f| f.get("id") == Some(&id.to_string()))

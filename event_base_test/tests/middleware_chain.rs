@@ -97,7 +97,7 @@ async fn middleware_runs_in_order_around_the_handler_and_can_short_circuit() {
         vec!["global before", "a before", "a after", "global after"],
         "RejectEmpty answered; b and the handler never ran"
     );
-    assert_eq!(probe.count_of(id), 0);
+    assert_eq!(probe.count_of(&id), 0);
     let dead = bus.dead_letters().await.unwrap();
     assert_eq!(dead[0].reason, DeadReason::Other("empty payload".into()));
 }

@@ -33,8 +33,8 @@ async fn repeated_n_is_handled_n_times_by_any_workers() {
         .await
         .unwrap();
     bus.wait_idle(WAIT).await.unwrap();
-    assert_eq!(probe.count_of(seven), 7);
-    assert_eq!(probe.count_of(one), 1);
-    assert_eq!(probe.count_of(zero), 0);
+    assert_eq!(probe.count_of(&seven), 7);
+    assert_eq!(probe.count_of(&one), 1);
+    assert_eq!(probe.count_of(&zero), 0);
     assert_eq!(bus.wal_stats().live, 0);
 }

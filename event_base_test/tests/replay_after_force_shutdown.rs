@@ -25,7 +25,7 @@ async fn force_shutdown_leaves_pending_and_processing_for_replay() {
         .unwrap();
     let mut ids = HashSet::new();
     for i in 0..20u8 {
-        ids.insert(bus.send("jobs", vec![i]).await.unwrap());
+        ids.insert(bus.send("jobs", vec![i]).await.unwrap().to_string());
     }
     first.wait_for(2, WAIT).await; // both workers are mid-message
     let report = bus.shutdown(ShutdownStrategy::Force).await.unwrap();

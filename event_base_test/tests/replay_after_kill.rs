@@ -6,11 +6,11 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use event_base::{Ack, EventBus, FlumeQueueFactory, PersistentWal, Uuid};
+use event_base::{Ack, EventBus, FlumeQueueFactory, PersistentWal};
 use event_base_test::{Probe, WAIT};
 
 /// Runs the child until its marker, kills it with SIGKILL, and returns (done, accepted) ids.
-fn run_and_kill(dir: &std::path::Path, policy: &str) -> (HashSet<Uuid>, HashSet<Uuid>) {
+fn run_and_kill(dir: &std::path::Path, policy: &str) -> (HashSet<String>, HashSet<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_crash_child"))
         .arg(dir)
         .arg(policy)
@@ -29,7 +29,7 @@ fn run_and_kill(dir: &std::path::Path, policy: &str) -> (HashSet<Uuid>, HashSet<
             break;
         }
         let (kind, id) = line.split_once(' ').expect("child line format");
-        let id: Uuid = id.parse().expect("uuid");
+        let id: String = id.to_owned();
         match kind {
             "DONE" => done.insert(id),
             "ACCEPTED" => accepted.insert(id),
@@ -63,7 +63,7 @@ fn restart_and_check(policy: &str) {
             .await
             .unwrap();
         bus.wait_idle(WAIT).await.unwrap();
-        let seen: HashSet<Uuid> = probe.seen().into_iter().map(|s| s.id).collect();
+        let seen: HashSet<String> = probe.seen().into_iter().map(|s| s.id.clone()).collect();
         let missing = accepted.difference(&seen).count();
         assert_eq!(
             missing, 0,

@@ -114,8 +114,8 @@ async fn a_router_task_claims_routes_and_acks_every_message() {
         .unwrap();
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), 1000 + 3 + 5 + 1);
-    assert_eq!(probe.count_of(b), 3);
-    assert_eq!(probe.count_of(r), 5);
+    assert_eq!(probe.count_of(&b), 3);
+    assert_eq!(probe.count_of(&r), 5);
     assert_eq!(
         probe
             .seen()

@@ -20,14 +20,21 @@ async fn a_batch_is_accepted_with_one_commit_and_delivered_once_each() {
     let batch: Vec<EMessage> = (0..1000u32)
         .map(|i| EMessage::standard("t", i.to_le_bytes().to_vec()))
         .collect();
-    let want: HashSet<_> = batch.iter().map(|m| m.id).collect();
+    let want: HashSet<String> = batch.iter().map(|m| m.id.clone()).collect();
     let ids = bus.send_batch("t", batch).await.unwrap();
     assert_eq!(ids.len(), 1000);
-    assert_eq!(ids.iter().copied().collect::<HashSet<_>>(), want);
+    assert_eq!(
+        ids.iter().map(|id| id.to_string()).collect::<HashSet<_>>(),
+        want
+    );
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), 1000);
     assert_eq!(
-        probe.seen().iter().map(|s| s.id).collect::<HashSet<_>>(),
+        probe
+            .seen()
+            .iter()
+            .map(|s| s.id.clone())
+            .collect::<HashSet<_>>(),
         want
     );
     assert_eq!(bus.metrics().topic("t").unwrap().sent, 1000);

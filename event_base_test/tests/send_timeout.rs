@@ -22,7 +22,7 @@ async fn timed_out_send_is_withdrawn() {
     let mut accepted = Vec::new();
     let timed_out = loop {
         let msg = EMessage::standard("slow", b"x".to_vec());
-        let id = msg.id;
+        let id = msg.id.clone();
         match bus
             .send_with("slow", msg, None, Some(Duration::from_millis(50)))
             .await
@@ -41,7 +41,7 @@ async fn timed_out_send_is_withdrawn() {
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), accepted.len());
     assert_eq!(
-        probe.count_of(timed_out),
+        probe.count_of(&timed_out),
         0,
         "a timed-out send must not be delivered"
     );
@@ -63,7 +63,7 @@ async fn a_send_dropped_while_waiting_for_room_is_withdrawn() {
     let mut accepted = 0;
     let dropped = loop {
         let msg = EMessage::standard("slow", b"x".to_vec());
-        let id = msg.id;
+        let id = msg.id.clone();
         match tokio::time::timeout(Duration::from_millis(50), bus.send("slow", msg)).await {
             Ok(r) => {
                 r.unwrap();
@@ -81,5 +81,5 @@ async fn a_send_dropped_while_waiting_for_room_is_withdrawn() {
     gate.open();
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), accepted);
-    assert_eq!(probe.count_of(dropped), 0);
+    assert_eq!(probe.count_of(&dropped), 0);
 }

@@ -76,9 +76,10 @@ async fn every_send_during_drain_is_either_handled_or_refused() {
     }
     assert!(report.drained, "{report:?}");
     let handled: HashSet<_> = s.probe.finished().into_iter().collect();
-    let expected: HashSet<_> = accepted
-        .union(&s.sent.iter().copied().collect())
-        .copied()
+    let expected: HashSet<String> = accepted
+        .iter()
+        .map(|id| id.to_string())
+        .chain(s.sent.iter().cloned())
         .collect();
     assert_eq!(
         handled, expected,

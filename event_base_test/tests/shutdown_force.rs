@@ -7,14 +7,14 @@ use event_base_test::shutdown_scenario::Scenario;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_cancels_in_flight_work_and_loses_nothing() {
     let s = Scenario::start(1, 10).await;
-    let in_hand = s.probe.seen()[0].id;
+    let in_hand = s.probe.seen()[0].id.clone();
     let report = s.bus.shutdown(ShutdownStrategy::Force).await.unwrap();
     assert_eq!(report.strategy, "force");
     assert_eq!(report.left_for_replay, 10);
     assert!(!report.drained);
     let w = report.worker("jobs-0").unwrap();
     assert_eq!(
-        (w.outcome, w.interrupted),
+        (w.outcome, w.interrupted.clone()),
         (WorkerOutcome::Forced, Some(in_hand))
     );
     assert!(matches!(

@@ -77,7 +77,7 @@ async fn a_graceful_stop_past_the_shutdown_timeout_cancels_and_redelivers() {
         .registry()
         .list()
         .into_iter()
-        .find(|w| w.current_message == Some(id))
+        .find(|w| w.current_message.as_deref() == Some(&*id))
         .unwrap()
         .name;
     let report = bus
@@ -89,8 +89,8 @@ async fn a_graceful_stop_past_the_shutdown_timeout_cancels_and_redelivers() {
         .unwrap();
     let line = report.worker(&holder).unwrap();
     assert_eq!(
-        (line.outcome, line.interrupted),
-        (WorkerOutcome::TimedOut, Some(id))
+        (line.outcome, line.interrupted.clone()),
+        (WorkerOutcome::TimedOut, Some(id.to_string()))
     );
     assert_eq!(
         bus.registry().get(&holder).unwrap().status,
@@ -99,6 +99,6 @@ async fn a_graceful_stop_past_the_shutdown_timeout_cancels_and_redelivers() {
     // The other worker gets the message again.
     gate.open();
     bus.wait_idle(WAIT).await.unwrap();
-    assert_eq!(probe.count_of(id), 2);
+    assert_eq!(probe.count_of(&id), 2);
     assert_eq!(probe.finished(), vec![id]);
 }

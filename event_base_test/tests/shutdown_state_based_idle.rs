@@ -37,7 +37,7 @@ async fn idle_workers_stop_at_once_busy_ones_when_done() {
         .unwrap();
     assert_eq!(
         bus.registry().get("busy-0").unwrap().current_message,
-        Some(id)
+        Some(id.to_string())
     );
     gate.open();
     let report = stopping.await.unwrap().unwrap();

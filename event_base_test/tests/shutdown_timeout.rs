@@ -30,7 +30,7 @@ async fn the_backlog_is_handled_while_time_remains() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_still_running_when_time_is_up_is_cancelled_and_replayed() {
     let s = Scenario::start(1, 5).await;
-    let in_hand = s.probe.seen()[0].id;
+    let in_hand = s.probe.seen()[0].id.clone();
     let report = s
         .bus
         .shutdown(ShutdownStrategy::Timeout {
@@ -41,7 +41,7 @@ async fn work_still_running_when_time_is_up_is_cancelled_and_replayed() {
     assert!(report.elapsed >= Duration::from_millis(150));
     let w = report.worker("jobs-0").unwrap();
     assert_eq!(
-        (w.outcome, w.interrupted),
+        (w.outcome, w.interrupted.clone()),
         (WorkerOutcome::TimedOut, Some(in_hand))
     );
     assert_eq!(s.restart_and_check().await.len(), 5);

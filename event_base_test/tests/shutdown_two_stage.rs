@@ -38,7 +38,7 @@ async fn workers_finish_their_current_message_then_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_still_busy_at_the_force_timeout_is_cancelled() {
     let s = Scenario::start(1, 3).await;
-    let in_hand = s.probe.seen()[0].id;
+    let in_hand = s.probe.seen()[0].id.clone();
     let report = s
         .bus
         .shutdown(ShutdownStrategy::TwoStage {
@@ -49,8 +49,8 @@ async fn a_worker_still_busy_at_the_force_timeout_is_cancelled() {
         .unwrap();
     let w = report.worker("jobs-0").unwrap();
     assert_eq!(
-        (w.outcome, w.interrupted),
-        (WorkerOutcome::TimedOut, Some(in_hand))
+        (w.outcome, w.interrupted.clone()),
+        (WorkerOutcome::TimedOut, Some(in_hand.clone()))
     );
     assert_eq!(report.left_for_replay, 3);
     let replayed = s.restart_and_check().await;

@@ -39,7 +39,11 @@ async fn n_standard_messages_over_4_workers_are_each_handled_once() {
         "every message handled exactly once in total"
     );
     for id in &sent {
-        assert_eq!(counts.get(id), Some(&1), "message {id} handled once");
+        assert_eq!(
+            counts.get(id.as_str()),
+            Some(&1),
+            "message {id} handled once"
+        );
     }
     let m = bus.metrics().topic("orders").unwrap();
     assert_eq!((m.sent, m.handled, m.acked), (N as u64, N as u64, N as u64));
@@ -64,6 +68,6 @@ async fn the_kanal_queue_delivers_the_same_way() {
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), N);
     for id in sent {
-        assert_eq!(probe.count_of(id), 1);
+        assert_eq!(probe.count_of(&id), 1);
     }
 }

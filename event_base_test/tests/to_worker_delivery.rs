@@ -92,7 +92,7 @@ async fn addressed_repeated_goes_n_times_to_that_worker() {
     );
     let id = bus.send("jobs", msg).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
-    assert_eq!(probe.count_of(id), 3);
+    assert_eq!(probe.count_of(&id), 3);
     assert!(probe.seen().iter().all(|s| s.label == "a"));
     assert_eq!(bus.wal_stats().live, 0);
 }

@@ -56,7 +56,7 @@ async fn handler_events_reach_the_trace_topic_with_their_message() {
         .expect("the info event");
     assert_eq!(r.level, "INFO");
     assert_eq!(r.fields.get("order").map(String::as_str), Some("7"));
-    assert_eq!(r.message_id, Some(id));
+    assert_eq!(r.message_id, Some(id.to_string()));
     assert_eq!(r.trace_id.as_deref(), Some("t-1"));
     assert_eq!(r.correlation_id.as_deref(), Some("c-1"));
     assert_eq!(r.span.as_deref(), Some("pricing"), "the innermost span");
@@ -69,5 +69,5 @@ async fn handler_events_reach_the_trace_topic_with_their_message() {
         .expect("the closed span");
     assert_eq!(span.message.as_deref(), Some("pricing"));
     assert_eq!(span.fields.get("items").map(String::as_str), Some("3"));
-    assert_eq!(span.message_id, Some(id));
+    assert_eq!(span.message_id, Some(id.to_string()));
 }

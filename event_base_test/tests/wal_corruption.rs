@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use event_base::{EMessage, PersistentWal, Uuid, Wal, WalError};
+use event_base::{EMessage, PersistentWal, Wal, WalError};
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -20,25 +20,25 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Opens the WAL, appends one message per payload durably, and closes it.
-async fn write_session(dir: &Path, payloads: &[&str]) -> Vec<Uuid> {
+async fn write_session(dir: &Path, payloads: &[&str]) -> Vec<String> {
     let wal = PersistentWal::open(dir).unwrap();
     let mut ids = Vec::new();
     for p in payloads {
         let m = Arc::new(EMessage::standard("t", p.as_bytes().to_vec()));
         wal.append(&m).unwrap().wait().await.unwrap();
-        ids.push(m.id);
+        ids.push(m.id.clone());
     }
     ids
 }
 
-async fn live_ids(dir: &Path) -> Vec<Uuid> {
+async fn live_ids(dir: &Path) -> Vec<String> {
     let wal = PersistentWal::open(dir).unwrap();
-    let mut ids: Vec<(std::time::SystemTime, Uuid)> = wal
+    let mut ids: Vec<(std::time::SystemTime, String)> = wal
         .pending()
         .await
         .unwrap()
         .into_iter()
-        .map(|r| (r.message.metadata.created_at, r.message.id))
+        .map(|r| (r.message.metadata.created_at, r.message.id.clone()))
         .collect();
     ids.sort();
     ids.into_iter().map(|(_, id)| id).collect()
@@ -125,7 +125,7 @@ async fn corruption_in_a_sealed_segment_is_an_error_unless_skipped() {
         for i in 0..8u8 {
             let m = Arc::new(EMessage::standard("t", vec![i; 1000]));
             wal.append(&m).unwrap().wait().await.unwrap();
-            ids.push(m.id);
+            ids.push(m.id.clone());
         }
     }
     let segs = segments(dir.path());
@@ -153,12 +153,12 @@ async fn corruption_in_a_sealed_segment_is_an_error_unless_skipped() {
         .skip_corrupt(true)
         .open()
         .unwrap();
-    let live: Vec<Uuid> = wal
+    let live: Vec<String> = wal
         .pending()
         .await
         .unwrap()
         .into_iter()
-        .map(|r| r.message.id)
+        .map(|r| r.message.id.clone())
         .collect();
     assert!(
         !live.contains(&ids[0]),

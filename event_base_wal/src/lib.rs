@@ -18,6 +18,7 @@
 mod memory_wal;
 #[cfg(feature = "persistent")]
 mod persistent;
+mod record_id;
 
 pub use memory_wal::MemoryWal;
 #[cfg(feature = "persistent")]

@@ -1,7 +1,5 @@
 //! [`MemoryWal`]: the in-memory write-ahead log.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -11,47 +9,29 @@ use event_base_core::{
     DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalError, WalRecord, WalRecordState,
     WalStats,
 };
-use uuid::Uuid;
+
+use hashbrown::hash_table::{Entry, HashTable};
+
+use crate::record_id::hash_id;
 
 /// Number of independently locked shards; a power of two.
 const SHARDS: usize = 32;
 
-/// Message ids are random UUIDs, so one multiply of their folded halves spreads them well
-/// over every bit the hash table uses; SipHash would cost several times more on the hot path.
-/// (Which shard an id lives in is taken from other bits, see [`MemoryWal::shard`].)
-#[derive(Default)]
-struct IdHasher(u64);
+/// One shard's records, found by the hash of their id.
+type Shard = HashTable<Record>;
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(word);
-        }
-    }
-
-    fn write_u128(&mut self, v: u128) {
-        self.0 = self.0.rotate_left(29) ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(17);
-    }
+/// One record: the message (its id is the key), the hash of that id, and its state.
+#[derive(Debug)]
+struct Record {
+    message: Arc<EMessage>,
+    hash: u64,
+    slot: Slot,
 }
 
-/// Keyed by the id as one `u128`: compared in two instructions instead of a `memcmp` call.
-type IdMap = HashMap<u128, Slot, BuildHasherDefault<IdHasher>>;
-
-#[inline]
-fn key(id: &Uuid) -> u128 {
-    id.as_u128()
-}
-
-/// One record. Kept small (40 bytes) because the hot path touches it three times.
+/// What the WAL knows of a record besides its message. Kept small because the hot path
+/// touches it three times.
 #[derive(Debug)]
 struct Slot {
-    message: Arc<EMessage>,
     state: WalRecordState,
     /// `None` until the record is rewritten: reading the clock on every append costs more
     /// than the rest of the append, and the message's `created_at` says the same.
@@ -66,17 +46,29 @@ struct DeadInfo {
 }
 
 impl Slot {
-    fn live(message: Arc<EMessage>, updated_at: Option<SystemTime>) -> Slot {
+    fn live(updated_at: Option<SystemTime>) -> Slot {
         Slot {
-            message,
             state: WalRecordState::Pending,
             updated_at,
             dead: None,
         }
     }
 
+    fn failed(reason: DeadReason, at: SystemTime) -> Slot {
+        Slot {
+            state: WalRecordState::Failed,
+            updated_at: Some(at),
+            dead: Some(Box::new(DeadInfo {
+                reason,
+                died_at: at,
+            })),
+        }
+    }
+}
+
+impl Record {
     fn updated_at(&self) -> SystemTime {
-        match (&self.dead, self.updated_at) {
+        match (&self.slot.dead, self.slot.updated_at) {
             (Some(d), _) => d.died_at,
             (None, Some(t)) => t,
             (None, None) => self.message.metadata.created_at,
@@ -87,6 +79,7 @@ impl Slot {
         DeadLetterMessage {
             message: (*self.message).clone(),
             reason: self
+                .slot
                 .dead
                 .as_ref()
                 .map_or(DeadReason::Explicit, |d| d.reason.clone()),
@@ -94,6 +87,30 @@ impl Slot {
             died_at: self.updated_at(),
         }
     }
+
+    fn to_wal_record(&self) -> WalRecord {
+        WalRecord {
+            message: self.message.clone(),
+            state: self.slot.state,
+            updated_at: self.updated_at(),
+            dead_reason: self.slot.dead.as_ref().map(|d| d.reason.clone()),
+        }
+    }
+}
+
+/// Whether `record` is the one of `id`. The id passed in is usually the record's own string
+/// (the worker holds the same `Arc<EMessage>`), so the pointers are compared first.
+#[inline]
+fn is(id: &str) -> impl Fn(&Record) -> bool + '_ {
+    move |r| {
+        let own = r.message.id.as_str();
+        (own.as_ptr() == id.as_ptr() && own.len() == id.len()) || own == id
+    }
+}
+
+/// The hash a record keeps, for the table to grow by.
+fn rehash(r: &Record) -> u64 {
+    r.hash
 }
 
 /// An in-memory [`Wal`].
@@ -116,7 +133,7 @@ impl Slot {
 /// ```
 #[derive(Debug)]
 pub struct MemoryWal {
-    shards: Box<[Mutex<IdMap>]>,
+    shards: Box<[Mutex<Shard>]>,
     appended: AtomicU64,
     completed: AtomicU64,
     live: AtomicU64,
@@ -133,7 +150,7 @@ impl MemoryWal {
     /// An empty WAL.
     pub fn new() -> Self {
         MemoryWal {
-            shards: (0..SHARDS).map(|_| Mutex::new(IdMap::default())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
             appended: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             live: AtomicU64::new(0),
@@ -141,47 +158,81 @@ impl MemoryWal {
         }
     }
 
-    fn shard(&self, id: &Uuid) -> MutexGuard<'_, IdMap> {
-        // Byte 0 of the id: random in a v4 UUID, and not among the bits the table hash keeps.
-        let idx = usize::from(id.as_bytes()[0]) & (SHARDS - 1);
-        // A poisoned shard only means a panic elsewhere while holding it; the map itself is
-        // still consistent (every update is a single insert/remove/assignment).
+    /// The shard of an id with that hash, locked.
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        // Bits the table itself does not use (it takes the low bits for the bucket and the
+        // top seven for its control bytes).
+        let idx = (hash >> 32) as usize & (SHARDS - 1);
+        // A poisoned shard only means a panic elsewhere while holding it; the table itself
+        // is still consistent (every update is a single insert/remove/assignment).
         match self.shards[idx].lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    fn all(&self) -> impl Iterator<Item = MutexGuard<'_, IdMap>> {
+    fn all(&self) -> impl Iterator<Item = MutexGuard<'_, Shard>> {
         self.shards.iter().map(|s| match s.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         })
     }
 
+    /// Puts `slot` in under `message`'s id, replacing (and un-counting) what was there; the
+    /// record's message becomes `message`.
+    fn put(&self, message: &Arc<EMessage>, slot: Slot) -> Option<Slot> {
+        let hash = hash_id(&message.id);
+        let record = Record {
+            message: message.clone(),
+            hash,
+            slot,
+        };
+        let mut shard = self.shard(hash);
+        let old = match shard.entry(hash, is(&message.id), rehash) {
+            Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), record).slot),
+            Entry::Vacant(v) => {
+                v.insert(record);
+                None
+            }
+        };
+        drop(shard);
+        if let Some(old) = &old {
+            self.forget(old);
+        }
+        old
+    }
+
+    /// Takes the record of `id` out if `keep` says so of its state.
+    fn take_if(&self, id: &str, take: impl Fn(WalRecordState) -> bool) -> Option<Record> {
+        let hash = hash_id(id);
+        let mut shard = self.shard(hash);
+        let entry = shard.find_entry(hash, is(id)).ok()?;
+        if !take(entry.get().slot.state) {
+            return None;
+        }
+        let (record, _) = entry.remove();
+        drop(shard);
+        self.forget(&record.slot);
+        Some(record)
+    }
+
     /// The record of one message, if the WAL holds it (live or dead).
-    pub fn record(&self, id: &Uuid) -> Option<WalRecord> {
-        self.shard(id).get(&key(id)).map(|s| WalRecord {
-            message: s.message.clone(),
-            state: s.state,
-            updated_at: s.updated_at(),
-            dead_reason: s.dead.as_ref().map(|d| d.reason.clone()),
-        })
+    pub fn record(&self, id: &str) -> Option<WalRecord> {
+        let hash = hash_id(id);
+        self.shard(hash)
+            .find(hash, is(id))
+            .map(Record::to_wal_record)
     }
 
     /// Puts a record back as it was (used by recovery of a persistent log). `Complete`
     /// records are dropped, as the WAL would have dropped them.
     pub fn restore(&self, record: WalRecord) {
-        let id = record.message.id;
         if record.state == WalRecordState::Complete {
-            if let Some(old) = self.shard(&id).remove(&key(&id)) {
-                self.forget(&old);
-            }
+            self.forget_record(&record.message.id);
             return;
         }
         let state = record.state;
         let slot = Slot {
-            message: record.message,
             state,
             updated_at: Some(record.updated_at),
             dead: (state == WalRecordState::Failed).then(|| {
@@ -191,10 +242,7 @@ impl MemoryWal {
                 })
             }),
         };
-        let old = self.shard(&id).insert(key(&id), slot);
-        if let Some(old) = old {
-            self.forget(&old);
-        }
+        self.put(&record.message, slot);
         if state == WalRecordState::Failed {
             self.dead.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -204,27 +252,42 @@ impl MemoryWal {
 
     /// Completes a live record; `false` if there was none (already complete, or a dead letter,
     /// which completion must not erase).
-    pub fn complete_live(&self, id: &Uuid) -> bool {
-        let mut shard = self.shard(id);
-        if shard
-            .get(&key(id))
-            .is_some_and(|s| s.state != WalRecordState::Failed)
-        {
-            if let Some(old) = shard.remove(&key(id)) {
-                drop(shard);
-                self.forget(&old);
-                self.completed.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-        }
-        false
+    pub fn complete_live(&self, id: &str) -> bool {
+        self.complete_live_record(id).is_some()
+    }
+
+    /// [`complete_live`](Self::complete_live), handing back the completed record's message.
+    pub(crate) fn complete_live_record(&self, id: &str) -> Option<Arc<EMessage>> {
+        let record = self.take_if(id, |s| s != WalRecordState::Failed)?;
+        self.completed.fetch_add(1, Ordering::Relaxed);
+        Some(record.message)
     }
 
     /// Removes a record whatever its state (used by recovery of a persistent log).
-    pub fn forget_record(&self, id: &Uuid) {
-        if let Some(old) = self.shard(id).remove(&key(id)) {
-            self.forget(&old);
+    pub fn forget_record(&self, id: &str) {
+        self.take_if(id, |_| true);
+    }
+
+    /// [`Wal::begin`], handing back the record's message when the answer is `true`.
+    #[cfg_attr(not(feature = "persistent"), allow(dead_code))]
+    pub(crate) fn begin_record(&self, id: &str) -> Option<Arc<EMessage>> {
+        let hash = hash_id(id);
+        let mut shard = self.shard(hash);
+        let record = shard.find_mut(hash, is(id))?;
+        match record.slot.state {
+            WalRecordState::Complete => None,
+            WalRecordState::Failed => Some(record.message.clone()),
+            WalRecordState::Pending | WalRecordState::Processing => {
+                record.slot.state = WalRecordState::Processing;
+                Some(record.message.clone())
+            }
         }
+    }
+
+    /// [`Wal::cancel`], handing back the withdrawn record's message.
+    pub(crate) fn cancel_record(&self, id: &str) -> Option<Arc<EMessage>> {
+        self.take_if(id, |s| s == WalRecordState::Pending)
+            .map(|r| r.message)
     }
 
     fn is_live(state: WalRecordState) -> bool {
@@ -238,150 +301,91 @@ impl MemoryWal {
             self.dead.fetch_sub(1, Ordering::Relaxed);
         }
     }
+
+    /// Every record whose state passes `keep`, as `f` makes it.
+    fn collect<T>(
+        &self,
+        keep: impl Fn(WalRecordState) -> bool,
+        f: impl Fn(&Record) -> T,
+    ) -> Vec<T> {
+        let mut out = Vec::new();
+        for shard in self.all() {
+            out.extend(shard.iter().filter(|r| keep(r.slot.state)).map(&f));
+        }
+        out
+    }
 }
 
 #[async_trait]
 impl Wal for MemoryWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
-        let slot = Slot::live(message.clone(), None);
-        let old = self.shard(&message.id).insert(key(&message.id), slot);
-        if let Some(old) = old {
-            self.forget(&old);
-        }
+        self.put(message, Slot::live(None));
         self.appended.fetch_add(1, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::Relaxed);
         Ok(WalCommit::Durable)
     }
 
-    fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
-        let mut shard = self.shard(id);
-        match shard.get_mut(&key(id)) {
-            None => Ok(false),
-            Some(slot) => {
-                if Self::is_live(slot.state) {
-                    slot.state = WalRecordState::Processing;
+    fn begin(&self, id: &str) -> Result<bool, WalError> {
+        let hash = hash_id(id);
+        let mut shard = self.shard(hash);
+        Ok(match shard.find_mut(hash, is(id)) {
+            None => false,
+            Some(record) => {
+                if Self::is_live(record.slot.state) {
+                    record.slot.state = WalRecordState::Processing;
                 }
-                Ok(slot.state != WalRecordState::Complete)
+                record.slot.state != WalRecordState::Complete
             }
-        }
+        })
     }
 
-    fn complete(&self, id: &Uuid) -> Result<(), WalError> {
+    fn complete(&self, id: &str) -> Result<(), WalError> {
         self.complete_live(id);
         Ok(())
     }
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
-        let mut shard = self.shard(&message.id);
-        match shard.get_mut(&key(&message.id)) {
-            Some(slot) => {
-                if slot.state == WalRecordState::Failed {
-                    self.dead.fetch_sub(1, Ordering::Relaxed);
-                    self.live.fetch_add(1, Ordering::Relaxed);
-                }
-                slot.message = message.clone();
-                slot.state = WalRecordState::Pending;
-                slot.updated_at = Some(SystemTime::now());
-                slot.dead = None;
-            }
-            None => {
-                shard.insert(
-                    key(&message.id),
-                    Slot::live(message.clone(), Some(SystemTime::now())),
-                );
-                self.live.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        // The record's message becomes the new one (its attempts and deliver_at changed);
+        // `put` un-counts what was there, so count the live record again.
+        self.put(message, Slot::live(Some(SystemTime::now())));
+        self.live.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
-        let now = SystemTime::now();
-        let slot = Slot {
-            message: message.clone(),
-            state: WalRecordState::Failed,
-            updated_at: Some(now),
-            dead: Some(Box::new(DeadInfo {
-                reason: reason.clone(),
-                died_at: now,
-            })),
-        };
-        let old = self.shard(&message.id).insert(key(&message.id), slot);
-        if let Some(old) = old {
-            self.forget(&old);
-        }
+        self.put(message, Slot::failed(reason.clone(), SystemTime::now()));
         self.dead.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
-        let mut shard = self.shard(id);
-        if shard
-            .get(&key(id))
-            .is_some_and(|s| s.state == WalRecordState::Pending)
-        {
-            if let Some(old) = shard.remove(&key(id)) {
-                drop(shard);
-                self.forget(&old);
-                return Ok(Some(WalCommit::Durable));
-            }
-        }
-        Ok(None)
+    fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
+        Ok(self.cancel_record(id).map(|_| WalCommit::Durable))
     }
 
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
-        let mut out = Vec::new();
-        for shard in self.all() {
-            out.extend(
-                shard
-                    .values()
-                    .filter(|s| Self::is_live(s.state))
-                    .map(|s| WalRecord {
-                        message: s.message.clone(),
-                        state: s.state,
-                        updated_at: s.updated_at(),
-                        dead_reason: None,
-                    }),
-            );
-        }
-        Ok(out)
+        Ok(self.collect(Self::is_live, |r| WalRecord {
+            dead_reason: None,
+            ..r.to_wal_record()
+        }))
     }
 
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
-        let mut out = Vec::new();
-        for shard in self.all() {
-            out.extend(
-                shard
-                    .values()
-                    .filter(|s| s.state == WalRecordState::Failed)
-                    .map(Slot::dead_letter),
-            );
-        }
+        let mut out = self.collect(|s| s == WalRecordState::Failed, Record::dead_letter);
         out.sort_by_key(|d| d.died_at);
         Ok(out)
     }
 
-    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
-        let mut shard = self.shard(id);
-        if !shard
-            .get(&key(id))
-            .is_some_and(|s| s.state == WalRecordState::Failed)
-        {
-            return Ok(None);
-        }
-        let Some(s) = shard.remove(&key(id)) else {
-            return Ok(None);
-        };
-        drop(shard);
-        self.forget(&s);
-        Ok(Some(s.dead_letter()))
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError> {
+        Ok(self
+            .take_if(id, |s| s == WalRecordState::Failed)
+            .map(|r| r.dead_letter()))
     }
 
     async fn purge_dead_letters(&self) -> Result<usize, WalError> {
         let mut n = 0;
         for mut shard in self.all() {
             let before = shard.len();
-            shard.retain(|_, s| s.state != WalRecordState::Failed);
+            shard.retain(|r| r.slot.state != WalRecordState::Failed);
             n += before - shard.len();
         }
         self.dead.fetch_sub(n as u64, Ordering::Relaxed);
@@ -457,15 +461,15 @@ mod tests {
         wal.begin(&b.id).unwrap();
         wal.begin(&c.id).unwrap();
         wal.complete(&c.id).unwrap();
-        let mut ids: Vec<Uuid> = wal
+        let mut ids: Vec<String> = wal
             .pending()
             .await
             .unwrap()
             .iter()
-            .map(|r| r.message.id)
+            .map(|r| r.message.id.clone())
             .collect();
         ids.sort();
-        let mut want = vec![a.id, b.id];
+        let mut want = vec![a.id.clone(), b.id.clone()];
         want.sort();
         assert_eq!(ids, want);
         assert_eq!(wal.stats().live, 2);

@@ -23,7 +23,6 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::error::WalError;
 use crate::message::ack::DeadReason;
@@ -137,11 +136,11 @@ pub trait Wal: Send + Sync + 'static {
     /// gone or `Complete` (the send was withdrawn, or the message is finished): the caller must
     /// then not deliver it. A dead letter (`Failed`) answers `true` and keeps its state, so the
     /// remaining copies of a broadcast whose other copy died still run.
-    fn begin(&self, id: &Uuid) -> Result<bool, WalError>;
+    fn begin(&self, id: &str) -> Result<bool, WalError>;
 
     /// Marks the message `Complete`. Need not be durable at once: a lost completion only
     /// causes a redelivery, which at-least-once allows.
-    fn complete(&self, id: &Uuid) -> Result<(), WalError>;
+    fn complete(&self, id: &str) -> Result<(), WalError>;
 
     /// Puts the message back to `Pending` with its new `attempts` / `deliver_at`.
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError>;
@@ -153,7 +152,7 @@ pub trait Wal: Send + Sync + 'static {
     /// longer `Pending` (a handler already has it: the send must then report success), else a
     /// commit that resolves once the withdrawal is as durable as an append, so that a crash
     /// cannot bring a refused message back.
-    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError>;
+    fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError>;
 
     /// Every `Pending` and `Processing` record, for replay at start.
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError>;
@@ -162,7 +161,7 @@ pub trait Wal: Send + Sync + 'static {
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError>;
 
     /// Removes one dead letter and returns it.
-    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError>;
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError>;
 
     /// Removes every dead letter; returns how many.
     async fn purge_dead_letters(&self) -> Result<usize, WalError>;
@@ -182,10 +181,10 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
         (**self).append_batch(messages)
     }
-    fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
+    fn begin(&self, id: &str) -> Result<bool, WalError> {
         (**self).begin(id)
     }
-    fn complete(&self, id: &Uuid) -> Result<(), WalError> {
+    fn complete(&self, id: &str) -> Result<(), WalError> {
         (**self).complete(id)
     }
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
@@ -194,7 +193,7 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
         (**self).fail(message, reason)
     }
-    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
+    fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
         (**self).cancel(id)
     }
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
@@ -203,7 +202,7 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
         (**self).dead_letters().await
     }
-    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError> {
         (**self).take_dead_letter(id).await
     }
     async fn purge_dead_letters(&self) -> Result<usize, WalError> {

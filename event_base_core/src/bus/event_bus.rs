@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
 use crate::bus::shared::BusShared;
@@ -13,6 +11,7 @@ use crate::delivery::topic_router::TopicRouter;
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::{EMessage, IntoMessage};
+use crate::message::id::MessageId;
 use crate::observe::audit_log::AuditLog;
 use crate::observe::metrics_manager::MetricsManager;
 use crate::observe::metrics_store::MetricsStore;
@@ -73,7 +72,7 @@ impl EventBus {
         &self,
         topic: impl AsRef<str>,
         message: impl IntoMessage,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         self.router().publish(topic, message).await
     }
 
@@ -82,7 +81,7 @@ impl EventBus {
         &self,
         topic: impl AsRef<str>,
         messages: Vec<EMessage>,
-    ) -> Result<Vec<Uuid>, CoreError> {
+    ) -> Result<Vec<MessageId>, CoreError> {
         self.router().send_batch(topic, messages).await
     }
 
@@ -93,7 +92,7 @@ impl EventBus {
         message: EMessage,
         try_send: Option<bool>,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         self.router().send(topic, message, try_send, timeout).await
     }
 
@@ -115,7 +114,7 @@ impl EventBus {
     }
 
     /// Sends a dead letter again, with `attempts` reset, and removes it from the dead letters.
-    pub async fn replay_dead_letter(&self, id: Uuid) -> Result<Uuid, CoreError> {
+    pub async fn replay_dead_letter(&self, id: &str) -> Result<MessageId, CoreError> {
         let dead = self
             .shared
             .wal
@@ -123,7 +122,7 @@ impl EventBus {
             .await?
             .into_iter()
             .find(|d| d.message.id == id)
-            .ok_or(CoreError::NotFound(id))?;
+            .ok_or_else(|| CoreError::NotFound(id.to_owned()))?;
         let mut message = dead.message;
         message.attempts = 0;
         message.deliver_at = None;
@@ -135,10 +134,10 @@ impl EventBus {
     }
 
     /// Replays every dead letter; returns the ids sent again.
-    pub async fn replay_dead_letters(&self) -> Result<Vec<Uuid>, CoreError> {
+    pub async fn replay_dead_letters(&self) -> Result<Vec<MessageId>, CoreError> {
         let mut ids = Vec::new();
         for dead in self.shared.wal.dead_letters().await? {
-            ids.push(self.replay_dead_letter(dead.message.id).await?);
+            ids.push(self.replay_dead_letter(&dead.message.id).await?);
         }
         Ok(ids)
     }

@@ -6,16 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use uuid::Uuid;
-
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
-use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
+use crate::message::id::MessageId;
 
 impl BusShared {
     /// Checks a message against the system and readies it for its topic's queue.
@@ -63,7 +62,7 @@ impl BusShared {
         message: Arc<EMessage>,
         try_send: bool,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         // Checked again: the future may run well after it was made.
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
@@ -77,8 +76,8 @@ impl BusShared {
         message: Arc<EMessage>,
         try_send: bool,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
-        let id = message.id;
+    ) -> Result<MessageId, CoreError> {
+        let id = MessageId::from(&message.id);
         let commit = self.wal.append(&message)?;
         self.in_flight.add();
         entry.counters.accepted();
@@ -108,9 +107,9 @@ impl BusShared {
         commit: WalCommit,
         try_send: bool,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        let id = message.id;
+        let id = MessageId::from(&message.id);
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
         let guard = WithdrawOnDrop {
@@ -122,7 +121,7 @@ impl BusShared {
         let outcome = self
             .enqueue(entry, message, commit, try_send, deadline, timeout)
             .await;
-        guard.disarm();
+        let id = guard.disarm();
         match outcome {
             Ok(()) => Ok(id),
             Err(e) => self.refuse(entry, id, e).await,
@@ -136,7 +135,7 @@ impl BusShared {
         message: EMessage,
         try_send: bool,
         timeout: Option<Duration>,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         let (entry, message) = self.admit(topic, message, false)?;
         self.accept(entry, message, try_send, timeout).await
     }
@@ -148,7 +147,7 @@ impl BusShared {
         &self,
         topic: &str,
         messages: Vec<EMessage>,
-    ) -> Result<Vec<Uuid>, CoreError> {
+    ) -> Result<Vec<MessageId>, CoreError> {
         if topic.starts_with(SYSTEM_PREFIX) {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
@@ -157,7 +156,7 @@ impl BusShared {
             .into_iter()
             .map(|m| prepare(entry, m))
             .collect::<Result<Vec<_>, _>>()?;
-        let ids: Vec<Uuid> = batch.iter().map(|m| m.id).collect();
+        let ids: Vec<MessageId> = batch.iter().map(|m| MessageId::from(&m.id)).collect();
         let commit = self.wal.append_batch(&batch)?;
         for _ in &batch {
             self.in_flight.add();
@@ -165,7 +164,9 @@ impl BusShared {
         }
         if let Err(e) = commit.wait().await {
             for id in &ids {
-                let _ = self.refuse(entry, *id, CoreError::SystemShutdown).await;
+                let _ = self
+                    .refuse(entry, id.clone(), CoreError::SystemShutdown)
+                    .await;
             }
             return Err(e.into());
         }
@@ -239,9 +240,9 @@ impl BusShared {
     async fn refuse(
         &self,
         entry: &TopicEntry,
-        id: Uuid,
+        id: MessageId,
         error: CoreError,
-    ) -> Result<Uuid, CoreError> {
+    ) -> Result<MessageId, CoreError> {
         match self.wal.cancel(&id) {
             Ok(Some(commit)) => {
                 self.in_flight.done();
@@ -274,6 +275,7 @@ pub(crate) fn prepare(
     entry: &TopicEntry,
     mut message: EMessage,
 ) -> Result<Arc<EMessage>, CoreError> {
+    check_id(&message.id)?;
     if message.topic != entry.topic {
         message.topic = entry.topic.clone();
     }
@@ -296,13 +298,15 @@ pub(crate) fn prepare(
 struct WithdrawOnDrop<'a> {
     shared: &'a BusShared,
     entry: &'a TopicEntry,
-    id: Uuid,
+    id: MessageId,
     armed: bool,
 }
 
 impl WithdrawOnDrop<'_> {
-    fn disarm(mut self) {
+    /// The send finished either way: nothing to withdraw on drop. Hands the id back.
+    fn disarm(mut self) -> MessageId {
         self.armed = false;
+        std::mem::replace(&mut self.id, MessageId::from(""))
     }
 }
 
@@ -329,4 +333,21 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
         operation: format!("send to `{topic}`"),
         after: timeout.unwrap_or_default(),
     }
+}
+
+/// Refuses an empty id, or one longer than [`MAX_ID_BYTES`].
+#[inline]
+fn check_id(id: &str) -> Result<(), CoreError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        let mut cut = id.len().min(MAX_ID_BYTES);
+        while !id.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        return Err(CoreError::InvalidId {
+            id: id[..cut].to_owned(),
+            len: id.len(),
+            max: MAX_ID_BYTES,
+        });
+    }
+    Ok(())
 }

@@ -4,8 +4,6 @@
 
 use std::time::SystemTime;
 
-use uuid::Uuid;
-
 use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
 use crate::delivery::job::Job;
@@ -39,7 +37,7 @@ impl BusShared {
         self.in_flight.done();
     }
 
-    fn complete(&self, id: &Uuid) {
+    fn complete(&self, id: &str) {
         if let Err(e) = self.wal.complete(id) {
             tracing::error!(%id, error = %e, "could not mark message complete; it may be delivered again after a restart");
         }

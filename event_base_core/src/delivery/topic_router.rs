@@ -10,12 +10,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::error::CoreError;
 use crate::message::emessage::{EMessage, IntoMessage};
+use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
 
 /// Sends messages into a system. Cheap to clone.
@@ -73,7 +72,7 @@ impl TopicRouter {
         message: EMessage,
         try_send: Option<bool>,
         timeout: Option<Duration>,
-    ) -> impl Future<Output = Result<Uuid, CoreError>> + Send + '_ {
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + '_ {
         // Admitted now, before the future exists: see `BusShared::admit`.
         let admitted = self.shared().and_then(|shared| {
             shared
@@ -99,7 +98,7 @@ impl TopicRouter {
         &self,
         topic: impl AsRef<str>,
         messages: Vec<EMessage>,
-    ) -> Result<Vec<Uuid>, CoreError> {
+    ) -> Result<Vec<MessageId>, CoreError> {
         self.shared()?.send_batch(topic.as_ref(), messages).await
     }
 
@@ -109,7 +108,7 @@ impl TopicRouter {
         &self,
         topic: impl AsRef<str>,
         message: impl IntoMessage,
-    ) -> impl Future<Output = Result<Uuid, CoreError>> + Send + '_ {
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + '_ {
         let admitted = self.shared().and_then(|shared| {
             let topic = topic.as_ref();
             let message = match shared.topic(topic) {

@@ -46,7 +46,7 @@ pub(crate) fn inherit(message: &mut EMessage) {
         }
         let meta = &mut message.metadata;
         if meta.causation_id.is_none() {
-            meta.causation_id = Some(parent.id);
+            meta.causation_id = Some(parent.id.clone());
         }
         if meta.trace_id.is_none() {
             meta.trace_id.clone_from(&parent.metadata.trace_id);

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::error::CoreError;
 use crate::message::delivery_mode::DeliveryMode;
@@ -36,8 +35,10 @@ pub const MESSAGE_VERSION: u32 = 1;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EMessage {
-    /// Unique id (UUID v4), given at creation.
-    pub id: Uuid,
+    /// Unique id: a UUID v4 in hyphenated text (36 characters) unless the application set its
+    /// own with [`EMessage::with_id`] (1 to [`MAX_ID_BYTES`](crate::constant::MAX_ID_BYTES)
+    /// bytes).
+    pub id: String,
     /// The topic the message is sent to.
     pub topic: MessageTopic,
     /// The body.
@@ -147,9 +148,26 @@ impl EMessage {
         self
     }
 
-    /// Sets the causation id (the message that caused this one).
-    pub fn with_causation_id(mut self, id: Uuid) -> Self {
-        self.metadata.causation_id = Some(id);
+    /// Sets the causation id (the id of the message that caused this one).
+    pub fn with_causation_id(mut self, id: impl Into<String>) -> Self {
+        self.metadata.causation_id = Some(id.into());
+        self
+    }
+
+    /// Replaces the generated id with the application's own, e.g. `"order-42-created"`.
+    ///
+    /// An id must be unique among the messages the bus holds: sending a message whose id a
+    /// dead letter has replaces that dead letter. It must be 1 to
+    /// [`MAX_ID_BYTES`](crate::constant::MAX_ID_BYTES) bytes long, or the send is refused with
+    /// [`CoreError::InvalidId`].
+    ///
+    /// ```
+    /// # use event_base_core::EMessage;
+    /// let msg = EMessage::standard("orders", b"x".to_vec()).with_id("order-42-created");
+    /// assert_eq!(msg.id, "order-42-created");
+    /// ```
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
         self
     }
 

@@ -9,8 +9,6 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
-use uuid::{Builder, Uuid};
-
 thread_local! {
     static STATE: Cell<u64> = Cell::new(seed());
 }
@@ -41,27 +39,241 @@ pub(crate) fn random_u64() -> u64 {
     STATE.with(next_u64)
 }
 
-/// A new random (version 4) UUID.
-pub fn new_message_id() -> Uuid {
-    STATE.with(|s| {
-        let hi = next_u64(s);
-        let lo = next_u64(s);
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&hi.to_le_bytes());
-        bytes[8..].copy_from_slice(&lo.to_le_bytes());
-        Builder::from_random_bytes(bytes).into_uuid()
-    })
+/// A new random (version 4) UUID in its hyphenated text form (36 characters), the id
+/// [`EMessage::new`](crate::EMessage::new) gives every message.
+pub fn new_message_id() -> String {
+    let (hi, lo) = STATE.with(|s| (next_u64(s), next_u64(s)));
+    // RFC 9562: the version (4) is the high nibble of byte 6, the variant (0b10) the top two
+    // bits of byte 8, bytes counted from the left of the text.
+    let hi = (hi & !0xF000) | 0x4000;
+    let lo = (lo & !(0xC0 << 56)) | (0x80 << 56);
+    let mut text = [b'-'; 36];
+    let bytes = (u128::from(hi) << 64 | u128::from(lo)).to_be_bytes();
+    for (byte, at) in bytes.into_iter().zip(DIGIT_AT) {
+        text[at] = HEX[usize::from(byte >> 4)];
+        text[at + 1] = HEX[usize::from(byte & 0xF)];
+    }
+    // Hex digits and dashes only: always UTF-8.
+    String::from_utf8(text.to_vec()).unwrap_or_default()
+}
+
+/// Where each byte's two hex digits go in the 8-4-4-4-12 text (the dashes stay between).
+const DIGIT_AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Longest id the inline form holds; longer application ids go to the heap.
+const INLINE: usize = 47;
+
+/// A message id as `send` returns it: the text of [`EMessage::id`](crate::EMessage::id),
+/// kept inline (no allocation) for ids of up to 47 bytes, which every generated UUID is.
+///
+/// It reads as a `&str` (it derefs to one), compares with `str` and `String`, and prints as
+/// the id itself.
+///
+/// ```
+/// use event_base_core::{EMessage, MessageId};
+/// let msg = EMessage::standard("orders", b"x".to_vec());
+/// let id = MessageId::from(msg.id.as_str());
+/// assert_eq!(id, msg.id);
+/// assert_eq!(id.len(), 36);
+/// let text: String = id.into();
+/// assert_eq!(text, msg.id);
+/// ```
+///
+/// Equality, order and hash are those of the text, so a `HashMap<MessageId, _>` is looked up
+/// with a `&str`.
+#[derive(Clone)]
+pub struct MessageId(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<str>),
+}
+
+impl MessageId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Inline { len, bytes } => {
+                // Only ever filled from a `&str` cut at its full length, so always UTF-8.
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            Repr::Heap(s) => s,
+        }
+    }
+}
+
+impl PartialEq for MessageId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for MessageId {}
+
+impl PartialOrd for MessageId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MessageId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for MessageId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes: `Borrow<str>` promises it.
+        self.as_str().hash(state);
+    }
+}
+
+impl From<&str> for MessageId {
+    fn from(id: &str) -> Self {
+        match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..id.len()].copy_from_slice(id.as_bytes());
+                MessageId(Repr::Inline { len, bytes })
+            }
+            _ => MessageId(Repr::Heap(id.into())),
+        }
+    }
+}
+
+impl From<&String> for MessageId {
+    fn from(id: &String) -> Self {
+        MessageId::from(id.as_str())
+    }
+}
+
+impl From<MessageId> for String {
+    fn from(id: MessageId) -> Self {
+        id.as_str().to_owned()
+    }
+}
+
+impl std::ops::Deref for MessageId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for MessageId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for MessageId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for MessageId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for MessageId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for MessageId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<MessageId> for String {
+    fn eq(&self, other: &MessageId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<MessageId> for str {
+    fn eq(&self, other: &MessageId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl serde::Serialize for MessageId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(MessageId::from(&*text))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use uuid::Uuid;
 
     #[test]
-    fn ids_are_v4_and_distinct() {
-        let ids: HashSet<Uuid> = (0..10_000).map(|_| new_message_id()).collect();
+    fn ids_are_hyphenated_v4_text_and_distinct() {
+        let ids: HashSet<String> = (0..10_000).map(|_| new_message_id()).collect();
         assert_eq!(ids.len(), 10_000);
-        assert!(ids.iter().all(|id| id.get_version_num() == 4));
+        for id in &ids {
+            assert_eq!(id.len(), 36);
+            let parsed = Uuid::parse_str(id).expect("a UUID");
+            assert_eq!(parsed.get_version_num(), 4);
+            assert_eq!(
+                parsed.hyphenated().to_string(),
+                *id,
+                "lower-case hyphenated"
+            );
+        }
+    }
+
+    #[test]
+    fn message_ids_keep_short_ids_inline_and_long_ones_whole() {
+        let uuid = new_message_id();
+        let id = MessageId::from(uuid.as_str());
+        assert!(matches!(id.0, Repr::Inline { .. }));
+        assert_eq!(id, uuid);
+        let long = "x".repeat(300);
+        let id = MessageId::from(long.as_str());
+        assert!(matches!(id.0, Repr::Heap(_)));
+        assert_eq!(id.as_str(), long);
+        let edge = "é".repeat(23); // 46 bytes of two-byte characters
+        assert_eq!(MessageId::from(edge.as_str()).as_str(), edge);
+        assert_eq!(MessageId::from("").as_str(), "");
+        let json = serde_json::to_string(&MessageId::from("order-42")).unwrap();
+        assert_eq!(json, "\"order-42\"");
+        let back: MessageId = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, "order-42");
+        let mut by_id = std::collections::HashMap::new();
+        by_id.insert(MessageId::from(uuid.as_str()), 1);
+        by_id.insert(MessageId::from(long.as_str()), 2);
+        assert_eq!(by_id.get(uuid.as_str()), Some(&1), "looked up by &str");
+        assert_eq!(by_id.get(long.as_str()), Some(&2));
     }
 }

@@ -3,7 +3,6 @@
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// Where a message came from and how it relates to others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,7 +14,7 @@ pub struct MessageMetadata {
     /// Correlation id shared by related messages (e.g. one request).
     pub correlation_id: Option<String>,
     /// Id of the message whose handler sent this one.
-    pub causation_id: Option<Uuid>,
+    pub causation_id: Option<String>,
     /// Free-form name of the sender (service, node, component).
     pub source: Option<String>,
 }

@@ -18,7 +18,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use uuid::Uuid;
 
 use crate::message::ack::DeadReason;
 
@@ -61,7 +60,7 @@ pub struct AuditRecord {
     /// Position in the system's audit stream (1, 2, ...).
     pub seq: u64,
     /// The message.
-    pub message_id: Uuid,
+    pub message_id: String,
     /// Its topic.
     pub topic: Arc<str>,
     /// The worker.
@@ -137,7 +136,7 @@ impl AuditLog {
 
     pub(crate) fn record(
         &self,
-        message_id: Uuid,
+        message_id: &str,
         topic: &Arc<str>,
         worker: &Arc<str>,
         attempt: u32,
@@ -151,7 +150,7 @@ impl AuditLog {
             }
             ring.push_back(AuditRecord {
                 seq,
-                message_id,
+                message_id: message_id.to_owned(),
                 topic: topic.clone(),
                 worker: worker.clone(),
                 attempt,
@@ -185,7 +184,7 @@ impl AuditLog {
     }
 
     /// Every record the ring still holds about one message, in order.
-    pub fn for_message(&self, id: Uuid) -> Vec<AuditRecord> {
+    pub fn for_message(&self, id: &str) -> Vec<AuditRecord> {
         match self.ring.lock() {
             Ok(ring) => ring
                 .iter()

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// One tracing event, or one closed span, as published on `_system.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +32,7 @@ pub struct TraceRecord {
     /// For a closed span: how long it was open. `None` for events.
     pub span_duration: Option<std::time::Duration>,
     /// The message being handled, if the event came from a handler.
-    pub message_id: Option<Uuid>,
+    pub message_id: Option<String>,
     /// That message's trace id.
     pub trace_id: Option<String>,
     /// That message's correlation id.
@@ -248,7 +247,7 @@ mod layer {
             fields,
             span,
             span_duration,
-            message_id: current.as_ref().map(|m| m.id),
+            message_id: current.as_ref().map(|m| m.id.clone()),
             trace_id: current.as_ref().and_then(|m| m.metadata.trace_id.clone()),
             correlation_id: current
                 .as_ref()

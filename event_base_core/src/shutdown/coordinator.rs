@@ -94,7 +94,7 @@ async fn stop_bus(
             .map(|w| {
                 let (outcome, interrupted) = outcomes
                     .get(&w.name)
-                    .copied()
+                    .cloned()
                     .unwrap_or((WorkerOutcome::Completed, None));
                 WorkerShutdown {
                     name: w.name.clone(),

@@ -42,7 +42,7 @@ pub(super) async fn graceful(
     stop_and_wait(tasks, &one, None, poll_interval, &mut outcomes).await;
     let (outcome, interrupted) = outcomes
         .get(&state.name)
-        .copied()
+        .cloned()
         .unwrap_or((WorkerOutcome::Completed, None));
     shared
         .announce(

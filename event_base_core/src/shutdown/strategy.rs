@@ -24,7 +24,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// How to stop a system (or, with `Graceful`, one worker).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,7 +109,7 @@ pub struct WorkerShutdown {
     /// What happened.
     pub outcome: WorkerOutcome,
     /// The message it was handling when it was cancelled, if any.
-    pub interrupted: Option<Uuid>,
+    pub interrupted: Option<String>,
 }
 
 /// What a shutdown did.

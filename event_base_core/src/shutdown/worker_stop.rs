@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use uuid::Uuid;
 
 use crate::bus::tasks::BusTasks;
 use crate::shutdown::plan::Stop;
@@ -16,7 +15,7 @@ use crate::shutdown::strategy::WorkerOutcome;
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// Every outcome so far, by worker name, with the message a cancelled worker was handling.
-pub(super) type Outcomes = HashMap<String, (WorkerOutcome, Option<Uuid>)>;
+pub(super) type Outcomes = HashMap<String, (WorkerOutcome, Option<String>)>;
 
 /// Stops the user's workers as the plan's [`Stop`] says.
 pub(super) async fn stop_workers(
@@ -119,7 +118,7 @@ pub(super) async fn stop_and_wait(
                     handle.abort();
                     let _ = handle.await;
                     let job = w.take_current();
-                    let interrupted = job.as_ref().map(|j| j.message.id);
+                    let interrupted = job.as_ref().map(|j| j.message.id.clone());
                     if let Some(slot) = tasks
                         .shared
                         .topics

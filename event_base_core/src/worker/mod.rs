@@ -55,7 +55,7 @@ impl Worker {
         if let Some((topic, worker)) = &self.audit {
             self.shared
                 .audit
-                .record(message.id, topic, worker, message.attempts, event);
+                .record(&message.id, topic, worker, message.attempts, event);
         }
     }
 

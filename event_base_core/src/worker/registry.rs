@@ -14,7 +14,6 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use uuid::Uuid;
 
 use crate::delivery::job::Job;
 use crate::message::topic::MessageTopic;
@@ -140,11 +139,11 @@ impl WorkerState {
         self.current.lock().ok().and_then(|mut c| c.take())
     }
 
-    pub(crate) fn current_id(&self) -> Option<Uuid> {
+    pub(crate) fn current_id(&self) -> Option<String> {
         self.current
             .lock()
             .ok()
-            .and_then(|c| c.as_ref().map(|j| j.message.id))
+            .and_then(|c| c.as_ref().map(|j| j.message.id.clone()))
     }
 
     pub(crate) fn beat(&self) {
@@ -193,7 +192,7 @@ pub struct WorkerInfo {
     /// What it is doing.
     pub status: WorkerStatus,
     /// The message it is handling, if any.
-    pub current_message: Option<Uuid>,
+    pub current_message: Option<String>,
     /// Deliveries it has finished.
     pub processed: u64,
     /// The last time the monitor saw it alive.

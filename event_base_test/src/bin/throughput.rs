@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use event_base::{
     async_trait, Ack, Bytes, DeadLetterMessage, DeadReason, EHandler, EMessage, EventBus,
-    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, TopicRouter, Uuid, Wal,
+    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, TopicRouter, Wal,
     WalCommit, WalError, WalRecord, WalStats,
 };
 use tokio::sync::Notify;
@@ -174,10 +174,10 @@ impl Wal for NoWal {
     fn append(&self, _: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         Ok(WalCommit::Durable)
     }
-    fn begin(&self, _: &Uuid) -> Result<bool, WalError> {
+    fn begin(&self, _: &str) -> Result<bool, WalError> {
         Ok(true)
     }
-    fn complete(&self, _: &Uuid) -> Result<(), WalError> {
+    fn complete(&self, _: &str) -> Result<(), WalError> {
         Ok(())
     }
     fn retry(&self, _: &Arc<EMessage>) -> Result<(), WalError> {
@@ -186,7 +186,7 @@ impl Wal for NoWal {
     fn fail(&self, _: &Arc<EMessage>, _: &DeadReason) -> Result<(), WalError> {
         Ok(())
     }
-    fn cancel(&self, _: &Uuid) -> Result<Option<WalCommit>, WalError> {
+    fn cancel(&self, _: &str) -> Result<Option<WalCommit>, WalError> {
         Ok(None)
     }
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
@@ -195,7 +195,7 @@ impl Wal for NoWal {
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
         Ok(Vec::new())
     }
-    async fn take_dead_letter(&self, _: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
+    async fn take_dead_letter(&self, _: &str) -> Result<Option<DeadLetterMessage>, WalError> {
         Ok(None)
     }
     async fn purge_dead_letters(&self) -> Result<usize, WalError> {

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use event_base::{DeadReason, EMessage, Uuid, Wal, WalRecord, WalRecordState};
+use event_base::{DeadReason, EMessage, Wal, WalRecord, WalRecordState};
 
 /// A WAL backend under test.
 pub trait WalBackend {
@@ -56,7 +56,7 @@ pub async fn dead(wal: &impl Wal) -> Vec<(u8, DeadReason)> {
     v
 }
 
-fn record_of(records: &[WalRecord], id: Uuid) -> &WalRecord {
+fn record_of<'a>(records: &'a [WalRecord], id: &str) -> &'a WalRecord {
     records
         .iter()
         .find(|r| r.message.id == id)
@@ -78,7 +78,7 @@ pub async fn append_shows_pending(b: &impl WalBackend) {
     append(&wal, &m).await;
     let pending = wal.pending().await.unwrap();
     assert_eq!(pending.len(), 1);
-    let r = record_of(&pending, m.id);
+    let r = record_of(&pending, &m.id);
     assert_eq!(r.state, WalRecordState::Pending);
     assert_eq!(*r.message, *m);
     assert_eq!(r.dead_reason, None);
@@ -152,7 +152,7 @@ pub async fn retry_returns_to_pending_with_attempts(b: &impl WalBackend) {
     wal.retry(&again).unwrap();
     let pending = wal.pending().await.unwrap();
     assert_eq!(pending.len(), 1);
-    let r = record_of(&pending, m.id);
+    let r = record_of(&pending, &m.id);
     assert_eq!(r.state, WalRecordState::Pending);
     assert_eq!(r.message.attempts, 2);
     assert_eq!(r.message.deliver_at, again.deliver_at);
@@ -356,7 +356,7 @@ pub async fn concurrent_callers_lose_nothing(b: &impl WalBackend) {
                         assert!(wal.begin(&m.id).unwrap());
                         wal.complete(&m.id).unwrap();
                     } else {
-                        kept.push(m.id);
+                        kept.push(m.id.clone());
                     }
                 }
                 kept
@@ -367,12 +367,12 @@ pub async fn concurrent_callers_lose_nothing(b: &impl WalBackend) {
     for t in tasks {
         kept.extend(t.await.unwrap());
     }
-    let pending: HashSet<Uuid> = wal
+    let pending: HashSet<String> = wal
         .pending()
         .await
         .unwrap()
         .iter()
-        .map(|r| r.message.id)
+        .map(|r| r.message.id.clone())
         .collect();
     assert_eq!(pending, kept);
     let s = wal.stats();
@@ -422,8 +422,8 @@ pub async fn state_survives_a_reopen(b: &impl WalBackend) {
         ]
     );
     let pending = wal.pending().await.unwrap();
-    assert_eq!(*record_of(&pending, ms[0].id).message, *ms[0]);
-    assert_eq!(*record_of(&pending, retried.id).message, *retried);
+    assert_eq!(*record_of(&pending, &ms[0].id).message, *ms[0]);
+    assert_eq!(*record_of(&pending, &retried.id).message, *retried);
     assert_eq!(
         dead(&wal).await,
         vec![(4, DeadReason::Other("bad input".into()))]

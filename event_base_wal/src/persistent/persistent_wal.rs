@@ -13,7 +13,6 @@ use event_base_core::{
     DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalError, WalRecord, WalStats,
 };
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::recover;
@@ -21,6 +20,7 @@ use super::segment::{self, io_err};
 use super::sync_policy::SyncPolicy;
 use super::wal_writer::{Writer, WriterOp};
 use crate::memory_wal::MemoryWal;
+use crate::record_id::RecordId;
 
 /// Default size at which the active segment is sealed and a new one started.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -311,17 +311,19 @@ impl Wal for PersistentWal {
         self.send_durable(Entry::Append(last.clone()))
     }
 
-    fn begin(&self, id: &Uuid) -> Result<bool, WalError> {
-        let found = self.index.begin(id)?;
-        if found {
-            self.send(Entry::Processing(*id), None)?;
+    fn begin(&self, id: &str) -> Result<bool, WalError> {
+        match self.index.begin_record(id) {
+            Some(message) => {
+                self.send(Entry::Processing(RecordId::Message(message)), None)?;
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        Ok(found)
     }
 
-    fn complete(&self, id: &Uuid) -> Result<(), WalError> {
-        if self.index.complete_live(id) {
-            self.send(Entry::Complete(*id), None)?;
+    fn complete(&self, id: &str) -> Result<(), WalError> {
+        if let Some(message) = self.index.complete_live_record(id) {
+            self.send(Entry::Complete(RecordId::Message(message)), None)?;
         }
         Ok(())
     }
@@ -364,9 +366,11 @@ impl Wal for PersistentWal {
         )
     }
 
-    fn cancel(&self, id: &Uuid) -> Result<Option<WalCommit>, WalError> {
-        match self.index.cancel(id)? {
-            Some(_) => Ok(Some(self.send_durable(Entry::Cancel(*id))?)),
+    fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
+        match self.index.cancel_record(id) {
+            Some(message) => Ok(Some(
+                self.send_durable(Entry::Cancel(RecordId::Message(message)))?,
+            )),
             None => Ok(None),
         }
     }
@@ -379,10 +383,10 @@ impl Wal for PersistentWal {
         self.index.dead_letters().await
     }
 
-    async fn take_dead_letter(&self, id: &Uuid) -> Result<Option<DeadLetterMessage>, WalError> {
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError> {
         let taken = self.index.take_dead_letter(id).await?;
         if taken.is_some() {
-            self.send(Entry::Purge(*id), None)?;
+            self.send(Entry::Purge(RecordId::Text(id.into())), None)?;
         }
         Ok(taken)
     }

@@ -9,11 +9,16 @@
 //! 8       len   body
 //!
 //! body:
-//! 0       1     format version (1)
+//! 0       1     format version (2)
 //! 1       1     kind
-//! 2       16    message id (UUID bytes)
-//! 18      ..    kind-specific fields
+//! 2       4+n   message id: str (1 to 255 bytes of UTF-8, the text of `EMessage::id`)
+//! 6+n     ..    kind-specific fields
 //! ```
+//!
+//! Version 1, written before message ids became text, had the id as its 16 UUID bytes at
+//! offset 2 (and `causation_id` as 16 bytes too). It is still read: its ids come back as the
+//! UUIDs' hyphenated text, so a log written by an older build replays unchanged. New records
+//! are always version 2; a log may hold both.
 //!
 //! | kind | name | fields after the id | effect on replay |
 //! |---|---|---|---|
@@ -27,7 +32,7 @@
 //! | 8 | Snapshot | state u8, died_at u64, reason, message | record is as given (written by compaction) |
 //!
 //! A `message` is: topic (str), payload (bytes), created_at (u64 ns since the Unix epoch),
-//! trace_id (opt str), correlation_id (opt str), causation_id (opt 16 bytes), source (opt str),
+//! trace_id (opt str), correlation_id (opt str), causation_id (opt str), source (opt str),
 //! attempts u32, delivery mode (u8: 0 Standard, 1 Repeated, 2 Broadcast; then u32 n),
 //! consumed_count u32, deliver_at (opt u64 ns), to_worker (opt str), version u32.
 //! `str`/`bytes` are a u32 length then the bytes; `opt` is a u8 flag (0 absent, 1 present)
@@ -47,27 +52,33 @@ use event_base_core::{
 };
 use uuid::Uuid;
 
+use crate::record_id::RecordId;
+
 /// Format version written in every record body.
-pub(crate) const FORMAT_VERSION: u8 = 1;
+pub(crate) const FORMAT_VERSION: u8 = 2;
+/// The first format (ids as 16 UUID bytes), still read.
+const FORMAT_V1: u8 = 1;
 /// Bytes of the frame header (len + crc).
 pub(crate) const FRAME_HEADER: usize = 8;
-/// Smallest valid body: version, kind, id.
-pub(crate) const MIN_BODY: usize = 18;
+/// Smallest valid body of either version: version, kind, and a one-byte id with its length.
+pub(crate) const MIN_BODY: usize = 7;
+/// Longest id a record may hold (`event_base_core::constant::MAX_ID_BYTES`).
+const MAX_ID: usize = event_base_core::constant::MAX_ID_BYTES;
 
 /// One WAL record.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Entry {
     Append(Arc<EMessage>),
-    Processing(Uuid),
-    Complete(Uuid),
+    Processing(RecordId),
+    Complete(RecordId),
     Retry(Arc<EMessage>),
     Failed {
         message: Arc<EMessage>,
         reason: DeadReason,
         died_at: SystemTime,
     },
-    Cancel(Uuid),
-    Purge(Uuid),
+    Cancel(RecordId),
+    Purge(RecordId),
     Snapshot {
         message: Arc<EMessage>,
         state: WalRecordState,
@@ -77,12 +88,25 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
-    pub(crate) fn id(&self) -> Uuid {
+    pub(crate) fn id(&self) -> &str {
         match self {
-            Entry::Append(m) | Entry::Retry(m) => m.id,
-            Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => message.id,
+            Entry::Append(m) | Entry::Retry(m) => &m.id,
+            Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => &message.id,
             Entry::Processing(id) | Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
-                *id
+                id.as_str()
+            }
+        }
+    }
+
+    /// The record's id as the writer keys it (shared with the message where there is one).
+    pub(crate) fn record_id(&self) -> RecordId {
+        match self {
+            Entry::Append(m) | Entry::Retry(m) => RecordId::Message(m.clone()),
+            Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => {
+                RecordId::Message(message.clone())
+            }
+            Entry::Processing(id) | Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
+                id.clone()
             }
         }
     }
@@ -119,7 +143,7 @@ pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
     out.extend_from_slice(&[0u8; FRAME_HEADER]);
     out.push(FORMAT_VERSION);
     out.push(entry.kind());
-    out.extend_from_slice(entry.id().as_bytes());
+    put_bytes(out, entry.id().as_bytes());
     match entry {
         Entry::Append(m) | Entry::Retry(m) => put_message(out, m),
         Entry::Failed {
@@ -211,13 +235,7 @@ fn put_message(out: &mut Vec<u8>, m: &EMessage) {
     put_u64(out, nanos(m.metadata.created_at));
     put_opt_str(out, &m.metadata.trace_id);
     put_opt_str(out, &m.metadata.correlation_id);
-    match m.metadata.causation_id {
-        Some(id) => {
-            out.push(1);
-            out.extend_from_slice(id.as_bytes());
-        }
-        None => out.push(0),
-    }
+    put_opt_str(out, &m.metadata.causation_id);
     put_opt_str(out, &m.metadata.source);
     put_u32(out, m.attempts);
     match m.delivery_mode {
@@ -250,13 +268,13 @@ fn put_message(out: &mut Vec<u8>, m: &EMessage) {
 /// the fixed part, which it rounds up), so a sender can be refused before anything is written.
 pub(crate) fn message_body_bound(m: &EMessage) -> usize {
     let opt = |s: &Option<String>| 5 + s.as_ref().map_or(0, String::len);
-    2 + 16 // version, kind, id
+    2 + 4 + m.id.len() // version, kind, id
         + 4 + m.topic.0.len()
         + 4 + m.payload.0.len()
         + 8
         + opt(&m.metadata.trace_id)
         + opt(&m.metadata.correlation_id)
-        + 17
+        + opt(&m.metadata.causation_id)
         + opt(&m.metadata.source)
         + 4 + 5 + 4 + 9
         + opt(&m.to_worker)
@@ -310,11 +328,24 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
-    fn uuid(&mut self, what: &str) -> Result<Uuid, DecodeError> {
+    /// A version-1 id: 16 UUID bytes, as their hyphenated text.
+    fn uuid_text(&mut self, what: &str) -> Result<String, DecodeError> {
         let b = self.take(16, what)?;
         let mut a = [0u8; 16];
         a.copy_from_slice(b);
-        Ok(Uuid::from_bytes(a))
+        Ok(Uuid::from_bytes(a).hyphenated().to_string())
+    }
+
+    /// A message id of `version`'s format.
+    fn id(&mut self, version: u8) -> Result<String, DecodeError> {
+        if version == FORMAT_V1 {
+            return self.uuid_text("id");
+        }
+        let id = self.string("id")?;
+        if id.is_empty() || id.len() > MAX_ID {
+            return Err(format!("id: {} bytes, outside 1..={MAX_ID}", id.len()));
+        }
+        Ok(id)
     }
 
     fn bytes(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
@@ -363,28 +394,29 @@ impl<'a> Cursor<'a> {
 pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
     let mut c = Cursor { buf: body, pos: 0 };
     let version = c.u8("version")?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_V1 {
         return Err(format!("unknown record format version {version}"));
     }
     let kind = c.u8("kind")?;
-    let id = c.uuid("id")?;
+    let id = c.id(version)?;
+    let text = |id: String| RecordId::Text(id.into_boxed_str());
     let entry = match kind {
-        1 => Entry::Append(Arc::new(get_message(&mut c, id)?)),
-        2 => Entry::Processing(id),
-        3 => Entry::Complete(id),
-        4 => Entry::Retry(Arc::new(get_message(&mut c, id)?)),
+        1 => Entry::Append(Arc::new(get_message(&mut c, id, version)?)),
+        2 => Entry::Processing(text(id)),
+        3 => Entry::Complete(text(id)),
+        4 => Entry::Retry(Arc::new(get_message(&mut c, id, version)?)),
         5 => {
             let died_at = c.time("died_at")?;
             let reason = get_reason(&mut c)?;
-            let message = Arc::new(get_message(&mut c, id)?);
+            let message = Arc::new(get_message(&mut c, id, version)?);
             Entry::Failed {
                 message,
                 reason,
                 died_at,
             }
         }
-        6 => Entry::Cancel(id),
-        7 => Entry::Purge(id),
+        6 => Entry::Cancel(text(id)),
+        7 => Entry::Purge(text(id)),
         8 => {
             let state = match c.u8("state")? {
                 0 => WalRecordState::Pending,
@@ -395,7 +427,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
             };
             let at = c.time("at")?;
             let reason = get_reason(&mut c)?;
-            let message = Arc::new(get_message(&mut c, id)?);
+            let message = Arc::new(get_message(&mut c, id, version)?);
             Entry::Snapshot {
                 message,
                 reason: (state == WalRecordState::Failed).then_some(reason),
@@ -421,16 +453,16 @@ fn get_reason(c: &mut Cursor<'_>) -> Result<DeadReason, DecodeError> {
     })
 }
 
-fn get_message(c: &mut Cursor<'_>, id: Uuid) -> Result<EMessage, DecodeError> {
+fn get_message(c: &mut Cursor<'_>, id: String, version: u8) -> Result<EMessage, DecodeError> {
     let topic = MessageTopic(c.string("topic")?);
     let payload = MessagePayload(Bytes::copy_from_slice(c.bytes("payload")?));
     let created_at = c.time("created_at")?;
     let trace_id = c.opt_string("trace_id")?;
     let correlation_id = c.opt_string("correlation_id")?;
-    let causation_id = if c.flag("causation_id")? {
-        Some(c.uuid("causation_id")?)
-    } else {
-        None
+    let causation_id = match (version, c.flag("causation_id")?) {
+        (_, false) => None,
+        (FORMAT_V1, true) => Some(c.uuid_text("causation_id")?),
+        (_, true) => Some(c.string("causation_id")?),
     };
     let source = c.opt_string("source")?;
     let attempts = c.u32("attempts")?;
@@ -522,11 +554,11 @@ mod tests {
 
     fn arb_message() -> impl Strategy<Value = EMessage> {
         (
-            any::<[u8; 16]>(),
+            "[a-zA-Z0-9._-]{1,40}",
             "[a-z._]{1,20}",
             proptest::collection::vec(any::<u8>(), 0..256),
             (arb_opt_string(), arb_opt_string(), arb_opt_string()),
-            proptest::option::of(any::<[u8; 16]>()),
+            arb_opt_string(),
             any::<u32>(),
             (0u8..3, any::<u32>()),
             proptest::option::of(0u64..4_000_000_000_000_000_000),
@@ -554,18 +586,25 @@ mod tests {
                         },
                         to,
                     );
-                    m.id = Uuid::from_bytes(id);
+                    m.id = id;
                     m.metadata.created_at =
                         UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_000_000);
                     m.metadata.trace_id = trace;
                     m.metadata.correlation_id = corr;
                     m.metadata.source = source;
-                    m.metadata.causation_id = cause.map(Uuid::from_bytes);
+                    m.metadata.causation_id = cause;
                     m.attempts = attempts;
                     m.deliver_at = at.map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
                     m
                 },
             )
+    }
+
+    fn arb_id() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<[u8; 16]>().prop_map(|b| Uuid::from_bytes(b).hyphenated().to_string()),
+            ".{1,60}".prop_filter("ids are at most 255 bytes", |s| s.len() <= 255),
+        ]
     }
 
     fn arb_reason() -> impl Strategy<Value = DeadReason> {
@@ -603,10 +642,10 @@ mod tests {
                     at: t,
                 }
             }),
-            any::<[u8; 16]>().prop_map(|b| Entry::Processing(Uuid::from_bytes(b))),
-            any::<[u8; 16]>().prop_map(|b| Entry::Complete(Uuid::from_bytes(b))),
-            any::<[u8; 16]>().prop_map(|b| Entry::Cancel(Uuid::from_bytes(b))),
-            any::<[u8; 16]>().prop_map(|b| Entry::Purge(Uuid::from_bytes(b))),
+            arb_id().prop_map(|id| Entry::Processing(RecordId::Text(id.into()))),
+            arb_id().prop_map(|id| Entry::Complete(RecordId::Text(id.into()))),
+            arb_id().prop_map(|id| Entry::Cancel(RecordId::Text(id.into()))),
+            arb_id().prop_map(|id| Entry::Purge(RecordId::Text(id.into()))),
         ]
     }
 
@@ -646,7 +685,7 @@ mod tests {
     #[test]
     fn a_truncated_frame_is_torn() {
         let mut buf = Vec::new();
-        encode(&Entry::Complete(Uuid::nil()), &mut buf);
+        encode(&Entry::Complete(RecordId::Text("x".into())), &mut buf);
         for cut in 0..buf.len() {
             assert!(
                 matches!(read_frame(&buf[..cut], 1 << 20), Frame::Torn),

@@ -17,17 +17,17 @@ use std::fs::OpenOptions;
 use std::path::Path;
 
 use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
-use uuid::Uuid;
 
 use super::record_codec::{read_frame, Entry, Frame};
 use super::segment::{self, check_header, io_err, path_of, HEADER_LEN};
 use crate::memory_wal::MemoryWal;
+use crate::record_id::RecordId;
 
 /// What recovery learned besides the index itself.
 #[derive(Debug, Default)]
 pub(crate) struct Recovered {
     /// For every live or dead message: the segment holding its newest full record.
-    pub(crate) anchors: HashMap<Uuid, u64>,
+    pub(crate) anchors: HashMap<RecordId, u64>,
     /// Full (anchor) records written per segment.
     pub(crate) written: BTreeMap<u64, u64>,
     /// Segments found, oldest first.
@@ -125,13 +125,15 @@ pub(crate) fn recover(
     Ok(out)
 }
 
-fn anchor(out: &mut Recovered, id: Uuid, seq: u64) {
+fn anchor(out: &mut Recovered, id: RecordId, seq: u64) {
+    // Removed first so that the key is the newest record's message, not an older copy.
+    out.anchors.remove(id.as_str());
     out.anchors.insert(id, seq);
     *out.written.entry(seq).or_default() += 1;
 }
 
 fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
-    let id = entry.id();
+    let id = entry.record_id();
     match entry {
         Entry::Append(message) | Entry::Retry(message) => {
             index.restore(WalRecord {
@@ -143,11 +145,11 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             anchor(out, id, seq);
         }
         Entry::Processing(id) => {
-            let _ = index.begin(&id);
+            let _ = index.begin(id.as_str());
         }
         Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
-            index.forget_record(&id);
-            out.anchors.remove(&id);
+            index.forget_record(id.as_str());
+            out.anchors.remove(id.as_str());
         }
         Entry::Failed {
             message,
@@ -169,8 +171,8 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             at,
         } => {
             if state == WalRecordState::Complete {
-                index.forget_record(&id);
-                out.anchors.remove(&id);
+                index.forget_record(id.as_str());
+                out.anchors.remove(id.as_str());
             } else {
                 index.restore(WalRecord {
                     message,

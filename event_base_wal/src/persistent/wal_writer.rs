@@ -30,13 +30,13 @@ use std::time::{Duration, Instant};
 
 use event_base_core::WalError;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
 use super::record_codec::{encode, Entry, FRAME_HEADER};
 use super::segment::{self, io_err, path_of, HEADER_LEN};
 use super::sync_policy::SyncPolicy;
 use crate::memory_wal::MemoryWal;
+use crate::record_id::RecordId;
 
 /// Most records taken into one write.
 const MAX_BATCH: usize = 4096;
@@ -67,7 +67,7 @@ pub(crate) struct Writer {
     pub(crate) active: u64,
     /// Size of every segment on disk, oldest first (includes the active one).
     pub(crate) sizes: BTreeMap<u64, u64>,
-    pub(crate) anchors: HashMap<Uuid, u64>,
+    pub(crate) anchors: HashMap<RecordId, u64>,
     /// Anchors per segment now.
     pub(crate) live: BTreeMap<u64, u64>,
     /// Anchor records written per segment in all.
@@ -278,18 +278,20 @@ impl Writer {
     }
 
     fn account(&mut self, entry: &Entry) {
-        let id = entry.id();
         let finished = match entry {
             Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => true,
             Entry::Snapshot { state, .. } => *state == event_base_core::WalRecordState::Complete,
             _ => false,
         };
         if finished {
-            if let Some(old) = self.anchors.remove(&id) {
+            if let Some(old) = self.anchors.remove(entry.id()) {
                 self.release(old);
             }
         } else if entry.is_anchor() {
-            if let Some(old) = self.anchors.insert(id, self.active) {
+            // Removed first so that the key is this record's message, not an older copy.
+            let old = self.anchors.remove(entry.id());
+            self.anchors.insert(entry.record_id(), self.active);
+            if let Some(old) = old {
                 self.release(old);
             }
             *self.live.entry(self.active).or_default() += 1;
@@ -366,16 +368,16 @@ impl Writer {
     /// Writes the current state of every message anchored in `seq` into the active segment.
     /// Returns whether anything was moved.
     fn snapshot(&mut self, seq: u64) -> bool {
-        let ids: Vec<Uuid> = self
+        let ids: Vec<RecordId> = self
             .anchors
             .iter()
             .filter(|(_, s)| **s == seq)
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id.clone())
             .collect();
         self.buf.clear();
         let mut moved = 0;
         for id in ids {
-            if let Some(rec) = self.index.record(&id) {
+            if let Some(rec) = self.index.record(id.as_str()) {
                 let entry = Entry::Snapshot {
                     message: rec.message,
                     state: rec.state,
