@@ -5,7 +5,9 @@
 //! is delivered at least once: through failing, panicking and hanging handlers, through
 //! shutdown, and (with the file WAL) through a crash.
 //!
-//! ```
+// The example needs the default features; without them it is shown but not compiled.
+#![cfg_attr(all(feature = "memory", feature = "macro"), doc = "```")]
+#![cfg_attr(not(all(feature = "memory", feature = "macro")), doc = "```ignore")]
 //! use event_base::prelude::*;
 //! use std::time::Duration;
 //!
@@ -32,11 +34,33 @@
 //!
 //! - Everything of [`event_base_core`] is re-exported here: [`EMessage`], [`Ack`],
 //!   [`EHandler`], [`EventBus`], [`TopicRouter`], the [`Wal`] and [`QueueFactory`] traits.
-//! - [`wal`]: WAL backends ([`MemoryWal`]). [`queue`]: queue backends ([`FlumeQueueFactory`],
-//!   [`MpmcQueueFactory`]).
-//! - Macros: [`handler`], [`send_msg!`], [`start_system!`].
-//! - [`builder`]: an [`EventBusBuilder`] with the default backends, for isolated systems
+//!   It is always there, whatever the features.
+//! - `wal`: WAL backends (`MemoryWal`, `PersistentWal`). `queue`: queue backends
+//!   (`FlumeQueueFactory`, `MpmcQueueFactory`).
+//! - Macros: `#[handler]`, `send_msg!`, `start_system!`.
+//! - `builder()`: an [`EventBusBuilder`] with the default backends, for isolated systems
 //!   (tests, several buses in one process).
+//! - `middleware`, `audit`, `grpc`: the optional crates, each behind its feature.
+//!
+//! ## Features
+//!
+//! Each feature is a real gate: what it names is compiled only when it is on.
+//!
+//! | feature | turns on |
+//! |---|---|
+//! | `memory` (default) | `MemoryWal`; the in-memory queues `FlumeQueueFactory` and `MpmcQueueFactory` (the `queue` module); the default backends of `start_system!()` and `event_base::builder()`; `testing::TestBus` |
+//! | `macro` (default) | `#[handler]`, `send_msg!`, `start_system!` |
+//! | `persistent` | `PersistentWal`, `PersistentWalBuilder`, `SyncPolicy`: the file-backed, crash-safe WAL |
+//! | `middleware` | the `middleware` module: `LoggerMiddleware`, `MetricsMiddleware`, `RetryPolicyMiddleware`, `TimeoutMiddleware` (the `Middleware` trait itself is always there) |
+//! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
+//! | `gRPC` | the `grpc` module (`event_base_grpc`; a placeholder until the gRPC issue lands) |
+//! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
+//! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
+//! | `full` | all of the above |
+//!
+//! Without `memory` there are no default backends: `start_system!` needs both `wal:` and
+//! `queue:` (leaving one out is a compile error that says so), and `event_base::builder()`
+//! and `testing` are absent; use `EventBus::builder().wal(..).queue(..)`.
 //!
 //! ## Handlers in another crate
 //!
@@ -49,52 +73,83 @@
 #![deny(unsafe_code)]
 
 pub use event_base_core::*;
+#[cfg(feature = "macro")]
 pub use event_base_macro_attr::handler;
+#[cfg(feature = "macro")]
 pub use event_base_macro_func::{send_msg, start_system};
+#[cfg(feature = "memory")]
 pub use event_base_queue::{FlumeQueueFactory, MpmcQueueFactory};
+#[cfg(feature = "memory")]
 pub use event_base_wal::MemoryWal;
 #[cfg(feature = "persistent")]
-pub use event_base_wal::{PersistentWal, SyncPolicy};
+pub use event_base_wal::{PersistentWal, PersistentWalBuilder, SyncPolicy};
 
-/// WAL backends.
+/// WAL backends: `MemoryWal` (feature `memory`), `PersistentWal` (feature `persistent`).
+///
+/// With `persistent` alone the module holds the whole `event_base_wal` crate, `MemoryWal`
+/// included: the crate has no switch of its own for it. Only the crate root's re-export of
+/// `MemoryWal` follows `memory`.
+#[cfg(any(feature = "memory", feature = "persistent"))]
 pub mod wal {
     pub use event_base_wal::*;
 }
 
-pub mod testing;
-
-/// Built-in middleware.
-pub mod middleware {
-    pub use event_base_middleware::*;
-}
-
-pub use event_base_middleware::{
-    LoggerMiddleware, MetricsMiddleware, RetryPolicyMiddleware, TimeoutMiddleware,
-};
-
-/// Audit writers.
-pub mod audit {
-    pub use event_base_audit::*;
-}
-
-/// Queue backends.
+/// Queue backends (feature `memory`): bounded in-memory channels per topic.
+#[cfg(feature = "memory")]
 pub mod queue {
     pub use event_base_queue::*;
 }
 
-/// The names most programs need: `use event_base::prelude::*;`.
+#[cfg(feature = "memory")]
+pub mod testing;
+
+/// Built-in middleware (feature `middleware`).
+#[cfg(feature = "middleware")]
+pub mod middleware {
+    pub use event_base_middleware::*;
+}
+
+#[cfg(feature = "middleware")]
+pub use event_base_middleware::{
+    LoggerMiddleware, MetricsMiddleware, RetryPolicyMiddleware, TimeoutMiddleware,
+};
+
+/// Audit writers (feature `audit`). The in-memory audit ring ([`AuditLog`], `bus.audit()`)
+/// is part of the core and always there.
+#[cfg(feature = "audit")]
+pub mod audit {
+    pub use event_base_audit::*;
+}
+
+/// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate, a placeholder with
+/// nothing public until its issue lands.
+#[cfg(feature = "gRPC")]
+pub use event_base_grpc as grpc;
+
+/// The names most programs need: `use event_base::prelude::*;`. Every name the guide's
+/// examples use without another import; the macros, backends and middleware are in it when
+/// their features are on.
 pub mod prelude {
+    #[cfg(feature = "middleware")]
+    pub use crate::LoggerMiddleware;
     pub use crate::{
-        handler, send_msg, start_system, Ack, DeadLetterMessage, DeadReason, DeliveryMode,
-        EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, JsonPayload,
-        LoggerMiddleware, MemoryWal, MessagePayload, MessageTopic, Middleware, Next,
-        ShutdownStrategy, TopicRouter,
+        async_trait, Ack, CoreError, DeadLetterMessage, DeadReason, DeliveryMode, EHandler,
+        EMessage, EventBus, HandlerSpec, JsonPayload, MessageMetadata, MessagePayload,
+        MessageTopic, Middleware, Next, ShutdownStrategy, TopicRouter,
     };
-    pub use event_base_core::CoreError;
+    #[cfg(feature = "macro")]
+    pub use crate::{handler, send_msg, start_system};
+    #[cfg(feature = "memory")]
+    pub use crate::{FlumeQueueFactory, MemoryWal};
+    #[cfg(feature = "persistent")]
+    pub use crate::{PersistentWal, SyncPolicy};
 }
 
 /// A builder with the default backends (`MemoryWal`, bounded flume queues) and no handlers;
 /// add handlers by value, or every `#[handler]` with `.with_registered_handlers()`.
+///
+/// Feature `memory`. Without it, give the backends yourself:
+/// `EventBus::builder().wal(..).queue(..)`.
 ///
 /// ```
 /// use event_base::prelude::*;
@@ -111,16 +166,20 @@ pub mod prelude {
 /// assert_eq!(bus.metrics().topic("echo").unwrap().acked, 1);
 /// # Ok(()) }
 /// ```
+#[cfg(feature = "memory")]
 pub fn builder() -> EventBusBuilder {
     EventBus::builder()
         .wal(MemoryWal::new())
         .queue(FlumeQueueFactory::default())
 }
 
+/// What the macros' expansions call; not part of the API.
+#[cfg(feature = "macro")]
 #[doc(hidden)]
 pub mod __private {
-    pub use async_trait::async_trait;
-    pub use linkme;
+    pub use crate::__event_base_backends as backends;
+    pub use event_base_core::__private::linkme;
+    pub use event_base_core::async_trait;
 
     use crate::{
         CoreError, EMessage, EventBus, EventBusBuilder, IntoMessage, MessageId, TopicRouter,
@@ -158,8 +217,68 @@ pub mod __private {
     }
 }
 
+/// `start_system!`'s backends when a key is left out: `(wal, queue)`, each the given
+/// expression or, with `memory`, the default (`MemoryWal`, `FlumeQueueFactory`). Without
+/// `memory` a left-out key is a compile error that names the keys to give.
+#[cfg(all(feature = "macro", feature = "memory"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_backends {
+    (wal = [], queue = []) => {
+        (
+            $crate::MemoryWal::new(),
+            $crate::FlumeQueueFactory::default(),
+        )
+    };
+    (wal = [$wal:expr], queue = []) => {
+        ($wal, $crate::FlumeQueueFactory::default())
+    };
+    (wal = [], queue = [$queue:expr]) => {
+        ($crate::MemoryWal::new(), $queue)
+    };
+    (wal = [$wal:expr], queue = [$queue:expr]) => {
+        ($wal, $queue)
+    };
+}
+
+/// `start_system!`'s backends when a key is left out: `(wal, queue)`, each the given
+/// expression or, with `memory`, the default (`MemoryWal`, `FlumeQueueFactory`). Without
+/// `memory` a left-out key is a compile error that names the keys to give.
+#[cfg(all(feature = "macro", not(feature = "memory")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_backends {
+    (wal = [], queue = []) => {
+        ::core::compile_error!(
+            "start_system!() has no default backends without the `memory` feature of event_base: \
+             give both `wal:` and `queue:`, e.g. \
+             `start_system!(wal: PersistentWal::open(dir)?, queue: my_queue_factory)`, \
+             or turn on `memory`"
+        )
+    };
+    (wal = [$wal:expr], queue = []) => {
+        ::core::compile_error!(
+            "start_system! has no default queue without the `memory` feature of event_base: \
+             give `queue:` too (any `QueueFactory`), e.g. \
+             `start_system!(wal: .., queue: my_queue_factory)`, or turn on `memory`"
+        )
+    };
+    (wal = [], queue = [$queue:expr]) => {
+        ::core::compile_error!(
+            "start_system! has no default WAL without the `memory` feature of event_base: \
+             give `wal:` too (any `Wal`), e.g. \
+             `start_system!(wal: PersistentWal::open(dir)?, queue: ..)`, or turn on `memory`"
+        )
+    };
+    (wal = [$wal:expr], queue = [$queue:expr]) => {
+        ($wal, $queue)
+    };
+}
+
 /// The guide from `docs/guide/`, included here so every example in it is compiled and run as
-/// a doctest.
+/// a doctest. Its examples use the default features (`memory`, `macro`); a page that needs more
+/// is included only with those features (`full` includes every page).
+#[cfg(all(feature = "memory", feature = "macro"))]
 pub mod guide {
     #[doc = include_str!("../../docs/guide/quick-start.md")]
     pub mod quick_start {}
@@ -167,6 +286,7 @@ pub mod guide {
     pub mod core_concepts {}
     #[doc = include_str!("../../docs/guide/handler.md")]
     pub mod handler {}
+    #[cfg(feature = "middleware")]
     #[doc = include_str!("../../docs/guide/middleware.md")]
     pub mod middleware {}
     #[doc = include_str!("../../docs/guide/sending.md")]
@@ -175,6 +295,7 @@ pub mod guide {
     pub mod testing {}
     #[doc = include_str!("../../docs/guide/shutdown.md")]
     pub mod shutdown {}
+    #[cfg(feature = "audit")]
     #[doc = include_str!("../../docs/guide/observability.md")]
     pub mod observability {}
     #[cfg(feature = "persistent")]
