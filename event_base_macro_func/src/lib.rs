@@ -58,20 +58,26 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
         }
         *slot = Some(kv.value);
     }
-    let wal = wal.map_or_else(|| quote!(::event_base::MemoryWal::new()), |w| quote!(#w));
-    let queue = queue.map_or_else(
-        || quote!(::event_base::FlumeQueueFactory::default()),
-        |q| quote!(#q),
-    );
     let batch =
         batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
-    // The arguments are evaluated where the macro is written (so `?` in them works there);
-    // the returned future does the rest.
+    // A left-out backend comes from the umbrella's `__private::backends!`: the default one
+    // with its `memory` feature, a compile error naming the keys to give without it. The
+    // arguments are evaluated where the macro is written (so `?` in them works there); the
+    // returned future does the rest.
+    let backends = match (wal, queue) {
+        (Some(wal), Some(queue)) => quote!((#wal, #queue)),
+        (wal, queue) => {
+            let wal = wal.iter();
+            let queue = queue.iter();
+            quote!(::event_base::__private::backends!(wal = [#(#wal)*], queue = [#(#queue)*]))
+        }
+    };
     Ok(quote! {{
+        let (__event_base_wal, __event_base_queue) = #backends;
         let __event_base_builder = ::event_base::EventBus::builder()
             .with_registered_handlers()
-            .wal(#wal)
-            .queue(#queue);
+            .wal(__event_base_wal)
+            .queue(__event_base_queue);
         #batch
         ::event_base::__private::start_global(__event_base_builder)
     }})
@@ -81,6 +87,9 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
 ///
 /// - `start_system!()`: `MemoryWal`, a bounded flume queue per topic, every `#[handler]`.
 /// - `start_system!(wal: W, queue: Q, batch_size: N)`: any subset of the keys, in any order.
+///
+/// The defaults come with the umbrella's `memory` feature (on by default). Without it, leaving
+/// out `wal:` or `queue:` is a compile error that says which keys to give.
 ///
 /// ```ignore
 /// let bus = start_system!().await?;
