@@ -133,9 +133,9 @@ pub mod prelude {
     #[cfg(feature = "middleware")]
     pub use crate::LoggerMiddleware;
     pub use crate::{
-        async_trait, Ack, CoreError, DeadLetterMessage, DeadReason, DeliveryMode, EHandler,
-        EMessage, EventBus, HandlerSpec, JsonPayload, MessageMetadata, MessagePayload,
-        MessageTopic, Middleware, Next, ShutdownStrategy, TopicRouter,
+        async_trait, set_node_name, set_node_type, Ack, CoreError, DeadLetterMessage, DeadReason,
+        DeliveryMode, EHandler, EMessage, EventBus, HandlerSpec, JsonPayload, MessageMetadata,
+        MessagePayload, MessageTopic, Middleware, Next, NodeType, ShutdownStrategy, TopicRouter,
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};

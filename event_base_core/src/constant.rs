@@ -44,7 +44,7 @@ pub const SYSTEM_TOPICS: [&str; 10] = [
 
 /// Messages the consumer router claims at once (`batch_size`).
 pub const DEFAULT_BATCH_SIZE: usize = 64;
-/// Retries for panics and timeouts (and `NoAck` without `max_retries`) when the handler sets no
+/// Retries for panics and timeouts, and what `Ack::retry()` allows, when the handler sets no
 /// `retries`.
 pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// First backoff delay after a panic or timeout; it doubles on every further retry.
@@ -58,3 +58,5 @@ pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_s
 /// Longest message id the bus accepts, in bytes (generated ids are 36). A longer, or an empty,
 /// id is refused at send with `CoreError::InvalidId`.
 pub const MAX_ID_BYTES: usize = 255;
+/// Audit records a bus keeps in memory unless told otherwise (`EventBusBuilder::audit`).
+pub const DEFAULT_AUDIT_CAPACITY: usize = 10_000;

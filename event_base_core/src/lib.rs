@@ -23,8 +23,9 @@
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
 //!
-//! `constant` (public) and `error` ([`CoreError`] and the per-concern errors) are the leaves
-//! every folder may import.
+//! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
+//! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
+//! may import.
 //!
 //! # How a message travels
 //!
@@ -49,7 +50,8 @@
 //!
 //! - `Ack::Ack`: done.
 //! - `Ack::NoAck`: a transient failure; deliver again later (`retry_after`), at most
-//!   `1 + max_retries` deliveries, then a dead letter.
+//!   `1 + max_retries` deliveries, then a dead letter. `Ack::retry()` fills in the handler's
+//!   `retries` (default 3).
 //! - `Ack::Dead`: a permanent failure (bad input); a dead letter now, kept for inspection and
 //!   replay.
 //!
@@ -77,6 +79,7 @@ mod delivery;
 mod error;
 mod handler;
 mod message;
+mod node;
 mod observe;
 mod shutdown;
 mod system_topics;
@@ -107,9 +110,9 @@ pub use message::id::{new_message_id, MessageId};
 pub use message::metadata::MessageMetadata;
 pub use message::payload::MessagePayload;
 pub use message::topic::MessageTopic;
-pub use observe::audit_log::{
-    AuditError, AuditEvent, AuditLog, AuditOutcome, AuditRecord, AuditWriter,
-};
+pub use node::{node_name, node_type, set_node_name, set_node_type, NodeType};
+pub use observe::audit_log::AuditLog;
+pub use observe::audit_record::{AuditError, AuditEvent, AuditOutcome, AuditRecord, AuditWriter};
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
 pub use observe::metrics_manager::MetricsManager;
 pub use observe::metrics_store::MetricsStore;

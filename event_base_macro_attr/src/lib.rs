@@ -18,7 +18,7 @@
 //! | `topic = "name"` | topic to subscribe to (required) | — |
 //! | `workers = n` | concurrent workers, at least 1 | 1 |
 //! | `timeout = secs` | per-delivery timeout; a handler past it is cancelled and retried | none |
-//! | `retries = n` | retries for `NoAck` without `max_retries`, panics and timeouts | 3 |
+//! | `retries = n` | retries for panics and timeouts, and the `max_retries` of `Ack::retry()` | 3 |
 //! | `shutdown_timeout = secs` | time to finish the current message at shutdown | none |
 //! | `middleware = [A, B::new()]` | middleware values, outermost first | none |
 //!

@@ -38,15 +38,17 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
     let mut wal = None;
     let mut queue = None;
     let mut batch = None;
+    let mut audit = None;
     for kv in args.0 {
         let slot = match kv.key.to_string().as_str() {
             "wal" => &mut wal,
             "queue" => &mut queue,
             "batch_size" => &mut batch,
+            "audit" => &mut audit,
             other => {
                 return Err(syn::Error::new_spanned(
                     &kv.key,
-                    format!("unknown key `{other}`; start_system! takes `wal: ..`, `queue: ..` and `batch_size: ..`"),
+                    format!("unknown key `{other}`; start_system! takes `wal: ..`, `queue: ..`, `batch_size: ..` and `audit: ..`"),
                 ))
             }
         };
@@ -60,6 +62,7 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
     }
     let batch =
         batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
+    let audit = audit.map(|a| quote!(let __event_base_builder = __event_base_builder.audit(#a);));
     // A left-out backend comes from the umbrella's `__private::backends!`: the default one
     // with its `memory` feature, a compile error naming the keys to give without it. The
     // arguments are evaluated where the macro is written (so `?` in them works there); the
@@ -79,6 +82,7 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
             .wal(__event_base_wal)
             .queue(__event_base_queue);
         #batch
+        #audit
         ::event_base::__private::start_global(__event_base_builder)
     }})
 }
@@ -86,7 +90,9 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
 /// Starts the global system and returns a future of `Result<EventBus, CoreError>`.
 ///
 /// - `start_system!()`: `MemoryWal`, a bounded flume queue per topic, every `#[handler]`.
-/// - `start_system!(wal: W, queue: Q, batch_size: N)`: any subset of the keys, in any order.
+/// - `start_system!(wal: W, queue: Q, batch_size: N, audit: A)`: any subset of the keys, in
+///   any order. `audit: 0` turns the audit ring off; the default keeps the newest 10,000
+///   records.
 ///
 /// The defaults come with the umbrella's `memory` feature (on by default). Without it, leaving
 /// out `wal:` or `queue:` is a compile error that says which keys to give.

@@ -15,7 +15,7 @@ async fn a_retried_then_dead_message_tells_its_whole_story() {
         .audit(1000)
         .handler(probe.handler("flaky", "flaky", |_| Ack::NoAck {
             retry_after: Some(Duration::from_millis(5)),
-            max_retries: Some(2),
+            max_retries: 2,
         }))
         .build()
         .await

@@ -14,7 +14,7 @@ async fn nack_with_max_retries_3_is_handled_4_times_then_dead() {
             probe
                 .handler("flaky", "flaky", |_| Ack::NoAck {
                     retry_after: Some(Duration::from_millis(30)),
-                    max_retries: Some(3),
+                    max_retries: 3,
                 })
                 .workers(2),
         )
@@ -105,5 +105,29 @@ async fn handler_backoff_spaces_out_nacks_without_retry_after() {
         started.elapsed() >= Duration::from_millis(120),
         "{:?}",
         started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_literal_no_ack_means_its_own_limit_not_the_handlers() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(
+            probe
+                .handler("flaky", "flaky", |_| Ack::NoAck {
+                    retry_after: None,
+                    max_retries: 5,
+                })
+                .retries(1),
+        )
+        .build()
+        .await
+        .unwrap();
+    bus.send("flaky", b"x".to_vec()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), 6, "1 delivery + the 5 retries it asked for");
+    assert_eq!(
+        bus.dead_letters().await.unwrap()[0].reason,
+        DeadReason::MaxRetriesExceeded
     );
 }

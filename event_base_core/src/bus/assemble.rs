@@ -16,8 +16,8 @@ use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
 use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::HandlerSpec;
-use crate::observe::audit_log::AuditWriter;
 use crate::observe::audit_publisher::run_audit_publisher;
+use crate::observe::audit_record::AuditWriter;
 use crate::observe::audit_writer_thread::spawn_writer_thread;
 use crate::observe::topic_counters::TopicCounters;
 

@@ -13,14 +13,16 @@ use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::{
-    DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS,
-    TOPIC_DISCOVERY,
+    DEFAULT_AUDIT_CAPACITY, DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER,
+    SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
-use crate::observe::audit_log::{AuditLog, AuditWriter};
+use crate::node::{self, NodeIdentity, NodeType};
+use crate::observe::audit_log::AuditLog;
+use crate::observe::audit_record::AuditWriter;
 use crate::system_topics::discovery::DiscoveryEvent;
 use crate::system_topics::handlers::{BusCell, ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::worker::monitor::run_monitor;
@@ -51,6 +53,8 @@ pub struct EventBusBuilder {
     latency_metrics: bool,
     audit_capacity: Option<usize>,
     audit_writers: Vec<Arc<dyn AuditWriter>>,
+    node_name: Option<String>,
+    node_type: Option<NodeType>,
     #[cfg(feature = "metrics")]
     export_metrics: Option<Duration>,
 }
@@ -67,6 +71,8 @@ impl std::fmt::Debug for EventBusBuilder {
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("stale_after", &self.stale_after)
             .field("audit_capacity", &self.audit_capacity)
+            .field("node_name", &self.node_name)
+            .field("node_type", &self.node_type)
             .finish_non_exhaustive()
     }
 }
@@ -97,8 +103,10 @@ impl EventBusBuilder {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
             latency_metrics: true,
-            audit_capacity: None,
+            audit_capacity: Some(DEFAULT_AUDIT_CAPACITY),
             audit_writers: Vec::new(),
+            node_name: None,
+            node_type: None,
             #[cfg(feature = "metrics")]
             export_metrics: None,
         }
@@ -166,18 +174,32 @@ impl EventBusBuilder {
         self
     }
 
-    /// Turns auditing on, keeping the newest `capacity` records in memory (see
+    /// Keeps the newest `capacity` audit records in memory (default
+    /// [`DEFAULT_AUDIT_CAPACITY`], 10,000); `0` turns auditing off (see
     /// [`AuditLog`](crate::AuditLog)).
     pub fn audit(mut self, capacity: usize) -> Self {
-        self.audit_capacity = Some(capacity.max(1));
+        self.audit_capacity = (capacity > 0).then_some(capacity);
         self
     }
 
-    /// Adds an audit writer (and turns auditing on, with 4096 records in memory unless
-    /// `audit` set another size).
+    /// Adds an audit writer (and turns auditing back on, with the default capacity, if
+    /// `audit(0)` had turned it off).
     pub fn audit_writer(mut self, writer: impl AuditWriter) -> Self {
-        self.audit_capacity.get_or_insert(4096);
+        self.audit_capacity.get_or_insert(DEFAULT_AUDIT_CAPACITY);
         self.audit_writers.push(Arc::new(writer));
+        self
+    }
+
+    /// This bus's node name, instead of the process's [`node_name`](crate::node_name).
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node_name = Some(name.into()).filter(|n| !n.is_empty());
+        self
+    }
+
+    /// This bus's node type, instead of the process's [`node_type`](crate::node_type). A
+    /// [`NodeType::Worker`] registers no handlers of its own on the `_system.` topics.
+    pub fn node_type(mut self, kind: NodeType) -> Self {
+        self.node_type = Some(kind);
         self
     }
 
@@ -190,13 +212,26 @@ impl EventBusBuilder {
             specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
         }
         validate(&specs)?;
-        let cells = BusCells::add_system_handlers(&mut specs);
+        let defaults = node::identity();
+        let node = NodeIdentity {
+            name: self
+                .node_name
+                .map_or(defaults.name, |n| Arc::from(n.as_str())),
+            kind: self.node_type.unwrap_or(defaults.kind),
+        };
+        // A worker node leaves the `_system.` topics to a host.
+        let cells =
+            (node.kind == NodeType::Host).then(|| BusCells::add_system_handlers(&mut specs));
         let (topics, handlers) =
             assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
         if specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!("event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
         let in_flight = Arc::new(InFlight::default());
+        // The audit publisher runs only for someone who wants the records as they come:
+        // writers, or a handler on `_system.audit`. Reads of `bus.audit()` need none.
+        let published = self.audit_capacity.is_some()
+            && (!self.audit_writers.is_empty() || topics.contains_key(crate::constant::AUDIT));
         let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
         let shared = Arc::new(BusShared {
@@ -209,10 +244,11 @@ impl EventBusBuilder {
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,
-            audit: AuditLog::new(self.audit_capacity, Some(flush_tx)),
+            audit: AuditLog::new(self.audit_capacity, published.then_some(flush_tx)),
+            node,
         });
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
-        if shared.audit.is_enabled() {
+        if published {
             assemble::spawn_audit(&tasks, self.audit_writers, flush_rx)?;
         }
         let mut started = Vec::new();
@@ -231,7 +267,9 @@ impl EventBusBuilder {
         if let Some(every) = self.export_metrics {
             assemble::spawn_metrics_export(&bus.tasks, bus.metrics_manager(), every);
         }
-        cells.set(&bus.tasks);
+        if let Some(cells) = &cells {
+            cells.set(&bus.tasks);
+        }
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;

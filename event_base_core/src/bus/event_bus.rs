@@ -152,6 +152,16 @@ impl EventBus {
         self.shared.registry.names_for(topic)
     }
 
+    /// This bus's node name (see [`node_name`](crate::node_name)).
+    pub fn node_name(&self) -> &str {
+        &self.shared.node.name
+    }
+
+    /// This bus's node type.
+    pub fn node_type(&self) -> crate::NodeType {
+        self.shared.node.kind
+    }
+
     /// The worker registry.
     pub fn registry(&self) -> &WorkerRegistry {
         &self.shared.registry

@@ -14,6 +14,7 @@ use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::topic_table::{TopicEntry, TopicTable};
+use crate::node::NodeIdentity;
 use crate::observe::audit_log::AuditLog;
 use crate::worker::registry::WorkerRegistry;
 
@@ -34,6 +35,8 @@ pub(crate) struct BusShared {
     pub(crate) audit: AuditLog,
     /// Whether workers time queue wait and handler time.
     pub(crate) latency_metrics: bool,
+    /// Which node this bus is (taken from the process defaults or the builder at build).
+    pub(crate) node: NodeIdentity,
 }
 
 impl BusShared {

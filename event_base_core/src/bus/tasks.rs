@@ -80,6 +80,7 @@ impl BusTasks {
             handler.name.clone(),
             handler.topic.clone(),
             index,
+            self.shared.node.name.clone(),
         ));
         self.shared.registry.register(state.clone());
         let worker = Worker::new(self.shared.clone(), entry, state.clone(), handler, rx);

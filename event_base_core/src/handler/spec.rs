@@ -27,7 +27,7 @@ pub struct HandlerRegistration {
     pub workers: usize,
     /// Per-delivery timeout in seconds.
     pub timeout_secs: Option<u64>,
-    /// Retries for `NoAck` without `max_retries`, panics and timeouts.
+    /// Retries for panics and timeouts, and the limit `Ack::retry()` gives a `NoAck`.
     pub retries: Option<u32>,
     /// Time a worker gets to finish its message at shutdown, in seconds.
     pub shutdown_timeout_secs: Option<u64>,

@@ -4,15 +4,29 @@
 //! |---|---|
 //! | `Ack::Ack` | the message is complete; its WAL record is finished |
 //! | `Ack::NoAck { retry_after, max_retries }` | delivered again after `retry_after` (or at once), at most `1 + max_retries` deliveries in all, then a dead letter with [`DeadReason::MaxRetriesExceeded`] |
+//! | [`Ack::retry()`](Ack::retry), [`Ack::retry_after(d)`](Ack::retry_after) | `NoAck` with the handler's own `retries` (`#[handler(retries = n)]`, default 3) as `max_retries` |
 //! | `Ack::Dead { dead_reason }` | a dead letter at once |
 //!
 //! A panic or a timeout in the handler counts as a failed delivery and follows the handler's
 //! retry policy (by default 3 retries with a backoff from 100 ms, doubling).
+//!
+//! `#[handler(retries = n)]` is that policy: the limit for panics and timeouts, and what the
+//! shorthands put into the `NoAck` they make. A `NoAck` written out in full means exactly what
+//! it says: `Ack::NoAck { retry_after: None, max_retries: 5 }` allows five retries whatever
+//! the handler's `retries`.
+//!
+//! ```
+//! use event_base_core::Ack;
+//! // Outside a handler the shorthand uses the default, 3.
+//! assert_eq!(Ack::retry(), Ack::NoAck { retry_after: None, max_retries: 3 });
+//! ```
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use crate::message::context::handler_retries;
 
 /// A handler's verdict on one delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,8 +37,9 @@ pub enum Ack {
     NoAck {
         /// Wait this long before the next delivery (`None`: at once).
         retry_after: Option<Duration>,
-        /// Retries allowed after the first delivery (`None`: the handler's `retries`, else 3).
-        max_retries: Option<u32>,
+        /// Retries allowed after the first delivery: the message is delivered at most
+        /// `1 + max_retries` times in all. [`Ack::retry`] fills in the handler's `retries`.
+        max_retries: u32,
     },
     /// Give up: dead-letter the message now.
     Dead {
@@ -34,19 +49,22 @@ pub enum Ack {
 }
 
 impl Ack {
-    /// `NoAck` with the handler's default policy, delivered again at once.
+    /// `NoAck`, delivered again at once (or after the handler's backoff), with the retry limit
+    /// of the handler that answers it: its `retries` (`#[handler(retries = n)]`,
+    /// `HandlerSpec::retries`), else 3. Outside a handler's task the limit is 3.
     pub fn retry() -> Ack {
         Ack::NoAck {
             retry_after: None,
-            max_retries: None,
+            max_retries: handler_retries(),
         }
     }
 
-    /// `NoAck` delivered again after `delay`.
+    /// `NoAck` delivered again after `delay`, with the handler's retry limit as
+    /// [`Ack::retry`] has it.
     pub fn retry_after(delay: Duration) -> Ack {
         Ack::NoAck {
             retry_after: Some(delay),
-            max_retries: None,
+            max_retries: handler_retries(),
         }
     }
 

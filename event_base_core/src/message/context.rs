@@ -6,14 +6,22 @@
 //! message's id, each unless the new message sets its own, so a chain of events can be
 //! followed end to end.
 //! The handler also runs inside a tracing span `event_base.handle` carrying the message's id,
-//! topic, attempt, trace id and correlation id.
+//! topic, attempt, trace id and correlation id. The context also holds the handler's
+//! `retries`, which [`Ack::retry`](crate::Ack::retry) puts into the `NoAck` it makes.
 
 use std::sync::Arc;
 
+use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::emessage::EMessage;
 
+/// What a handler runs with: the message, and its handler's retry limit.
+struct Current {
+    message: Arc<EMessage>,
+    retries: u32,
+}
+
 tokio::task_local! {
-    static CURRENT: Arc<EMessage>;
+    static CURRENT: Current;
 }
 
 /// The message the current task is handling, if it is a handler.
@@ -22,15 +30,24 @@ tokio::task_local! {
 /// assert!(event_base_core::current_message().is_none()); // not inside a handler
 /// ```
 pub fn current_message() -> Option<Arc<EMessage>> {
-    CURRENT.try_with(|m| m.clone()).ok()
+    CURRENT.try_with(|c| c.message.clone()).ok()
 }
 
-/// Runs `fut` with `message` as the current message.
+/// The `retries` of the handler the current task runs, or [`DEFAULT_MAX_RETRIES`] outside
+/// a handler (in a task the handler spawned, say).
+pub(crate) fn handler_retries() -> u32 {
+    CURRENT
+        .try_with(|c| c.retries)
+        .unwrap_or(DEFAULT_MAX_RETRIES)
+}
+
+/// Runs `fut` with `message` as the current message, for a handler with `retries`.
 pub(crate) async fn with_current<F: std::future::Future>(
     message: Arc<EMessage>,
+    retries: u32,
     fut: F,
 ) -> F::Output {
-    CURRENT.scope(message, fut).await
+    CURRENT.scope(Current { message, retries }, fut).await
 }
 
 /// Fills a new message's provenance from the message being handled, if any.
@@ -40,7 +57,8 @@ pub(crate) fn inherit(message: &mut EMessage) {
     if meta.causation_id.is_some() && meta.trace_id.is_some() && meta.correlation_id.is_some() {
         return;
     }
-    let _ = CURRENT.try_with(|parent| {
+    let _ = CURRENT.try_with(|current| {
+        let parent = &current.message;
         if parent.id == message.id {
             return;
         }

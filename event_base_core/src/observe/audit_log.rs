@@ -1,168 +1,90 @@
 //! Audit: an [`AuditRecord`] for every start and finish of a delivery, kept in a bounded ring
 //! ([`AuditLog`]) and handed, in batches, to [`AuditWriter`]s and to `_system.audit`.
 //!
-//! Auditing is off unless the builder turns it on (`EventBusBuilder::audit` or
-//! `audit_writer`), so it costs nothing by default. When on, a worker appends two records per
-//! delivery to the ring (one short lock each; names are shared, not copied). A single
-//! background task picks up what is new, in batches: it passes each batch to a writer thread
-//! (files are written off the async runtime) and, if anything subscribes to `_system.audit`,
-//! publishes the batch as one message. The bus never makes a round trip per record.
+//! Auditing is on by default: the bus keeps the newest
+//! [`DEFAULT_AUDIT_CAPACITY`](crate::constant::DEFAULT_AUDIT_CAPACITY) records
+//! (`EventBusBuilder::audit(n)` sets another size, `audit(0)` turns it off). It is built to
+//! cost little on the hot path: each worker stages one entry per delivery under a lock of its
+//! own (`audit_stage.rs`) and hands a batch to the shared ring (`audit_ring.rs`) every 64
+//! deliveries or when it goes idle; names are shared, not copied, and no lock is shared by the
+//! workers per record. Reading takes in what is staged first. When writers or a
+//! `_system.audit` subscriber want the records, one background task picks up what is new, in
+//! batches: it passes each batch to a writer thread (files are written off the async runtime)
+//! and publishes it on `_system.audit` as one message. The bus never makes a round trip per
+//! record.
 //!
 //! The ring keeps the newest `capacity` records. A writer that falls so far behind that the
 //! ring wrapped loses the overwritten records; a warning says how many.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, Weak};
 
-use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
+use crate::observe::audit_record::AuditRecord;
+use crate::observe::audit_ring::{AuditNames, AuditRing, RingRecord};
+use crate::observe::audit_stage::AuditStage;
 
-use crate::message::ack::DeadReason;
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AuditEvent {
-    /// A handler started on the message.
-    Started,
-    /// The delivery ended.
-    Finished {
-        /// How.
-        outcome: AuditOutcome,
-        /// Time in the handler.
-        duration: Duration,
-    },
-}
-
-/// How a delivery ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AuditOutcome {
-    /// `Ack::Ack`.
-    Acked,
-    /// Scheduled again (`NoAck`, a panic, a timeout).
-    Retried {
-        /// Wait before the next delivery.
-        after: Duration,
-        /// Why, for panics and timeouts.
-        reason: Option<String>,
-    },
-    /// Dead-lettered.
-    Dead {
-        /// Why.
-        reason: DeadReason,
-    },
-}
-
-/// One audit entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// Position in the system's audit stream (1, 2, ...).
-    pub seq: u64,
-    /// The message.
-    pub message_id: String,
-    /// Its topic.
-    pub topic: Arc<str>,
-    /// The worker.
-    pub worker: Arc<str>,
-    /// The delivery (`attempts` of the message).
-    pub attempt: u32,
-    /// What happened.
-    pub event: AuditEvent,
-    /// When.
-    pub at: SystemTime,
-}
-
-/// Errors of an [`AuditWriter`].
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    /// Writing failed.
-    #[error("audit write to {target} failed: {source}")]
-    Io {
-        /// Where to.
-        target: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Encoding a record failed.
-    #[error("could not encode audit record: {0}")]
-    Encode(String),
-}
-
-/// Somewhere audit records go: a file, a log, a database.
+/// The newest audit records of a bus: on by default (the newest
+/// [`DEFAULT_AUDIT_CAPACITY`](crate::constant::DEFAULT_AUDIT_CAPACITY) records), off with
+/// `EventBusBuilder::audit(0)` or `start_system!(audit: 0)`.
 ///
-/// Called from a dedicated thread with batches in order; may block.
-pub trait AuditWriter: Send + Sync + 'static {
-    /// Writes a batch.
-    fn write(&self, records: &[AuditRecord]) -> Result<(), AuditError>;
-
-    /// Makes everything written so far durable (called at shutdown).
-    fn flush(&self) -> Result<(), AuditError> {
-        Ok(())
-    }
-}
-
-/// The newest audit records of a system.
+/// Each worker stages its records and hands them to the bus's ring in batches (see the module
+/// docs); every read here first takes in whatever is staged, so a read after `wait_idle` sees
+/// every delivery that finished. Reads are for inspection (tests, operators, the gRPC API):
+/// they lock each worker's stage and the ring briefly.
 #[derive(Debug)]
 pub struct AuditLog {
     enabled: bool,
     flush_tx: Option<flume::Sender<tokio::sync::oneshot::Sender<()>>>,
-    capacity: usize,
-    ring: Mutex<VecDeque<AuditRecord>>,
-    next_seq: AtomicU64,
-    pub(crate) fresh: Notify,
+    pub(crate) ring: Arc<AuditRing>,
+    stages: Mutex<Vec<Weak<AuditStage>>>,
 }
 
 impl AuditLog {
+    /// An audit log keeping `capacity` records (`None`: off); `flush_tx` reaches the
+    /// publisher, which only exists when writers or a `_system.audit` subscriber want records.
     pub(crate) fn new(
         capacity: Option<usize>,
         flush_tx: Option<flume::Sender<tokio::sync::oneshot::Sender<()>>>,
     ) -> Self {
+        let published = flush_tx.is_some();
         AuditLog {
             enabled: capacity.is_some(),
             flush_tx,
-            capacity: capacity.unwrap_or(0).max(1),
-            ring: Mutex::new(VecDeque::new()),
-            next_seq: AtomicU64::new(1),
-            fresh: Notify::new(),
+            ring: Arc::new(AuditRing::new(capacity.unwrap_or(1), published)),
+            stages: Mutex::new(Vec::new()),
         }
     }
 
-    /// Whether the system audits.
+    /// Whether the bus audits.
     pub fn is_enabled(&self) -> bool {
         self.enabled
     }
 
-    pub(crate) fn record(
-        &self,
-        message_id: &str,
-        topic: &Arc<str>,
-        worker: &Arc<str>,
-        attempt: u32,
-        event: AuditEvent,
-    ) {
-        let at = SystemTime::now();
-        if let Ok(mut ring) = self.ring.lock() {
-            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            if ring.len() == self.capacity {
-                ring.pop_front();
-            }
-            ring.push_back(AuditRecord {
-                seq,
-                message_id: message_id.to_owned(),
-                topic: topic.clone(),
-                worker: worker.clone(),
-                attempt,
-                event,
-                at,
-            });
+    /// A stage for one worker's records, if the bus audits.
+    pub(crate) fn stage(&self, names: AuditNames) -> Option<Arc<AuditStage>> {
+        if !self.enabled {
+            return None;
         }
-        self.fresh.notify_one();
+        let stage = Arc::new(AuditStage::new(names, self.ring.clone()));
+        if let Ok(mut stages) = self.stages.lock() {
+            stages.retain(|s| s.strong_count() > 0);
+            stages.push(Arc::downgrade(&stage));
+        }
+        Some(stage)
+    }
+
+    /// Takes every staged record into the ring.
+    fn take_in(&self) {
+        let live: Vec<Arc<AuditStage>> = match self.stages.lock() {
+            Ok(stages) => stages.iter().filter_map(Weak::upgrade).collect(),
+            Err(_) => Vec::new(),
+        };
+        for stage in live {
+            stage.flush();
+        }
     }
 
     /// Waits until every record so far has been handed to every writer and the writers have
-    /// flushed.
+    /// flushed (at once when the bus has no writer and no `_system.audit` subscriber).
     pub async fn flush(&self) {
         let Some(tx) = &self.flush_tx else { return };
         let (done, wait) = tokio::sync::oneshot::channel();
@@ -171,38 +93,48 @@ impl AuditLog {
         }
     }
 
-    /// The newest `n` records, newest last.
+    /// The newest `n` records, oldest first (ordered by time).
     pub fn recent(&self, n: usize) -> Vec<AuditRecord> {
-        match self.ring.lock() {
-            Ok(ring) => ring
-                .iter()
-                .skip(ring.len().saturating_sub(n))
-                .cloned()
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        self.take_in();
+        let ring = self.ring.lock();
+        let skip = ring.records.len().saturating_sub(n);
+        in_time_order(ring.records.iter().skip(skip).map(RingRecord::to_record))
     }
 
     /// Every record the ring still holds about one message, in order.
     pub fn for_message(&self, id: &str) -> Vec<AuditRecord> {
-        match self.ring.lock() {
-            Ok(ring) => ring
+        self.take_in();
+        let ring = self.ring.lock();
+        in_time_order(
+            ring.records
                 .iter()
-                .filter(|r| r.message_id == id)
-                .cloned()
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+                .filter(|r| r.id == id)
+                .map(RingRecord::to_record),
+        )
     }
 
     /// Records after `seq`, and how many were lost to wrapping.
     pub(crate) fn since(&self, seq: u64) -> (Vec<AuditRecord>, u64) {
-        match self.ring.lock() {
-            Ok(ring) => {
-                let lost = ring.front().map_or(0, |f| f.seq.saturating_sub(seq + 1));
-                (ring.iter().filter(|r| r.seq > seq).cloned().collect(), lost)
-            }
-            Err(_) => (Vec::new(), 0),
-        }
+        self.take_in();
+        let ring = self.ring.lock();
+        let lost = ring
+            .records
+            .front()
+            .map_or(0, |f| f.seq.saturating_sub(seq + 1));
+        let records = ring
+            .records
+            .iter()
+            .filter(|r| r.seq > seq)
+            .map(RingRecord::to_record)
+            .collect();
+        (records, lost)
     }
+}
+
+/// Records by the time they describe (workers hand theirs over in batches, so the ring's
+/// order interleaves them by batch), ties in ring order.
+fn in_time_order(records: impl Iterator<Item = AuditRecord>) -> Vec<AuditRecord> {
+    let mut out: Vec<AuditRecord> = records.collect();
+    out.sort_by(|a, b| a.at.cmp(&b.at).then(a.seq.cmp(&b.seq)));
+    out
 }

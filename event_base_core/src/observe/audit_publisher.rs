@@ -16,7 +16,7 @@ pub(crate) async fn run_audit_publisher(
     let mut last = 0u64;
     loop {
         let flush = tokio::select! {
-            _ = shared.audit.fresh.notified() => None,
+            _ = shared.audit.ring.fresh.notified() => None,
             f = flushes.recv_async() => f.ok(),
         };
         let (batch, lost) = shared.audit.since(last);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::observe::audit_log::{AuditRecord, AuditWriter};
+use crate::observe::audit_record::{AuditRecord, AuditWriter};
 
 /// A request to the writer thread.
 pub(crate) enum WriterRequest {

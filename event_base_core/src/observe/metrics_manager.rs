@@ -70,6 +70,7 @@ impl MetricsManager {
                 .absolute(w.retried);
             metrics::counter!("event_base_worker_dead_total", "worker" => name).absolute(w.dead);
         }
+        metrics::gauge!("event_base_node_info", "node" => snap.node_name.clone(), "node_type" => snap.node_type.as_str()).set(1.0);
         metrics::gauge!("event_base_node_in_flight").set(snap.node.in_flight as f64);
         metrics::gauge!("event_base_node_waiting_on_timers")
             .set(snap.node.waiting_on_timers as f64);

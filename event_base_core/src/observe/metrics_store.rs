@@ -39,6 +39,8 @@ impl MetricsStore {
             }
             snap.workers.insert(state.name.clone(), state.metrics());
         }
+        snap.node_name = shared.node.name.to_string();
+        snap.node_type = shared.node.kind;
         snap.node = NodeMetrics {
             in_flight: shared.in_flight.get(),
             waiting_on_timers: shared.in_flight.timers(),

@@ -7,7 +7,10 @@
 //! |---|---|---|
 //! | `topic_counters.rs` | recorder | `TopicCounters`: per-topic atomics and latency histograms |
 //! | `latency_histogram.rs` | recorder | `LatencyHistogram`, `LatencySummary` |
-//! | `audit_log.rs` | recorder | `AuditLog` (the ring), `AuditRecord`, `AuditEvent`, `AuditOutcome`, `AuditWriter`, `AuditError` |
+//! | `audit_stage.rs` | recorder | a worker's staged audit entries, handed over in batches |
+//! | `audit_ring.rs` | recorder | the bus's ring of the newest audit records |
+//! | `audit_record.rs` | data | `AuditRecord`, `AuditEvent`, `AuditOutcome`, `AuditWriter`, `AuditError` |
+//! | `audit_log.rs` | reader | `AuditLog`: what `bus.audit()` reads (`recent`, `for_message`) |
 //! | `snapshot.rs` | data | `MetricsSnapshot`, `TopicMetrics`, `WorkerMetrics`, `NodeMetrics` |
 //! | `metrics_store.rs` | reader | `MetricsStore`: a bus's counters into a snapshot |
 //! | `metrics_manager.rs` | reader | `MetricsManager`: snapshots to the `metrics` facade |
@@ -17,6 +20,9 @@
 
 pub(crate) mod audit_log;
 pub(crate) mod audit_publisher;
+pub(crate) mod audit_record;
+pub(crate) mod audit_ring;
+pub(crate) mod audit_stage;
 pub(crate) mod audit_writer_thread;
 pub(crate) mod latency_histogram;
 pub(crate) mod metrics_manager;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::node::NodeType;
 use crate::observe::latency_histogram::LatencySummary;
 
 /// Counters of one topic at one moment.
@@ -73,6 +74,10 @@ pub struct MetricsSnapshot {
     pub workers: BTreeMap<String, WorkerMetrics>,
     /// The node as a whole.
     pub node: NodeMetrics,
+    /// The node's name ([`node_name`](crate::node_name), or the builder's).
+    pub node_name: String,
+    /// The node's type.
+    pub node_type: NodeType,
 }
 
 impl MetricsSnapshot {

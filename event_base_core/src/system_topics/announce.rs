@@ -48,7 +48,7 @@ impl BusShared {
             .collect();
         topics.sort_by(|a, b| a.topic.cmp(&b.topic));
         TopicSync {
-            node: "local".into(),
+            node: self.node.name.to_string(),
             topics,
         }
     }

@@ -48,7 +48,7 @@ pub struct TopicInfo {
 /// A node's topic table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicSync {
-    /// The node (process); `"local"` in one process.
+    /// The node (process): its [`node_name`](crate::node_name).
     pub node: String,
     /// Every topic with handlers, system topics included.
     pub topics: Vec<TopicInfo>,

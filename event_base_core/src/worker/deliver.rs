@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use tracing::Instrument;
 
+use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::context::with_current;
 use crate::message::emessage::EMessage;
 use crate::worker::catch_unwind::CatchUnwind;
@@ -16,10 +17,14 @@ use crate::worker::Worker;
 impl Worker {
     /// Runs the pipeline for `message` and says how it ended. Never panics, and returns by
     /// the handler's timeout at the latest.
-    pub(super) async fn deliver(&self, message: &Arc<EMessage>) -> Outcome {
+    /// `started` is when the delivery began, if the bus keeps time (latency metrics, audit).
+    pub(super) async fn deliver(
+        &self,
+        message: &Arc<EMessage>,
+        started: Option<SystemTime>,
+    ) -> Outcome {
         let counters = &self.entry.counters;
-        // One wall-clock read serves both the queue wait and the start of the handler time.
-        let started = self.shared.latency_metrics.then(SystemTime::now);
+        let started = started.filter(|_| self.shared.latency_metrics);
         if let Some(now) = started {
             if message.attempts <= 1 {
                 let since = message
@@ -56,10 +61,11 @@ impl Worker {
         };
         // Without a subscriber that wants the span, skip wrapping the handler's future in it:
         // entering a disabled span on every poll is pure cost.
+        let retries = self.policy.retries.unwrap_or(DEFAULT_MAX_RETRIES);
         let outcome = if span.is_disabled() {
-            with_current(message.clone(), run).await
+            with_current(message.clone(), retries, run).await
         } else {
-            with_current(message.clone(), run.instrument(span)).await
+            with_current(message.clone(), retries, run.instrument(span)).await
         };
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {

@@ -40,29 +40,37 @@ use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::handler::pipeline::Pipeline;
 use crate::handler::runtime::HandlerRuntime;
-use crate::message::ack::DeadReason;
 use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
-use crate::observe::audit_log::{AuditEvent, AuditOutcome};
+use crate::observe::audit_record::AuditOutcome;
+use crate::observe::audit_ring::AuditNames;
+use crate::observe::audit_stage::{AuditStage, StartMark};
 use crate::observe::topic_counters::TopicCounters;
 use crate::worker::outcome::{decide, Decision, Outcome, RetryPolicy};
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 impl Worker {
+    /// About to wait for work: hands the staged audit records over if a publisher (audit
+    /// writers, a `_system.audit` subscriber) wants them now; readers take them in anyway.
     #[inline]
-    fn audit_event(&self, message: &EMessage, event: AuditEvent) {
-        if let Some((topic, worker)) = &self.audit {
-            self.shared
-                .audit
-                .record(&message.id, topic, worker, message.attempts, event);
+    fn idle(&self) {
+        if let Some(stage) = &self.audit {
+            stage.flush_if_published();
         }
     }
 
+    /// Records how a delivery `mark` started ended (when the bus audits).
     #[inline]
-    fn audit_finished(&self, message: &EMessage, outcome: AuditOutcome, duration: Duration) {
-        if self.audit.is_some() {
-            self.audit_event(message, AuditEvent::Finished { outcome, duration });
+    fn audit_finished(
+        &self,
+        mark: Option<StartMark>,
+        message: &EMessage,
+        outcome: impl FnOnce() -> AuditOutcome,
+        took: Duration,
+    ) {
+        if let (Some(stage), Some(mark)) = (&self.audit, mark) {
+            stage.finished(mark, &message.id, message.attempts, outcome(), took);
         }
     }
 }
@@ -84,8 +92,8 @@ pub struct Worker {
     timeout: Option<Duration>,
     policy: RetryPolicy,
     inbox: JobReceiver,
-    /// Names shared by this worker's audit records (`None`: not audited).
-    audit: Option<(Arc<str>, Arc<str>)>,
+    /// Where this worker stages its audit records (`None`: not audited).
+    audit: Option<Arc<AuditStage>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -106,12 +114,17 @@ impl Worker {
         handler: &HandlerRuntime,
         inbox: JobReceiver,
     ) -> Self {
-        let audit = (shared.audit.is_enabled() && !entry.topic.is_system()).then(|| {
-            (
-                Arc::from(entry.topic.as_str()),
-                Arc::from(state.name.as_str()),
-            )
-        });
+        // Names of its own (not clones of shared ones), so that recording touches no
+        // reference count another worker also touches.
+        let audit = if entry.topic.is_system() {
+            None
+        } else {
+            shared.audit.stage(AuditNames {
+                topic: Arc::from(entry.topic.as_str()),
+                worker: Arc::from(state.name.as_str()),
+                node: Arc::from(&*shared.node.name),
+            })
+        };
         Worker {
             index: state.index,
             state,
@@ -171,7 +184,9 @@ impl Worker {
                     claimed.clear();
                     match consumer.try_claim(1, &mut claimed) {
                         Ok(n) if n > 0 => Source::Claimed,
-                        _ => tokio::select! {
+                        _ => {
+                            self.idle();
+                            tokio::select! {
                             biased;
                             _ = self.state.stop_signal() => Source::Stop,
                             j = self.inbox.recv() => Source::Job(j),
@@ -184,15 +199,19 @@ impl Worker {
                                     Source::Job(None)
                                 }
                             },
-                        },
+                            }
+                        }
                     }
                 }
-                None => tokio::select! {
-                    biased;
-                    _ = self.state.stop_signal() => Source::Stop,
-                    j = self.inbox.recv() => Source::Job(j),
-                    j = work.recv() => Source::Job(j),
-                },
+                None => {
+                    self.idle();
+                    tokio::select! {
+                        biased;
+                        _ = self.state.stop_signal() => Source::Stop,
+                        j = self.inbox.recv() => Source::Job(j),
+                        j = work.recv() => Source::Job(j),
+                    }
+                }
             };
             match got {
                 Source::Stop | Source::Job(None) => {}
@@ -251,11 +270,13 @@ impl Worker {
         self.state.set_current(job);
         self.state.set_status(WorkerStatus::Working);
         self.entry.counters.handled();
-        let audit_started = self.audit.as_ref().map(|_| {
-            self.audit_event(&message, AuditEvent::Started);
-            std::time::Instant::now()
-        });
-        let outcome = self.deliver(&message).await;
+        // One clock read serves the audit's start, the queue wait and the handler time.
+        let started = (self.audit.is_some() || self.shared.latency_metrics).then(SystemTime::now);
+        let mark = match (&self.audit, started) {
+            (Some(stage), Some(at)) => Some(stage.started(&message.id, message.attempts, at)),
+            _ => None,
+        };
+        let outcome = self.deliver(&message, started).await;
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -267,7 +288,7 @@ impl Worker {
         } else {
             WorkerStatus::Idle
         });
-        let took = audit_started.map(|t| t.elapsed()).unwrap_or_default();
+        let took = started.and_then(|t| t.elapsed().ok()).unwrap_or_default();
         let attempts = job.message.attempts;
         match &outcome {
             Outcome::Panicked(text) => {
@@ -279,45 +300,41 @@ impl Worker {
             Outcome::Answered(_) => {}
         }
         let decision = decide(outcome, attempts, self.policy);
-        self.apply(job, decision, took).await;
+        let audit = (mark, took);
+        self.apply(job, decision, audit).await;
         true
     }
 
     /// Carries out a [`Decision`]: WAL state, counters, audit, and the next delivery.
-    async fn apply(&self, job: Job, decision: Decision, took: Duration) {
+    async fn apply(&self, job: Job, decision: Decision, audit: (Option<StartMark>, Duration)) {
+        let (mark, took) = audit;
         match decision {
             Decision::Complete => {
                 self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
-                self.audit_finished(&job.message, AuditOutcome::Acked, took);
+                self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
                 self.shared.finish_ok(&self.entry, &job);
             }
-            Decision::Retry { delay, reason } => self.retry(job, delay, reason, took),
-            Decision::Dead(reason) => self.dead(job, reason, took).await,
+            Decision::Retry { delay, reason } => {
+                let outcome = || AuditOutcome::Retried {
+                    after: delay,
+                    reason: reason.clone(),
+                };
+                self.audit_finished(mark, &job.message, outcome, took);
+                self.retry(job, delay);
+            }
+            Decision::Dead(reason) => {
+                TopicCounters::add(&self.state.dead);
+                let outcome = || AuditOutcome::Dead {
+                    reason: reason.clone(),
+                };
+                self.audit_finished(mark, &job.message, outcome, took);
+                self.shared.dead_letter(&self.entry, &job, reason).await;
+            }
         }
     }
 
-    async fn dead(&self, job: Job, reason: DeadReason, took: Duration) {
-        TopicCounters::add(&self.state.dead);
-        self.audit_finished(
-            &job.message,
-            AuditOutcome::Dead {
-                reason: reason.clone(),
-            },
-            took,
-        );
-        self.shared.dead_letter(&self.entry, &job, reason).await;
-    }
-
-    fn retry(&self, job: Job, delay: Duration, why: Option<String>, took: Duration) {
-        self.audit_finished(
-            &job.message,
-            AuditOutcome::Retried {
-                after: delay,
-                reason: why,
-            },
-            took,
-        );
+    fn retry(&self, job: Job, delay: Duration) {
         let mut next = (*job.message).clone();
         next.attempts = next.attempts.saturating_add(1);
         next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);

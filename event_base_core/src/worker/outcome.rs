@@ -37,8 +37,8 @@ pub(crate) enum Decision {
 /// The retry policy of one handler: `#[handler(retries = n)]` and its backoff.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RetryPolicy {
-    /// Retries after the first delivery (default [`DEFAULT_MAX_RETRIES`]); the limit for
-    /// panics and timeouts, and for `NoAck` without `max_retries`.
+    /// Retries after the first delivery (default [`DEFAULT_MAX_RETRIES`]): the limit for panics
+    /// and timeouts. (`NoAck` carries its own limit.)
     pub(crate) retries: Option<u32>,
     /// Backoff between failed attempts; `NoAck` without `retry_after` and no backoff retries
     /// at once.
@@ -54,10 +54,8 @@ pub(crate) fn decide(outcome: Outcome, attempts: u32, policy: RetryPolicy) -> De
             retry_after,
             max_retries,
         }) => {
-            let max = max_retries
-                .or(policy.retries)
-                .unwrap_or(DEFAULT_MAX_RETRIES);
-            if attempts > max {
+            // The answer's own limit, as written (`Ack::retry()` filled in the handler's).
+            if attempts > max_retries {
                 return Decision::Dead(DeadReason::MaxRetriesExceeded);
             }
             let delay = match (retry_after, policy.backoff) {
@@ -101,7 +99,7 @@ mod tests {
         backoff: None,
     };
 
-    fn no_ack(max_retries: Option<u32>) -> Outcome {
+    fn no_ack(max_retries: u32) -> Outcome {
         Outcome::Answered(Ack::NoAck {
             retry_after: None,
             max_retries,
@@ -124,23 +122,19 @@ mod tests {
     }
 
     #[test]
-    fn no_ack_retries_until_its_own_limit_then_the_handlers() {
-        // The message's own max_retries wins over the handler's.
+    fn no_ack_retries_up_to_its_own_limit_whatever_the_handlers() {
+        // max_retries 5 with a handler allowing 2: the answer's 5 holds.
         assert!(matches!(
-            decide(no_ack(Some(5)), 5, NO_BACKOFF),
+            decide(no_ack(5), 5, NO_BACKOFF),
             Decision::Retry { .. }
         ));
         assert_eq!(
-            decide(no_ack(Some(5)), 6, NO_BACKOFF),
+            decide(no_ack(5), 6, NO_BACKOFF),
             Decision::Dead(DeadReason::MaxRetriesExceeded)
         );
-        // Without one, the handler's retries (2): attempts 1 and 2 retry, 3 is dead.
-        assert!(matches!(
-            decide(no_ack(None), 2, NO_BACKOFF),
-            Decision::Retry { .. }
-        ));
+        // max_retries 0: the first delivery was the only one.
         assert_eq!(
-            decide(no_ack(None), 3, NO_BACKOFF),
+            decide(no_ack(0), 1, NO_BACKOFF),
             Decision::Dead(DeadReason::MaxRetriesExceeded)
         );
     }
@@ -149,7 +143,7 @@ mod tests {
     fn no_ack_waits_retry_after_else_the_backoff_else_nothing() {
         let after = Outcome::Answered(Ack::NoAck {
             retry_after: Some(Duration::from_millis(250)),
-            max_retries: None,
+            max_retries: 3,
         });
         assert_eq!(
             decide(after, 1, NO_BACKOFF),
@@ -159,7 +153,7 @@ mod tests {
             }
         );
         assert_eq!(
-            decide(no_ack(None), 1, NO_BACKOFF),
+            decide(no_ack(3), 1, NO_BACKOFF),
             Decision::Retry {
                 delay: Duration::ZERO,
                 reason: None
@@ -171,7 +165,7 @@ mod tests {
             backoff: Some(fixed),
         };
         assert_eq!(
-            decide(no_ack(None), 1, with_backoff),
+            decide(no_ack(3), 1, with_backoff),
             Decision::Retry {
                 delay: fixed.delay(1),
                 reason: None

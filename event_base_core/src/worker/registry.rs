@@ -49,6 +49,8 @@ impl WorkerStatus {
 /// A worker's live state, shared between the worker task, the monitor and the registry.
 #[derive(Debug)]
 pub(crate) struct WorkerState {
+    /// The node it runs on.
+    pub(crate) node: Arc<str>,
     pub(crate) name: String,
     pub(crate) handler: String,
     pub(crate) topic: MessageTopic,
@@ -68,8 +70,15 @@ pub(crate) struct WorkerState {
 }
 
 impl WorkerState {
-    pub(crate) fn new(name: String, handler: String, topic: MessageTopic, index: usize) -> Self {
+    pub(crate) fn new(
+        name: String,
+        handler: String,
+        topic: MessageTopic,
+        index: usize,
+        node: Arc<str>,
+    ) -> Self {
         WorkerState {
+            node,
             name,
             handler,
             topic,
@@ -163,7 +172,7 @@ impl WorkerState {
         WorkerInfo {
             name: self.name.clone(),
             topic: self.topic.clone(),
-            node: "local".to_owned(),
+            node: self.node.to_string(),
             status: self.status(),
             current_message: self.current_id(),
             processed: self.processed(),
@@ -187,7 +196,7 @@ pub struct WorkerInfo {
     pub name: String,
     /// The topic it serves.
     pub topic: MessageTopic,
-    /// The node (process) it runs on; `"local"` in one process.
+    /// The node (process) it runs on: its [`node_name`](crate::node_name).
     pub node: String,
     /// What it is doing.
     pub status: WorkerStatus,

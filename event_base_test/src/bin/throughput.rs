@@ -156,12 +156,12 @@ async fn memory_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
 /// How much observability a scenario turns on.
 #[derive(Clone, Copy, PartialEq)]
 enum Observe {
-    /// The defaults: counters and latency histograms, no audit.
+    /// The defaults: counters, latency histograms and the audit ring.
     Default,
+    /// The defaults but the audit ring (`audit(0)`).
+    NoAudit,
     /// Counters only: no latency histograms, no audit.
     Off,
-    /// Latency histograms and audit (in memory).
-    All,
 }
 
 /// A WAL that records nothing, only to measure what the real one costs (scenario
@@ -223,8 +223,8 @@ async fn memory_bus_on(
         .wal(wal)
         .queue(FlumeQueueFactory::bounded(BOUND))
         .latency_metrics(observe != Observe::Off);
-    if observe == Observe::All {
-        b = b.audit(4096);
+    if observe != Observe::Default {
+        b = b.audit(0);
     }
     if topics == 1 {
         b = b.handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS));
@@ -619,32 +619,47 @@ async fn memory_path(opts: &Opts, n: u64) -> f64 {
     single_topic_rate
 }
 
-/// Audit and metrics on against both off.
+/// The defaults (audit ring and latency histograms on) against the audit ring off, and
+/// against both off.
 async fn observability(opts: &Opts) {
     let m = opts.scale(500_000, 10_000);
     let counter = Counter::new(0);
     let off = memory_bus_with(&counter, 1, Observe::Off).await;
-    let all = memory_bus_with(&counter, 1, Observe::All).await;
-    drive(&off, &counter, m / 10, PAYLOAD, 1).await;
-    drive(&all, &counter, m / 10, PAYLOAD, 1).await;
+    let no_audit = memory_bus_with(&counter, 1, Observe::NoAudit).await;
+    let all = memory_bus_with(&counter, 1, Observe::Default).await;
+    for bus in [&off, &no_audit, &all] {
+        drive(bus, &counter, m / 10, PAYLOAD, 1).await;
+    }
     // Interleaved rounds, best of each.
-    let (mut off_best, mut all_best) = (Best::default(), Best::default());
+    let (mut off_best, mut no_audit_best, mut all_best) =
+        (Best::default(), Best::default(), Best::default());
     let mut allocs = 0;
-    for _ in 0..opts.scale(3, 1) {
+    for _ in 0..opts.scale(5, 1) {
         off_best.add(drive(&off, &counter, m, PAYLOAD, 1).await.0, Duration::ZERO);
+        no_audit_best.add(
+            drive(&no_audit, &counter, m, PAYLOAD, 1).await.0,
+            Duration::ZERO,
+        );
         let (secs, a) = drive(&all, &counter, m, PAYLOAD, 1).await;
         all_best.add(secs, Duration::ZERO);
         allocs = a;
     }
     line(
+        "audit_default",
+        m,
+        all_best.secs,
+        m as f64 / no_audit_best.secs,
+        &format!(
+            " floor=audit_off allocs_per_msg={:.2} target_ratio=0.85",
+            allocs as f64 / m as f64
+        ),
+    );
+    line(
         "audit_metrics_on",
         m,
         all_best.secs,
         m as f64 / off_best.secs,
-        &format!(
-            " floor=audit_metrics_off allocs_per_msg={:.2}",
-            allocs as f64 / m as f64
-        ),
+        " floor=audit_metrics_off",
     );
 }
 
