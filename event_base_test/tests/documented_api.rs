@@ -61,7 +61,11 @@ fn construction_as_documented_gives_a_uuid_v4_text_id() {
     assert_eq!(msg.id.as_bytes()[14], b'4');
     assert_eq!(msg.topic, "order.created");
     assert_eq!(msg.attempts, 0);
-    for mode in [DeliveryMode::Standard, DeliveryMode::Repeated(3), DeliveryMode::Broadcast] {
+    for mode in [
+        DeliveryMode::Standard,
+        DeliveryMode::Repeated(3),
+        DeliveryMode::Broadcast,
+    ] {
         let _ = EMessage::new("t", b"x".to_vec(), mode, Some("worker-0".to_owned()));
     }
 }
@@ -126,9 +130,16 @@ async fn the_documented_handlers_and_send_behave_as_described() -> Result<(), Co
     // `#[handler(topic = "order", workers = 4)]` runs four workers.
     assert_eq!(bus.workers("order").len(), 4);
 
-    let msg = EMessage::new("order", b"serialized-data".to_vec(), DeliveryMode::Standard, None);
+    let msg = EMessage::new(
+        "order",
+        b"serialized-data".to_vec(),
+        DeliveryMode::Standard,
+        None,
+    );
     // Send with optional try-send and timeout.
-    TopicRouter::global().send("order", msg, Some(true), None).await?;
+    TopicRouter::global()
+        .send("order", msg, Some(true), None)
+        .await?;
     send_msg!("order", b"hello".to_vec()).await?;
     bus.wait_idle(Duration::from_secs(5)).await?;
     assert_eq!(ORDERS.load(Ordering::SeqCst), 2);
@@ -136,7 +147,11 @@ async fn the_documented_handlers_and_send_behave_as_described() -> Result<(), Co
 
     // The EHandler written by hand, in an isolated bus.
     let own = event_base::builder()
-        .handler(HandlerSpec::new("count", "orders", CountOrders(counted.clone())))
+        .handler(HandlerSpec::new(
+            "count",
+            "orders",
+            CountOrders(counted.clone()),
+        ))
         .build()
         .await?;
     own.send("orders", b"x".to_vec()).await?;
