@@ -135,7 +135,8 @@ pub mod prelude {
     pub use crate::{
         async_trait, set_node_name, set_node_type, Ack, CoreError, DeadLetterMessage, DeadReason,
         DeliveryMode, EHandler, EMessage, EventBus, HandlerSpec, JsonPayload, MessageMetadata,
-        MessagePayload, MessageTopic, Middleware, Next, NodeType, ShutdownStrategy, TopicRouter,
+        MessagePayload, MessageTopic, Middleware, Next, NodeType, SendOptions, ShutdownStrategy,
+        TopicRouter,
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};

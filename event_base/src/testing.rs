@@ -200,6 +200,17 @@ impl TestBus {
         self.bus.send(topic, message).await
     }
 
+    /// Sends `message` to `topic` with [`SendOptions`](crate::SendOptions), as
+    /// `EventBus::send_with` and `TopicRouter::send_with` do.
+    pub async fn send_with(
+        &self,
+        topic: &str,
+        message: crate::EMessage,
+        options: crate::SendOptions,
+    ) -> Result<MessageId, CoreError> {
+        self.bus.send_with(topic, message, options).await
+    }
+
     /// Waits until every accepted message (follow-ups, retries and their backoff included)
     /// is complete or dead.
     pub async fn settle(&self) -> Result<(), CoreError> {

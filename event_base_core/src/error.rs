@@ -83,6 +83,20 @@ pub enum CoreError {
         /// The topic.
         topic: String,
     },
+    /// `wait_idle` ran out of time with messages still in flight.
+    #[error(
+        "{in_flight} messages were still in flight after waiting {after:?} for the bus to go idle"
+    )]
+    IdleTimeout {
+        /// Accepted messages not yet complete or dead when the time ran out.
+        in_flight: u64,
+        /// The time allowed.
+        after: Duration,
+    },
+    /// The call has to wait on a timer, and no tokio runtime runs it: call it from inside a
+    /// runtime (`#[tokio::main]`, `Runtime::block_on`).
+    #[error("this call waits on a timer and needs a tokio runtime; call it from inside one (#[tokio::main], Runtime::block_on)")]
+    NoRuntime,
     /// An operation did not finish in time.
     #[error("{operation} timed out after {after:?}")]
     Timeout {

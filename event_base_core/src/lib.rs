@@ -94,7 +94,7 @@ pub use backend::wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
 pub use bus::builder::EventBusBuilder;
 pub use bus::event_bus::EventBus;
 pub use delivery::consumer_router::ConsumerRouter;
-pub use delivery::topic_router::TopicRouter;
+pub use delivery::topic_router::{SendOptions, TopicRouter};
 pub use error::{CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
 pub use handler::ehandler::{handler_fn, EHandler, FnHandler};

@@ -109,8 +109,7 @@ async fn a_refused_send_is_not_counted_as_sent() {
             .send_with(
                 "slow",
                 EMessage::standard("slow", b"x".to_vec()),
-                Some(true),
-                None,
+                event_base::SendOptions::new().try_send(),
             )
             .await
         {

@@ -24,7 +24,11 @@ async fn timed_out_send_is_withdrawn() {
         let msg = EMessage::standard("slow", b"x".to_vec());
         let id = msg.id.clone();
         match bus
-            .send_with("slow", msg, None, Some(Duration::from_millis(50)))
+            .send_with(
+                "slow",
+                msg,
+                event_base::SendOptions::new().timeout(Duration::from_millis(50)),
+            )
             .await
         {
             Ok(_) => accepted.push(id),

@@ -25,7 +25,10 @@ async fn accepted_and_delivered_sets_are_equal_and_refused_never_arrive() {
     for i in 0..N {
         let msg = EMessage::standard("slow", (i as u32).to_le_bytes().to_vec());
         let id = msg.id.clone();
-        match bus.send_with("slow", msg, Some(true), None).await {
+        match bus
+            .send_with("slow", msg, event_base::SendOptions::new().try_send())
+            .await
+        {
             Ok(got) => {
                 assert_eq!(got, id);
                 accepted.insert(id);

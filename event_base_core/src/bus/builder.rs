@@ -9,6 +9,7 @@ use crate::backend::queue::QueueFactory;
 use crate::backend::wal::Wal;
 use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
+use crate::bus::global;
 use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
@@ -248,6 +249,7 @@ impl EventBusBuilder {
             node,
         });
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
+        tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));
         if published {
             assemble::spawn_audit(&tasks, self.audit_writers, flush_rx)?;
         }

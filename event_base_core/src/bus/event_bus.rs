@@ -7,7 +7,7 @@ use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
-use crate::delivery::topic_router::TopicRouter;
+use crate::delivery::topic_router::{routed, SendOptions, TopicRouter};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::{EMessage, IntoMessage};
@@ -62,43 +62,61 @@ impl EventBus {
 
     /// The router to send into this system.
     pub fn router(&self) -> TopicRouter {
-        TopicRouter::for_system(self.shared.clone())
+        TopicRouter::for_system(&self.shared)
     }
 
     /// Sends a message or payload to `topic`, waiting for room in its queue.
     ///
     /// Shorthand for `router().send(topic, msg, None, None)`.
+    ///
+    /// Cancel safety: dropped before it finished, the message is withdrawn and never
+    /// delivered (unless a handler already had it, in which case it is delivered as usual).
     pub async fn send(
         &self,
         topic: impl AsRef<str>,
         message: impl IntoMessage,
     ) -> Result<MessageId, CoreError> {
-        self.router().publish(topic, message).await
+        let topic = topic.as_ref();
+        let message = routed(&self.shared, topic, message);
+        let (entry, message) = self.shared.admit(topic, message, true)?;
+        self.shared.accept(entry, message, false, None).await
     }
 
     /// Sends many messages with one WAL commit (see [`TopicRouter::send_batch`]).
+    ///
+    /// Cancel safety: dropped before the commit is durable, the whole batch is withdrawn;
+    /// dropped after, every message is still delivered (the queueing goes on in a task of
+    /// its own).
     pub async fn send_batch(
         &self,
         topic: impl AsRef<str>,
         messages: Vec<EMessage>,
     ) -> Result<Vec<MessageId>, CoreError> {
-        self.router().send_batch(topic, messages).await
+        self.shared.send_batch(topic.as_ref(), messages).await
     }
 
-    /// Sends with explicit `try_send` / `timeout` (see [`TopicRouter::send`]).
+    /// Sends with [`SendOptions`] (fail at once on a full queue, or after a timeout); the
+    /// positional form is [`TopicRouter::send`].
+    ///
+    /// Cancel safety: as [`send`](Self::send).
     pub async fn send_with(
         &self,
         topic: impl AsRef<str>,
         message: EMessage,
-        try_send: Option<bool>,
-        timeout: Option<Duration>,
+        options: SendOptions,
     ) -> Result<MessageId, CoreError> {
-        self.router().send(topic, message, try_send, timeout).await
+        let (entry, message) = self.shared.admit(topic.as_ref(), message, true)?;
+        self.shared
+            .accept(entry, message, options.try_send, options.timeout)
+            .await
     }
 
     /// Waits until every accepted message has reached a final state (complete or dead
-    /// letter), including retries and delayed messages. Fails with [`CoreError::Timeout`]
-    /// (saying how many are still in flight) after `timeout`.
+    /// letter), including retries and delayed messages. Fails with [`CoreError::IdleTimeout`]
+    /// (saying how many are still in flight) after `timeout`, and with
+    /// [`CoreError::NoRuntime`] outside a tokio runtime.
+    ///
+    /// Cancel safety: it only waits; dropping it changes nothing.
     pub async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
         self.shared.in_flight.wait_idle(timeout).await
     }
@@ -108,12 +126,16 @@ impl EventBus {
         self.shared.in_flight.get()
     }
 
-    /// Every dead letter the WAL holds.
+    /// Every dead letter the WAL holds. Cancel safety: it only reads.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, CoreError> {
         Ok(self.shared.wal.dead_letters().await?)
     }
 
     /// Sends a dead letter again, with `attempts` reset, and removes it from the dead letters.
+    ///
+    /// Cancel safety: the dead letter is only gone once the message is queued. Dropped before
+    /// (waiting for room in a full queue, say), or refused, the replay puts the dead letter
+    /// back as it was; nothing stays in flight.
     pub async fn replay_dead_letter(&self, id: &str) -> Result<MessageId, CoreError> {
         let dead = self
             .shared
@@ -123,17 +145,15 @@ impl EventBus {
             .into_iter()
             .find(|d| d.message.id == id)
             .ok_or_else(|| CoreError::NotFound(id.to_owned()))?;
-        let mut message = dead.message;
-        message.attempts = 0;
-        message.deliver_at = None;
-        let topic = message.topic.0.clone();
-        // Appending the same id replaces the dead letter with a live record.
-        self.shared
-            .send_internal(&topic, message, false, None)
-            .await
+        // Appending the same id replaces the dead letter with a live record; a refused or
+        // dropped replay puts the dead letter back.
+        self.shared.accept_replay(&dead).await
     }
 
     /// Replays every dead letter; returns the ids sent again.
+    ///
+    /// Cancel safety: dropped part-way, the letters already replayed stay replayed, the one
+    /// being replayed is put back as a dead letter, and the rest are untouched.
     pub async fn replay_dead_letters(&self) -> Result<Vec<MessageId>, CoreError> {
         let mut ids = Vec::new();
         for dead in self.shared.wal.dead_letters().await? {
@@ -142,7 +162,8 @@ impl EventBus {
         Ok(ids)
     }
 
-    /// Removes every dead letter; returns how many.
+    /// Removes every dead letter; returns how many. Cancel safety: dropped part-way, the ones
+    /// removed so far are gone, the rest are kept.
     pub async fn purge_dead_letters(&self) -> Result<usize, CoreError> {
         Ok(self.shared.wal.purge_dead_letters().await?)
     }
@@ -208,8 +229,35 @@ impl EventBus {
     /// Stops the system (or, with `Graceful`, one worker) with `strategy`; see
     /// [`ShutdownStrategy`] for what each does with queued and in-flight messages. Unfinished
     /// messages stay in the WAL for the next start.
+    ///
+    /// One shutdown runs at a time: a concurrent caller waits for the running one, and once
+    /// the bus has stopped every call returns that shutdown's report (whatever its own
+    /// strategy). Cancel safety: dropped part-way, the shutdown stops where it was (sends stay
+    /// refused once it began); the workers it was waiting for stay with the bus, and the next
+    /// call carries on and stops them. Fails with [`CoreError::NoRuntime`] outside a tokio
+    /// runtime.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
         crate::shutdown::coordinator::shutdown(&self.tasks, strategy).await
+    }
+
+    /// Ends the bus for good: shuts it down with `Drain` (30 s), unless a shutdown already ran,
+    /// waits until every one of its tasks has ended, and lets go of this handle. Once the last
+    /// handle of a bus is gone its WAL is released (a `PersistentWal` unlocks its directory);
+    /// `TopicRouter`s do not keep it. Returns the shutdown's report.
+    ///
+    /// ```no_run
+    /// # async fn demo(bus: event_base_core::EventBus) -> Result<(), event_base_core::CoreError> {
+    /// let report = bus.close().await?;
+    /// assert!(report.drained);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Cancel safety: as [`shutdown`](Self::shutdown); the handle is dropped either way.
+    pub async fn close(self) -> Result<ShutdownReport, CoreError> {
+        self.shutdown(ShutdownStrategy::Drain {
+            timeout: Duration::from_secs(30),
+        })
+        .await
     }
 
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
@@ -244,7 +292,8 @@ impl EventBus {
     }
 
     /// Starts `n` more workers for the handler called `handler` (scale up); returns their
-    /// names.
+    /// names. Cancel safety: dropped part-way, the workers started so far run (their
+    /// announcement may be missing).
     pub async fn add_workers(&self, handler: &str, n: usize) -> Result<Vec<String>, CoreError> {
         if !self.is_accepting() {
             return Err(CoreError::SystemShutdown);
@@ -270,7 +319,7 @@ impl EventBus {
     }
 
     /// Stops one worker once it has finished its current message (scale down); the same as
-    /// `shutdown(ShutdownStrategy::Graceful { .. })`.
+    /// `shutdown(ShutdownStrategy::Graceful { .. })`, with its cancel safety.
     pub async fn remove_worker(&self, name: &str) -> Result<ShutdownReport, CoreError> {
         self.shutdown(ShutdownStrategy::Graceful {
             worker_name: name.to_owned(),

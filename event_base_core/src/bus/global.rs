@@ -4,7 +4,7 @@
 //!
 //! [`TopicRouter::global`]: crate::TopicRouter::global
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwapOption;
 
@@ -55,4 +55,24 @@ pub(crate) fn bus() -> Option<Arc<BusTasks>> {
 /// The installed bus's shared state, as the send path sees it.
 pub(crate) fn router_shared() -> Option<Arc<BusShared>> {
     ROUTER.load_full()
+}
+
+/// A task that lives as long as the runtime the bus was started on. Runtimes drop their
+/// tasks when they shut down; this one's end marks the bus as stopped (its workers went with
+/// the runtime) and takes it out of the globals, so that a later runtime can start a global
+/// bus of its own and no send is answered `Ok` by a bus that cannot run.
+pub(crate) async fn runtime_guard(shared: Weak<BusShared>) {
+    struct OnDrop(Weak<BusShared>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            if let Some(shared) = self.0.upgrade() {
+                shared
+                    .accepting
+                    .store(false, std::sync::atomic::Ordering::Release);
+                uninstall(&shared);
+            }
+        }
+    }
+    let _guard = OnDrop(shared);
+    std::future::pending::<()>().await;
 }

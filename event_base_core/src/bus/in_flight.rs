@@ -127,6 +127,12 @@ impl InFlight {
     }
 
     pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
+        if self.get() == 0 {
+            return Ok(());
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(CoreError::NoRuntime);
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         let _waiting = Waiting::new(&self.idle_waiters);
         loop {
@@ -138,8 +144,8 @@ impl InFlight {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(CoreError::Timeout {
-                    operation: format!("wait_idle ({} messages still in flight)", self.get()),
+                return Err(CoreError::IdleTimeout {
+                    in_flight: self.get(),
                     after: timeout,
                 });
             }
@@ -212,8 +218,8 @@ mod tests {
             .await
             .expect_err("one is in flight");
         assert!(
-            err.to_string().contains("1 messages still in flight"),
-            "{err}"
+            matches!(err, CoreError::IdleTimeout { in_flight: 1, .. }),
+            "{err:?}"
         );
     }
 }

@@ -18,6 +18,7 @@ use crate::delivery::topic_table::WorkerSlot;
 use crate::error::CoreError;
 use crate::handler::runtime::HandlerRuntime;
 use crate::message::topic::MessageTopic;
+use crate::shutdown::strategy::ShutdownReport;
 use crate::worker::registry::WorkerState;
 use crate::worker::Worker;
 
@@ -32,6 +33,9 @@ pub(crate) struct BusTasks {
     pub(crate) routers: HashMap<MessageTopic, Arc<ConsumerRouter>>,
     /// Every handler, by name.
     pub(crate) handlers: HashMap<String, Arc<HandlerRuntime>>,
+    /// Held by whoever runs a shutdown; holds the report once the bus has stopped, for every
+    /// later (or waiting) caller.
+    pub(crate) stopped: tokio::sync::Mutex<Option<ShutdownReport>>,
 }
 
 impl BusTasks {
@@ -46,6 +50,7 @@ impl BusTasks {
             others: Mutex::new(Vec::new()),
             routers,
             handlers,
+            stopped: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -93,8 +98,15 @@ impl BusTasks {
     }
 
     /// Takes a worker's join handle (to await or abort it).
-    pub(crate) fn take_worker(&self, name: &str) -> Option<JoinHandle<()>> {
-        self.workers.lock().ok()?.remove(name)
+    /// Takes a worker's task out to stop it. Should the caller be dropped before the task
+    /// ended, the handle goes back, so the next shutdown can still stop it.
+    pub(crate) fn take_worker(&self, name: &str) -> Option<TakenWorker<'_>> {
+        let handle = self.workers.lock().ok()?.remove(name)?;
+        Some(TakenWorker {
+            tasks: self,
+            name: name.to_owned(),
+            handle: Some(handle),
+        })
     }
 
     /// Cancels every task (workers included) and waits for them to end.
@@ -111,6 +123,54 @@ impl BusTasks {
         }
         for h in handles {
             let _ = h.await;
+        }
+    }
+}
+
+/// A worker's task, taken out of the bus to be waited for or cancelled.
+pub(crate) struct TakenWorker<'a> {
+    tasks: &'a BusTasks,
+    name: String,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl TakenWorker<'_> {
+    /// Waits until the task ends or `until`; whether it ended.
+    pub(crate) async fn wait_until(&mut self, until: tokio::time::Instant) -> bool {
+        let Some(handle) = self.handle.as_mut() else {
+            return true;
+        };
+        let ended = tokio::time::timeout_at(until, handle).await.is_ok();
+        if ended {
+            self.handle = None;
+        }
+        ended
+    }
+
+    /// Cancels the task and waits until it has ended (its handler future dropped).
+    pub(crate) async fn abort(mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.abort();
+            let _ = handle.await;
+        }
+    }
+
+    /// Cancels the task without waiting for it to end.
+    pub(crate) fn abort_now(mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for TakenWorker<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            if !handle.is_finished() {
+                if let Ok(mut workers) = self.tasks.workers.lock() {
+                    workers.insert(std::mem::take(&mut self.name), handle);
+                }
+            }
         }
     }
 }

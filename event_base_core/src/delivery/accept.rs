@@ -10,9 +10,10 @@ use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
-use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
+use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 
@@ -90,16 +91,36 @@ impl BusShared {
                 Ok(()) => return Ok(id),
                 Err(TrySendError::Full(message)) => (message, WalCommit::Durable),
                 Err(TrySendError::Failed(e)) => {
-                    return Box::pin(self.refuse(entry, id, e.into())).await
+                    return Box::pin(self.refuse(entry, id, e.into(), None)).await
                 }
             },
             commit => (message, commit),
         };
-        Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout)).await
+        Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout, None)).await
+    }
+
+    /// Sends a dead letter again (its record becomes live under the same id). Should the send
+    /// be refused, or dropped before the message is queued, the dead letter is put back as it
+    /// was, so a replay loses nothing.
+    pub(crate) async fn accept_replay(
+        &self,
+        dead: &DeadLetterMessage,
+    ) -> Result<MessageId, CoreError> {
+        let mut message = dead.message.clone();
+        message.attempts = 0;
+        message.deliver_at = None;
+        let topic = message.topic.0.clone();
+        let (entry, message) = self.admit(&topic, message, false)?;
+        let commit = self.wal.append(&message)?;
+        self.in_flight.add();
+        entry.counters.accepted();
+        self.accept_waiting(entry, message, commit, false, None, Some(dead))
+            .await
     }
 
     /// The rest of an accepted send that has to wait: for durability, for its queue to have
-    /// room, or until the deadline.
+    /// room, or until the deadline. `restore`: the dead letter to put back if the message is
+    /// withdrawn (a replay).
     async fn accept_waiting(
         &self,
         entry: &Arc<TopicEntry>,
@@ -107,15 +128,21 @@ impl BusShared {
         commit: WalCommit,
         try_send: bool,
         timeout: Option<Duration>,
+        restore: Option<&DeadLetterMessage>,
     ) -> Result<MessageId, CoreError> {
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let id = MessageId::from(&message.id);
+        // A deadline is a timer, and timers need a runtime.
+        if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
+            return self.refuse(entry, id, CoreError::NoRuntime, restore).await;
+        }
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
         let guard = WithdrawOnDrop {
             shared: self,
             entry,
             id,
+            restore,
             armed: true,
         };
         let outcome = self
@@ -124,20 +151,8 @@ impl BusShared {
         let id = guard.disarm();
         match outcome {
             Ok(()) => Ok(id),
-            Err(e) => self.refuse(entry, id, e).await,
+            Err(e) => self.refuse(entry, id, e, restore).await,
         }
-    }
-
-    /// Admits and accepts: the internal send path (no reserved-topic check).
-    pub(crate) async fn send_internal(
-        &self,
-        topic: &str,
-        message: EMessage,
-        try_send: bool,
-        timeout: Option<Duration>,
-    ) -> Result<MessageId, CoreError> {
-        let (entry, message) = self.admit(topic, message, false)?;
-        self.accept(entry, message, try_send, timeout).await
     }
 
     /// Accepts many messages for one topic with a single WAL commit, then queues them in
@@ -162,29 +177,63 @@ impl BusShared {
             self.in_flight.add();
             entry.counters.accepted();
         }
-        if let Err(e) = commit.wait().await {
+        // Dropped before the commit is durable, the batch is withdrawn whole (the caller never
+        // learned it was accepted), as a single send is.
+        let guard = BatchWithdraw {
+            shared: self,
+            entry,
+            ids: &ids,
+            armed: true,
+        };
+        let committed = commit.wait().await;
+        guard.disarm();
+        if let Err(e) = committed {
             for id in &ids {
                 let _ = self
-                    .refuse(entry, id.clone(), CoreError::SystemShutdown)
+                    .refuse(entry, id.clone(), CoreError::SystemShutdown, None)
                     .await;
             }
             return Err(e.into());
         }
+        // Committed: every message is accepted. Queue what fits now; the rest goes to a task
+        // of its own, which a dropped call does not cancel.
         let now = SystemTime::now();
-        for message in batch {
-            match message.deliver_at {
-                Some(at) if at > now => self.scheduler.schedule(
+        let mut batch = batch.into_iter();
+        let mut waiting = None;
+        for message in batch.by_ref() {
+            if message.deliver_at.is_some_and(|at| at > now) {
+                let at = message.deliver_at.map_or(now, |at| at);
+                self.scheduler.schedule(
                     instant_for(at),
                     Scheduled::Message {
                         entry: entry.clone(),
                         message,
                     },
-                ),
-                _ => {
-                    if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
-                        entry.producer.send(message).await?;
-                    }
+                );
+                continue;
+            }
+            match entry.producer.try_send(message) {
+                Ok(()) => {}
+                Err(TrySendError::Full(message)) => {
+                    waiting = Some(message);
+                    break;
                 }
+                Err(TrySendError::Failed(e)) => return Err(e.into()),
+            }
+        }
+        if let Some(first) = waiting {
+            let rest: Vec<Arc<EMessage>> = std::iter::once(first).chain(batch).collect();
+            let (entry, scheduler) = (entry.clone(), self.scheduler.clone());
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => runtime
+                    .spawn(queue_all(entry, scheduler, rest))
+                    .await
+                    .map_err(|e| {
+                        CoreError::Internal(format!("batch queueing task failed: {e}"))
+                    })??,
+                // No runtime to hand the rest to: queue it here (dropping the call now leaves
+                // the unqueued rest in the WAL, for the next start).
+                Err(_) => queue_all(entry, scheduler, rest).await?,
             }
         }
         Ok(ids)
@@ -242,12 +291,14 @@ impl BusShared {
         entry: &TopicEntry,
         id: MessageId,
         error: CoreError,
+        restore: Option<&DeadLetterMessage>,
     ) -> Result<MessageId, CoreError> {
         match self.wal.cancel(&id) {
             Ok(Some(commit)) => {
                 self.in_flight.done();
                 // Refused: it does not count as sent.
                 entry.counters.refused();
+                self.restore_dead_letter(restore);
                 if let Err(e) = commit.wait().await {
                     tracing::error!(%id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
                 }
@@ -294,11 +345,71 @@ pub(crate) fn prepare(
     Ok(Arc::new(message))
 }
 
+/// Queues `messages` in order, waiting for room; delayed ones go to the scheduler.
+async fn queue_all(
+    entry: Arc<TopicEntry>,
+    scheduler: SchedulerHandle,
+    messages: Vec<Arc<EMessage>>,
+) -> Result<(), CoreError> {
+    let now = SystemTime::now();
+    for message in messages {
+        match message.deliver_at {
+            Some(at) if at > now => scheduler.schedule(
+                instant_for(at),
+                Scheduled::Message {
+                    entry: entry.clone(),
+                    message,
+                },
+            ),
+            _ => {
+                if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
+                    entry.producer.send(message).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Withdraws a batch whose commit the caller stopped waiting for.
+struct BatchWithdraw<'a> {
+    shared: &'a BusShared,
+    entry: &'a TopicEntry,
+    ids: &'a [MessageId],
+    armed: bool,
+}
+
+impl BatchWithdraw<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for BatchWithdraw<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        for id in self.ids {
+            match self.shared.wal.cancel(id) {
+                Ok(Some(_commit)) => {
+                    self.shared.in_flight.done();
+                    self.entry.counters.refused();
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!(%id, error = %e, "could not withdraw a dropped batch"),
+            }
+        }
+    }
+}
+
 /// Withdraws an appended message if the send future is dropped before it finished.
 struct WithdrawOnDrop<'a> {
     shared: &'a BusShared,
     entry: &'a TopicEntry,
     id: MessageId,
+    /// The dead letter a withdrawn replay puts back.
+    restore: Option<&'a DeadLetterMessage>,
     armed: bool,
 }
 
@@ -319,11 +430,23 @@ impl Drop for WithdrawOnDrop<'_> {
             Ok(Some(_commit)) => {
                 self.shared.in_flight.done();
                 self.entry.counters.refused();
+                self.shared.restore_dead_letter(self.restore);
             }
             Ok(None) => {} // a handler already has it: it will be finished normally
             Err(e) => {
                 tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")
             }
+        }
+    }
+}
+
+impl BusShared {
+    /// Puts a dead letter back after its replay was withdrawn, as it was but for its time.
+    fn restore_dead_letter(&self, dead: Option<&DeadLetterMessage>) {
+        let Some(dead) = dead else { return };
+        let message = Arc::new(dead.message.clone());
+        if let Err(e) = self.wal.fail(&message, &dead.reason) {
+            tracing::error!(id = %message.id, error = %e, "could not put back a dead letter whose replay was withdrawn");
         }
     }
 }

@@ -7,34 +7,46 @@
 //! the error is returned, so it is never delivered behind the caller's back.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::bus::global;
 use crate::bus::shared::BusShared;
+use crate::delivery::topic_table::TopicEntry;
 use crate::error::CoreError;
 use crate::message::emessage::{EMessage, IntoMessage};
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
 
 /// Sends messages into a system. Cheap to clone.
+///
+/// A router does not keep its bus alive: it refers to it weakly, so once the bus's last
+/// `EventBus` handle is gone (or [`EventBus::close`](crate::EventBus::close) returned) the bus
+/// ends and releases its WAL, and sends through a router kept longer fail with
+/// [`CoreError::SystemShutdown`].
 #[derive(Clone)]
 pub struct TopicRouter {
-    shared: Option<Arc<BusShared>>,
+    /// `None`: no bus was running when the router was made.
+    shared: Option<Weak<BusShared>>,
 }
 
 impl std::fmt::Debug for TopicRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let running = self
+            .shared
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .is_some_and(|s| s.is_accepting());
         f.debug_struct("TopicRouter")
-            .field("running", &self.shared.is_some())
+            .field("running", &running)
             .finish()
     }
 }
 
 impl TopicRouter {
-    pub(crate) fn for_system(shared: Arc<BusShared>) -> Self {
+    pub(crate) fn for_system(shared: &Arc<BusShared>) -> Self {
         TopicRouter {
-            shared: Some(shared),
+            shared: Some(Arc::downgrade(shared)),
         }
     }
 
@@ -42,12 +54,15 @@ impl TopicRouter {
     /// send fails with [`CoreError::NotStarted`].
     pub fn global() -> TopicRouter {
         TopicRouter {
-            shared: global::router_shared(),
+            shared: global::router_shared().map(|s| Arc::downgrade(&s)),
         }
     }
 
-    fn shared(&self) -> Result<&Arc<BusShared>, CoreError> {
-        self.shared.as_ref().ok_or(CoreError::NotStarted)
+    fn shared(&self) -> Result<Arc<BusShared>, CoreError> {
+        match &self.shared {
+            None => Err(CoreError::NotStarted),
+            Some(weak) => weak.upgrade().ok_or(CoreError::SystemShutdown),
+        }
     }
 
     /// Sends `message` to `topic` and returns its id once it is accepted.
@@ -72,17 +87,38 @@ impl TopicRouter {
         message: EMessage,
         try_send: Option<bool>,
         timeout: Option<Duration>,
-    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + '_ {
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
+        let options = SendOptions {
+            try_send: try_send.unwrap_or(false),
+            timeout,
+        };
+        self.send_with(topic, message, options)
+    }
+
+    /// [`send`](Self::send) with its options as a [`SendOptions`] value.
+    ///
+    /// ```
+    /// # async fn demo(router: event_base_core::TopicRouter, msg: event_base_core::EMessage) -> Result<(), event_base_core::CoreError> {
+    /// use event_base_core::SendOptions;
+    /// use std::time::Duration;
+    /// router.send_with("orders", msg, SendOptions::new().try_send().timeout(Duration::from_secs(1))).await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a send does nothing until awaited"]
+    pub fn send_with(
+        &self,
+        topic: impl AsRef<str>,
+        message: EMessage,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
         // Admitted now, before the future exists: see `BusShared::admit`.
-        let admitted = self.shared().and_then(|shared| {
-            shared
-                .admit(topic.as_ref(), message, true)
-                .map(|(entry, message)| (shared, entry, message))
-        });
+        let admitted = self
+            .shared()
+            .and_then(|shared| admit_owned(shared, topic.as_ref(), message));
         async move {
             let (shared, entry, message) = admitted?;
             shared
-                .accept(entry, message, try_send.unwrap_or(false), timeout)
+                .accept(&entry, message, options.try_send, options.timeout)
                 .await
         }
     }
@@ -99,7 +135,8 @@ impl TopicRouter {
         topic: impl AsRef<str>,
         messages: Vec<EMessage>,
     ) -> Result<Vec<MessageId>, CoreError> {
-        self.shared()?.send_batch(topic.as_ref(), messages).await
+        let shared = self.shared()?;
+        shared.send_batch(topic.as_ref(), messages).await
     }
 
     /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room. Checked
@@ -108,20 +145,15 @@ impl TopicRouter {
         &self,
         topic: impl AsRef<str>,
         message: impl IntoMessage,
-    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + '_ {
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
         let admitted = self.shared().and_then(|shared| {
             let topic = topic.as_ref();
-            let message = match shared.topic(topic) {
-                Some(entry) => message.into_message(&entry.topic),
-                None => message.into_message(&MessageTopic::from(topic)),
-            };
-            shared
-                .admit(topic, message, true)
-                .map(|(entry, message)| (shared, entry, message))
+            let message = routed(&shared, topic, message);
+            admit_owned(shared, topic, message)
         });
         async move {
             let (shared, entry, message) = admitted?;
-            shared.accept(entry, message, false, None).await
+            shared.accept(&entry, message, false, None).await
         }
     }
 
@@ -134,25 +166,77 @@ impl TopicRouter {
     /// Calling it again on a running system delivers messages that are in flight right now a
     /// second time: at-least-once still holds, but handlers see duplicates.
     pub async fn replay(&self) -> Result<usize, CoreError> {
-        self.shared()?.replay().await
+        let shared = self.shared()?;
+        shared.replay().await
     }
 
     /// The topics that have handlers.
     pub fn topics(&self) -> Vec<String> {
-        match &self.shared {
-            Some(s) => {
+        match self.shared() {
+            Ok(s) => {
                 let mut t: Vec<String> = s.topics.keys().map(|k| k.0.clone()).collect();
                 t.sort();
                 t
             }
-            None => Vec::new(),
+            Err(_) => Vec::new(),
         }
     }
 
     /// Whether `topic` has a handler.
     pub fn has_topic(&self, topic: &str) -> bool {
-        self.shared
-            .as_ref()
-            .is_some_and(|s| s.topics.contains_key(topic))
+        self.shared().is_ok_and(|s| s.topics.contains_key(topic))
     }
+}
+
+/// How a send behaves when it has to wait: the options of [`TopicRouter::send_with`],
+/// [`EventBus::send_with`](crate::EventBus::send_with) and `TestBus::send_with`.
+///
+/// The default waits for room as long as it takes (backpressure).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SendOptions {
+    /// Fail at once with [`CoreError::QueueFull`] instead of waiting for room.
+    pub try_send: bool,
+    /// Fail with [`CoreError::Timeout`] if the message is not accepted within this time.
+    pub timeout: Option<Duration>,
+}
+
+impl SendOptions {
+    /// Wait for room as long as it takes.
+    pub fn new() -> Self {
+        SendOptions::default()
+    }
+
+    /// Do not wait for room: a full queue refuses the message.
+    pub fn try_send(mut self) -> Self {
+        self.try_send = true;
+        self
+    }
+
+    /// Give up (and withdraw the message) after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// `message` (or a payload) as a message for `topic`.
+pub(crate) fn routed(shared: &BusShared, topic: &str, message: impl IntoMessage) -> EMessage {
+    match shared.topic(topic) {
+        Some(entry) => message.into_message(&entry.topic),
+        None => message.into_message(&MessageTopic::from(topic)),
+    }
+}
+
+/// Admits `message` and hands back what the send future needs to own.
+type Admitted = (Arc<BusShared>, Arc<TopicEntry>, Arc<EMessage>);
+
+fn admit_owned(
+    shared: Arc<BusShared>,
+    topic: &str,
+    message: EMessage,
+) -> Result<Admitted, CoreError> {
+    let (entry, message) = shared.admit(topic, message, true)?;
+    let entry = entry.clone();
+    Ok((shared, entry, message))
 }

@@ -39,10 +39,21 @@ use crate::worker::registry::{WorkerState, WorkerStatus};
 const ACK_GRACE: Duration = Duration::from_secs(2);
 
 /// Carries out `strategy` on the bus of `tasks`.
+///
+/// One shutdown runs at a time: a second caller waits for the first, and once the bus has
+/// stopped every caller gets that shutdown's report. A caller dropped part-way leaves what it
+/// had not finished to the next one (workers it was waiting for are still there to stop).
 pub(crate) async fn shutdown(
     tasks: &BusTasks,
     strategy: ShutdownStrategy,
 ) -> Result<ShutdownReport, CoreError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(CoreError::NoRuntime);
+    }
+    let mut stopped = tasks.stopped.lock().await;
+    if let Some(report) = stopped.as_ref() {
+        return Ok(report.clone());
+    }
     let started = Instant::now();
     match plan(&strategy, started) {
         ShutdownPlan::OneWorker {
@@ -50,7 +61,9 @@ pub(crate) async fn shutdown(
             poll_interval,
         } => graceful(tasks, &name, poll_interval, started).await,
         ShutdownPlan::Bus { settle, stop } => {
-            Ok(stop_bus(tasks, strategy.name(), settle, stop, started).await)
+            let report = stop_bus(tasks, strategy.name(), settle, stop, started).await;
+            *stopped = Some(report.clone());
+            Ok(report)
         }
     }
 }

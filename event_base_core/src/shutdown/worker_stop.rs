@@ -33,9 +33,8 @@ pub(super) async fn stop_workers(
                 } else {
                     WorkerOutcome::Completed
                 };
-                if let Some(h) = tasks.take_worker(&w.name) {
-                    h.abort();
-                    let _ = h.await;
+                if let Some(worker) = tasks.take_worker(&w.name) {
+                    worker.abort().await;
                 }
                 outcomes.insert(w.name.clone(), (outcome, interrupted));
             }
@@ -102,21 +101,20 @@ pub(super) async fn stop_and_wait(
         })
         .collect();
     for (w, deadline) in workers.iter().zip(deadlines) {
-        let Some(mut handle) = tasks.take_worker(&w.name) else {
+        let Some(mut worker) = tasks.take_worker(&w.name) else {
             outcomes.insert(w.name.clone(), (WorkerOutcome::Completed, None));
             continue;
         };
         loop {
             let tick = Instant::now() + poll_interval;
             let until = deadline.map_or(tick, |d| d.min(tick));
-            match tokio::time::timeout_at(until, &mut handle).await {
-                Ok(_) => {
+            match worker.wait_until(until).await {
+                true => {
                     outcomes.insert(w.name.clone(), (WorkerOutcome::Completed, None));
                     break;
                 }
-                Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    handle.abort();
-                    let _ = handle.await;
+                false if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    worker.abort().await;
                     let job = w.take_current();
                     let interrupted = job.as_ref().map(|j| j.message.id.clone());
                     if let Some(slot) = tasks
@@ -139,7 +137,7 @@ pub(super) async fn stop_and_wait(
                     }
                     break;
                 }
-                Err(_) => {
+                false => {
                     tracing::info!(worker = %w.name, current = ?w.current_id(), "shutdown: waiting for worker to finish");
                 }
             }

@@ -101,8 +101,8 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
         slot.running
             .store(false, std::sync::atomic::Ordering::Release);
     }
-    if let Some(handle) = tasks.take_worker(&state.name) {
-        handle.abort();
+    if let Some(worker) = tasks.take_worker(&state.name) {
+        worker.abort_now();
     }
     shared
         .announce_worker(crate::system_topics::discovery::DiscoveryEvent::Dead, state)
