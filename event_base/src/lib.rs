@@ -68,7 +68,8 @@
 //! if the binary names the library, so write `use my_handlers as _;` in the binary. The bus
 //! logs every handler it registers at start (`handler registered`, with topic and workers).
 //!
-//! The guide in `docs/` covers the concepts, handlers, sending and more.
+//! The guide covers the concepts, handlers, sending and more: the `guide` module here (its pages
+//! are the `guide/` folder of this package; in the repository, `docs/README.md` is the index).
 
 #![deny(unsafe_code)]
 
@@ -276,30 +277,30 @@ macro_rules! __event_base_backends {
     };
 }
 
-/// The guide from `docs/guide/`, included here so every example in it is compiled and run as
-/// a doctest. Its examples use the default features (`memory`, `macro`); a page that needs more
-/// is included only with those features (`full` includes every page).
+/// The guide from this package's `guide/` folder, included here so every example in it is
+/// compiled and run as a doctest. Its examples use the default features (`memory`, `macro`); a
+/// page that needs more is included only with those features (`full` includes every page).
 #[cfg(all(feature = "memory", feature = "macro"))]
 pub mod guide {
-    #[doc = include_str!("../../docs/guide/quick-start.md")]
+    #[doc = include_str!("../guide/quick-start.md")]
     pub mod quick_start {}
-    #[doc = include_str!("../../docs/guide/core-concepts.md")]
+    #[doc = include_str!("../guide/core-concepts.md")]
     pub mod core_concepts {}
-    #[doc = include_str!("../../docs/guide/handler.md")]
+    #[doc = include_str!("../guide/handler.md")]
     pub mod handler {}
     #[cfg(feature = "middleware")]
-    #[doc = include_str!("../../docs/guide/middleware.md")]
+    #[doc = include_str!("../guide/middleware.md")]
     pub mod middleware {}
-    #[doc = include_str!("../../docs/guide/sending.md")]
+    #[doc = include_str!("../guide/sending.md")]
     pub mod sending {}
-    #[doc = include_str!("../../docs/guide/testing.md")]
+    #[doc = include_str!("../guide/testing.md")]
     pub mod testing {}
-    #[doc = include_str!("../../docs/guide/shutdown.md")]
+    #[doc = include_str!("../guide/shutdown.md")]
     pub mod shutdown {}
     #[cfg(feature = "audit")]
-    #[doc = include_str!("../../docs/guide/observability.md")]
+    #[doc = include_str!("../guide/observability.md")]
     pub mod observability {}
     #[cfg(feature = "persistent")]
-    #[doc = include_str!("../../docs/guide/persistence.md")]
+    #[doc = include_str!("../guide/persistence.md")]
     pub mod persistence {}
 }
