@@ -3,8 +3,9 @@
 //! - [`FlumeQueueFactory`] (the default): `flume` channels. `bounded(n)` sets the bound; the
 //!   default is [`DEFAULT_QUEUE_BOUND`]. A full queue makes `send` wait (backpressure) and
 //!   `try_send` fail at once.
-//! - [`MpmcQueueFactory`]: `kanal` channels behind the same traits; measured faster than flume
-//!   on some machines, so it is worth benchmarking for your workload.
+//! - [`MpmcQueueFactory`] (feature `kanal`, on by default): `kanal` channels behind the same
+//!   traits; measured faster than flume on some machines, so it is worth benchmarking for your
+//!   workload.
 //!
 //! In-memory channels need no acknowledgement: the WAL is the record of what is unfinished,
 //! so `ack`/`nack` do nothing and `claim_stale` finds nothing. The Redis Streams backend
@@ -13,9 +14,11 @@
 #![deny(unsafe_code)]
 
 mod flume_queue;
+#[cfg(feature = "kanal")]
 mod kanal_queue;
 
 pub use flume_queue::FlumeQueueFactory;
+#[cfg(feature = "kanal")]
 pub use kanal_queue::MpmcQueueFactory;
 
 /// Messages a topic's queue holds before senders wait, unless set otherwise.
