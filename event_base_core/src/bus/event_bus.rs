@@ -263,7 +263,8 @@ impl EventBus {
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
     ///
     /// The signal handlers are installed when this is called, before the returned future is
-    /// first polled, so a signal that arrives in between is not missed.
+    /// first polled, so a signal that arrives in between is not missed. Needs the `signal`
+    /// feature (on by default).
     ///
     /// ```no_run
     /// # async fn run(bus: event_base_core::EventBus) -> Result<(), event_base_core::CoreError> {
@@ -275,6 +276,7 @@ impl EventBus {
     /// println!("{} messages left for the next start", report.left_for_replay);
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "signal")]
     pub fn run_until_signal(
         &self,
         strategy: ShutdownStrategy,

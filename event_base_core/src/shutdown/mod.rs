@@ -17,6 +17,7 @@
 pub(crate) mod coordinator;
 mod graceful;
 mod plan;
+#[cfg(feature = "signal")]
 pub(crate) mod signal;
 pub(crate) mod strategy;
 mod worker_stop;
