@@ -73,6 +73,7 @@ fn captured_counts(captured: &Captured) -> Vec<(String, usize)> {
 }
 
 /// Builds a [`TestBus`].
+#[must_use = "a builder does nothing until `build().await`"]
 pub struct TestBusBuilder {
     builder: EventBusBuilder,
     captured: Captured,

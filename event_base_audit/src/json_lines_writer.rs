@@ -117,12 +117,9 @@ impl JsonLinesWriter {
 
 impl AuditWriter for JsonLinesWriter {
     fn write(&self, records: &[AuditRecord]) -> Result<(), AuditError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| AuditError::Encode("writer lock poisoned".into()))?;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         for r in records {
-            let mut line = serde_json::to_vec(r).map_err(|e| AuditError::Encode(e.to_string()))?;
+            let mut line = serde_json::to_vec(r).map_err(AuditError::Encode)?;
             line.push(b'\n');
             state.out.write_all(&line).map_err(|e| io(&self.path, e))?;
             state.written += line.len() as u64;
@@ -134,10 +131,7 @@ impl AuditWriter for JsonLinesWriter {
     }
 
     fn flush(&self) -> Result<(), AuditError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| AuditError::Encode("writer lock poisoned".into()))?;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         state.out.flush().map_err(|e| io(&self.path, e))?;
         state
             .out

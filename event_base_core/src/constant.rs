@@ -29,7 +29,7 @@ pub const TOPIC_DISCOVERY: &str = "_system.topic_discovery";
 pub const DEAD_LETTER: &str = "_system.dead_letter";
 
 /// Every reserved topic.
-pub const SYSTEM_TOPICS: [&str; 10] = [
+pub const SYSTEM_TOPICS: &[&str] = &[
     AUDIT,
     TRACE,
     WAL_SYNC,

@@ -4,11 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What a backend's own error is carried as: any error, with its sources.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors of a write-ahead log backend.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WalError {
     /// An I/O operation on a WAL file failed.
-    #[error("WAL I/O error on {path}: {source}")]
+    #[error("WAL I/O error on {path}")]
     Io {
         /// The file or directory involved.
         path: PathBuf,
@@ -29,13 +33,30 @@ pub enum WalError {
     /// The WAL's writer stopped (e.g. after an earlier I/O error) and accepts nothing more.
     #[error("the WAL writer has stopped: {0}; restart the bus to recover from the log")]
     Closed(String),
-    /// A backend (e.g. Redis) failed.
-    #[error("WAL backend error: {0}")]
-    Backend(String),
+    /// Another `PersistentWal` (in this process or another) has the directory open.
+    #[error("the WAL directory {dir} is in use by another PersistentWal (another process, or one not yet dropped or closed); stop that one first, or use another directory")]
+    InUse {
+        /// The WAL directory.
+        dir: PathBuf,
+    },
+    /// A message's record would be larger than the WAL accepts; it was not written.
+    #[error("message `{id}` needs up to {size} bytes, over the WAL's record limit of {limit} bytes; raise it with PersistentWal::builder(..).max_record_bytes(..) or send a smaller payload")]
+    RecordTooLarge {
+        /// The message.
+        id: String,
+        /// The bytes its record needs (an upper bound).
+        size: usize,
+        /// The WAL's limit.
+        limit: usize,
+    },
+    /// A backend (e.g. Redis) failed; the source says how.
+    #[error("WAL backend error")]
+    Backend(#[source] BoxError),
 }
 
 /// Errors of a queue backend.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The bounded queue is full (only for `try_send`).
     #[error("queue for topic `{0}` is full; retry later, send without try_send to wait, or raise the bound (FlumeQueueFactory::bounded)")]
@@ -43,13 +64,14 @@ pub enum QueueError {
     /// The queue was closed (the bus stopped).
     #[error("queue for topic `{0}` is closed; the bus has stopped")]
     Closed(String),
-    /// A backend (e.g. Redis) failed.
-    #[error("queue backend error: {0}")]
-    Backend(String),
+    /// A backend (e.g. Redis) failed; the source says how.
+    #[error("queue backend error")]
+    Backend(#[source] BoxError),
 }
 
 /// The error type of every event_base operation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoreError {
     /// No system has been started (global functions need `start_system!`).
     #[error("no event_base system is running; call `start_system!().await?` first (or use the EventBus you built)")]
@@ -108,16 +130,17 @@ pub enum CoreError {
     /// The builder or a macro got an invalid setting.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// A payload could not be encoded.
-    #[error("could not encode payload: {0}")]
-    Encode(String),
+    /// A value could not be encoded as a JSON payload.
+    #[error("could not encode the payload as JSON")]
+    Encode(#[source] serde_json::Error),
     /// A payload could not be decoded into the expected type.
-    #[error("could not decode payload as {what}: {reason}")]
+    #[error("could not decode the payload as {what}")]
     Decode {
         /// The target type.
         what: String,
         /// The decoder's complaint.
-        reason: String,
+        #[source]
+        source: serde_json::Error,
     },
     /// The named message is not known (e.g. no such dead letter).
     #[error("no message with id `{0}`; list the dead letters with EventBus::dead_letters for the ids there are")]

@@ -90,12 +90,12 @@ pub mod constant;
 pub use backend::queue::{
     Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
 };
-pub use backend::wal::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+pub use backend::wal::{Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};
 pub use bus::builder::EventBusBuilder;
 pub use bus::event_bus::EventBus;
 pub use delivery::consumer_router::ConsumerRouter;
 pub use delivery::topic_router::{SendOptions, TopicRouter};
-pub use error::{CoreError, QueueError, WalError};
+pub use error::{BoxError, CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
 pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};

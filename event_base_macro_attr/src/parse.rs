@@ -289,10 +289,7 @@ mod tests {
     fn system_topics_are_the_cores() {
         assert_eq!(SYSTEM_PREFIX, event_base_core::constant::SYSTEM_PREFIX);
         // Slices, so a topic added to the core fails here instead of not compiling.
-        assert_eq!(
-            &SYSTEM_TOPICS[..],
-            &event_base_core::constant::SYSTEM_TOPICS[..]
-        );
+        assert_eq!(&SYSTEM_TOPICS[..], event_base_core::constant::SYSTEM_TOPICS);
     }
 
     #[test]

@@ -322,7 +322,7 @@ impl Wal for MemoryWal {
         self.put(message, Slot::live(None));
         self.appended.fetch_add(1, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::Relaxed);
-        Ok(WalCommit::Durable)
+        Ok(WalCommit::durable())
     }
 
     fn begin(&self, id: &str) -> Result<bool, WalError> {
@@ -359,7 +359,7 @@ impl Wal for MemoryWal {
     }
 
     fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
-        Ok(self.cancel_record(id).map(|_| WalCommit::Durable))
+        Ok(self.cancel_record(id).map(|_| WalCommit::durable()))
     }
 
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
@@ -419,7 +419,7 @@ mod tests {
     fn cancel_only_withdraws_pending_records() {
         let wal = MemoryWal::new();
         let a = msg();
-        wal.append(&a).unwrap();
+        let _ = wal.append(&a).unwrap();
         assert!(wal.cancel(&a.id).unwrap().is_some());
         assert!(
             !wal.begin(&a.id).unwrap(),
@@ -427,7 +427,7 @@ mod tests {
         );
 
         let b = msg();
-        wal.append(&b).unwrap();
+        let _ = wal.append(&b).unwrap();
         assert!(wal.begin(&b.id).unwrap());
         assert!(
             wal.cancel(&b.id).unwrap().is_none(),
@@ -439,7 +439,7 @@ mod tests {
     async fn failed_records_are_dead_letters_until_purged() {
         let wal = MemoryWal::new();
         let a = msg();
-        wal.append(&a).unwrap();
+        let _ = wal.append(&a).unwrap();
         wal.begin(&a.id).unwrap();
         wal.fail(&a, &DeadReason::Explicit).unwrap();
         wal.complete(&a.id).unwrap(); // must not erase the dead letter
@@ -456,7 +456,7 @@ mod tests {
         let wal = MemoryWal::new();
         let (a, b, c) = (msg(), msg(), msg());
         for m in [&a, &b, &c] {
-            wal.append(m).unwrap();
+            let _ = wal.append(m).unwrap();
         }
         wal.begin(&b.id).unwrap();
         wal.begin(&c.id).unwrap();

@@ -36,11 +36,13 @@ pub struct Claimed {
 }
 
 /// Why `try_send` did not enqueue.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum TrySendError {
     /// The queue is full; the message is handed back.
+    #[error("the queue is full; message `{}` was handed back", .0.id)]
     Full(Arc<EMessage>),
     /// The queue failed.
+    #[error(transparent)]
     Failed(QueueError),
 }
 

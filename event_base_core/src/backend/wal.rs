@@ -71,44 +71,90 @@ pub struct WalStats {
     pub disk_bytes: u64,
 }
 
-/// Resolves when an appended record is durable.
+/// Resolves when an appended record is durable: what [`Wal::append`] answers.
+///
+/// A backend makes one with [`WalCommit::durable`] (the record is already as durable as the
+/// backend makes it), [`WalCommit::pending`] (it becomes durable when the backend answers
+/// through the [`WalCommitter`]), or [`WalCommit::all`] (a batch). The bus waits with
+/// [`wait`](Self::wait).
+///
+/// ```
+/// # async fn demo() -> Result<(), event_base_core::WalError> {
+/// use event_base_core::WalCommit;
+/// let (commit, committer) = WalCommit::pending();
+/// assert!(!commit.is_durable());
+/// committer.answer(Ok(())); // e.g. from the writer thread, after its fsync
+/// commit.wait().await?;
+/// assert!(WalCommit::durable().is_durable());
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
-pub enum WalCommit {
-    /// Already as durable as the backend makes it.
+#[must_use = "a commit says when the record is durable; wait for it, or drop it to not care"]
+pub struct WalCommit(Commit);
+
+#[derive(Debug)]
+enum Commit {
     Durable,
-    /// Durable once the writer answers.
     Waiting(tokio::sync::oneshot::Receiver<Result<(), WalError>>),
-    /// Durable once every one of these is.
     All(Vec<WalCommit>),
 }
 
+/// The backend's end of a [`WalCommit::pending`]: answer once the record is durable (or
+/// will never be). Dropped without an answer, the waiting side gets [`WalError::Closed`].
+#[derive(Debug)]
+pub struct WalCommitter(tokio::sync::oneshot::Sender<Result<(), WalError>>);
+
+impl WalCommitter {
+    /// Tells the waiting side how the write ended.
+    pub fn answer(self, result: Result<(), WalError>) {
+        let _ = self.0.send(result);
+    }
+}
+
 impl WalCommit {
-    /// Waits until the record (or every record of a batch) is durable.
-    pub async fn wait(self) -> Result<(), WalError> {
-        match self {
-            WalCommit::All(commits) => {
-                for c in commits {
-                    c.wait_one().await?;
-                }
-                Ok(())
-            }
-            one => one.wait_one().await,
+    /// A record already as durable as the backend makes it.
+    pub fn durable() -> WalCommit {
+        WalCommit(Commit::Durable)
+    }
+
+    /// A record that becomes durable when the returned [`WalCommitter`] answers.
+    pub fn pending() -> (WalCommit, WalCommitter) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (WalCommit(Commit::Waiting(rx)), WalCommitter(tx))
+    }
+
+    /// Durable once every one of `commits` is.
+    pub fn all(commits: Vec<WalCommit>) -> WalCommit {
+        WalCommit(Commit::All(commits))
+    }
+
+    /// Whether there is nothing to wait for.
+    pub fn is_durable(&self) -> bool {
+        match &self.0 {
+            Commit::Durable => true,
+            Commit::Waiting(_) => false,
+            Commit::All(commits) => commits.iter().all(WalCommit::is_durable),
         }
     }
 
-    async fn wait_one(self) -> Result<(), WalError> {
-        match self {
-            WalCommit::Durable => Ok(()),
-            WalCommit::Waiting(rx) => match rx.await {
-                Ok(r) => r,
-                Err(_) => Err(WalError::Closed(
-                    "writer dropped the commit without answering".into(),
-                )),
-            },
-            WalCommit::All(_) => Err(WalError::Backend(
-                "nested batch commits are not supported".into(),
-            )),
+    /// Waits until the record (or every record of a batch) is durable.
+    pub async fn wait(self) -> Result<(), WalError> {
+        let mut stack = vec![self];
+        while let Some(commit) = stack.pop() {
+            match commit.0 {
+                Commit::Durable => {}
+                Commit::Waiting(rx) => match rx.await {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        return Err(WalError::Closed(
+                            "the writer dropped the commit without answering".into(),
+                        ))
+                    }
+                },
+                Commit::All(commits) => stack.extend(commits.into_iter().rev()),
+            }
         }
+        Ok(())
     }
 }
 
@@ -129,7 +175,7 @@ pub trait Wal: Send + Sync + 'static {
         for m in messages {
             commits.push(self.append(m)?);
         }
-        Ok(WalCommit::All(commits))
+        Ok(WalCommit::all(commits))
     }
 
     /// Marks the message `Processing` before a handler runs. Returns `false` if the record is

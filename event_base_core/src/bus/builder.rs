@@ -42,6 +42,7 @@ use crate::worker::registry::WorkerRegistry;
 /// // let bus = builder.build().await?;
 /// # }
 /// ```
+#[must_use = "a builder does nothing until `build().await`"]
 pub struct EventBusBuilder {
     wal: Option<Arc<dyn Wal>>,
     queue: Option<Arc<dyn QueueFactory>>,

@@ -87,13 +87,15 @@ impl BusShared {
         // here, without an `.await`, so this future stays small; the waiting path, whose
         // timers and commits make a large state, is boxed and only built when needed.
         let (message, commit) = match commit {
-            WalCommit::Durable if !due_later(&message) => match entry.producer.try_send(message) {
-                Ok(()) => return Ok(id),
-                Err(TrySendError::Full(message)) => (message, WalCommit::Durable),
-                Err(TrySendError::Failed(e)) => {
-                    return Box::pin(self.refuse(entry, id, e.into(), None)).await
+            commit if commit.is_durable() && !due_later(&message) => {
+                match entry.producer.try_send(message) {
+                    Ok(()) => return Ok(id),
+                    Err(TrySendError::Full(message)) => (message, commit),
+                    Err(TrySendError::Failed(e)) => {
+                        return Box::pin(self.refuse(entry, id, e.into(), None)).await
+                    }
                 }
-            },
+            }
             commit => (message, commit),
         };
         Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout, None)).await

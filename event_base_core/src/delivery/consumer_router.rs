@@ -39,7 +39,15 @@ use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
 
-/// The dispatcher of one topic.
+/// The dispatcher of one topic: takes its messages from the queue and hands each to the
+/// worker it belongs to (see the module docs for the rules).
+///
+/// The bus creates one per topic; an application never holds one. What it decides, a user
+/// sets elsewhere: the claim batch with `EventBusBuilder::batch_size` (or
+/// `start_system!(batch_size: n)`), the routing with `EMessage::delivery_mode` and
+/// `to_worker`, whether it runs as a task of its own by the queue backend it uses
+/// (`EConsumer::requires_ack`). The type is public so that these docs, and the design it follows,
+/// can name it.
 pub struct ConsumerRouter {
     shared: Arc<BusShared>,
     entry: Arc<TopicEntry>,

@@ -81,6 +81,7 @@ impl TopicRouter {
     /// when `send` is called (their error is returned by the first poll), the WAL append
     /// and the enqueue at the first poll. Dropping the future before it finished withdraws
     /// the message: it is not delivered.
+    #[must_use = "a send does nothing until awaited"]
     pub fn send(
         &self,
         topic: impl AsRef<str>,
@@ -141,6 +142,7 @@ impl TopicRouter {
 
     /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room. Checked
     /// when called, written and queued when first polled, as [`send`](Self::send).
+    #[must_use = "a send does nothing until awaited"]
     pub fn publish(
         &self,
         topic: impl AsRef<str>,

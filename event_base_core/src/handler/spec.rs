@@ -69,6 +69,7 @@ pub static HANDLER_REGISTRY: [HandlerRegistration];
 /// assert_eq!(spec.workers, 2);
 /// ```
 #[derive(Clone)]
+#[must_use = "a spec does nothing until it is added to a builder"]
 pub struct HandlerSpec {
     /// Name; workers are called `<name>-0`, `<name>-1`, ...
     pub name: String,

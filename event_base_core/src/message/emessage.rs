@@ -95,21 +95,21 @@ impl EMessage {
     /// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
     /// struct Order { id: u32 }
     /// let msg = EMessage::json("orders", &Order { id: 7 }).unwrap();
-    /// assert_eq!(msg.json::<Order>().unwrap(), Order { id: 7 });
+    /// assert_eq!(msg.decode_json::<Order>().unwrap(), Order { id: 7 });
     /// ```
     pub fn json<T: Serialize + ?Sized>(
         topic: impl Into<MessageTopic>,
         value: &T,
     ) -> Result<Self, CoreError> {
-        let bytes = serde_json::to_vec(value).map_err(|e| CoreError::Encode(e.to_string()))?;
+        let bytes = serde_json::to_vec(value).map_err(CoreError::Encode)?;
         Ok(Self::standard(topic, bytes))
     }
 
     /// Decodes the payload as JSON into `T`.
     pub fn json_payload<T: DeserializeOwned>(&self) -> Result<T, CoreError> {
-        serde_json::from_slice(&self.payload.0).map_err(|e| CoreError::Decode {
+        serde_json::from_slice(&self.payload.0).map_err(|source| CoreError::Decode {
             what: std::any::type_name::<T>().to_owned(),
-            reason: e.to_string(),
+            source,
         })
     }
 
@@ -183,14 +183,26 @@ impl EMessage {
     }
 }
 
-/// Shorthand so `msg.json::<T>()` reads naturally on a received message.
+/// Decoding a received message's JSON payload: `msg.decode_json::<T>()`.
+///
+/// (Encoding is [`EMessage::json`], which builds a message; the decoding side has a name of
+/// its own so the two are not told apart by their arguments alone.)
 pub trait JsonPayload {
+    /// Decodes the payload as JSON into `T` (the same as [`EMessage::json_payload`]).
+    fn decode_json<T: DeserializeOwned>(&self) -> Result<T, CoreError>;
+
     /// Decodes the payload as JSON.
-    fn json<T: DeserializeOwned>(&self) -> Result<T, CoreError>;
+    #[deprecated(
+        since = "0.1.0",
+        note = "`json` reads like the encoding `EMessage::json`; use `decode_json` (or `json_payload`)"
+    )]
+    fn json<T: DeserializeOwned>(&self) -> Result<T, CoreError> {
+        self.decode_json()
+    }
 }
 
 impl JsonPayload for EMessage {
-    fn json<T: DeserializeOwned>(&self) -> Result<T, CoreError> {
+    fn decode_json<T: DeserializeOwned>(&self) -> Result<T, CoreError> {
         self.json_payload()
     }
 }

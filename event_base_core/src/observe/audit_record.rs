@@ -44,6 +44,7 @@ pub enum AuditOutcome {
 
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AuditRecord {
     /// Position in the system's audit stream (1, 2, ...).
     pub seq: u64,
@@ -65,6 +66,7 @@ pub struct AuditRecord {
 
 /// Errors of an [`AuditWriter`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuditError {
     /// Writing failed.
     #[error("audit write to {target} failed: {source}")]
@@ -76,8 +78,11 @@ pub enum AuditError {
         source: std::io::Error,
     },
     /// Encoding a record failed.
-    #[error("could not encode audit record: {0}")]
-    Encode(String),
+    #[error("could not encode an audit record")]
+    Encode(#[source] serde_json::Error),
+    /// The writer's state was poisoned by a panic in an earlier write; recreate the writer.
+    #[error("the audit writer was poisoned by a panic in an earlier write; recreate it")]
+    Poisoned,
 }
 
 /// Somewhere audit records go: a file, a log, a database.

@@ -101,6 +101,7 @@ impl LatencyHistogram {
 
 /// Percentiles of a [`LatencyHistogram`] at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LatencySummary {
     /// Samples recorded.
     pub count: u64,

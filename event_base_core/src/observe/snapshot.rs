@@ -10,6 +10,7 @@ use crate::observe::latency_histogram::LatencySummary;
 
 /// Counters of one topic at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TopicMetrics {
     /// Messages accepted by `send` (and replayed at start).
     pub sent: u64,
@@ -35,6 +36,7 @@ pub struct TopicMetrics {
 
 /// Counters of one worker at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkerMetrics {
     /// Deliveries it handled.
     pub handled: u64,
@@ -48,6 +50,7 @@ pub struct WorkerMetrics {
 
 /// Figures of the whole node (process) at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NodeMetrics {
     /// Accepted messages not yet final, all topics.
     pub in_flight: u64,
@@ -67,6 +70,7 @@ pub struct NodeMetrics {
 /// assert!(snap.topic("orders").is_none());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct MetricsSnapshot {
     /// Per topic, by name.
     pub topics: BTreeMap<String, TopicMetrics>,

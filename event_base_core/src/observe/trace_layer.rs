@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 /// One tracing event, or one closed span, as published on `_system.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TraceRecord {
     /// `ERROR`, `WARN`, `INFO`, `DEBUG` or `TRACE`.
     pub level: String,

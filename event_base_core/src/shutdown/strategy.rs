@@ -88,6 +88,7 @@ impl ShutdownStrategy {
 
 /// What happened to one worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum WorkerOutcome {
     /// It stopped on its own: idle, or after finishing its current message.
     Completed,
@@ -101,6 +102,7 @@ pub enum WorkerOutcome {
 
 /// One worker's line in a [`ShutdownReport`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkerShutdown {
     /// Worker name.
     pub name: String,
@@ -114,6 +116,7 @@ pub struct WorkerShutdown {
 
 /// What a shutdown did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// The strategy's name.
     pub strategy: String,
@@ -158,6 +161,7 @@ pub struct ShutdownCommand {
 /// What is announced for each worker on `_system.shutdown_ack` (JSON) once the workers have
 /// stopped; the bus's own workers hand the acks out (for up to 2 s) before they stop too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ShutdownAck {
     /// Worker name.
     pub worker: String,

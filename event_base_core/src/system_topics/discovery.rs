@@ -18,6 +18,7 @@ use crate::worker::registry::WorkerInfo;
 
 /// What happened to a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum DiscoveryEvent {
     /// It started.
     Joined,
@@ -29,6 +30,7 @@ pub enum DiscoveryEvent {
 
 /// A worker's arrival or departure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkerDiscovery {
     /// What happened.
     pub event: DiscoveryEvent,
@@ -38,6 +40,7 @@ pub struct WorkerDiscovery {
 
 /// One topic of a node's table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TopicInfo {
     /// The topic.
     pub topic: String,
@@ -47,6 +50,7 @@ pub struct TopicInfo {
 
 /// A node's topic table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TopicSync {
     /// The node (process): its [`node_name`](crate::node_name).
     pub node: String,

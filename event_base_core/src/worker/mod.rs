@@ -82,7 +82,17 @@ enum Source {
     Stop,
 }
 
-/// One worker of a topic.
+/// One worker of a topic: a task that runs its handler's pipeline, one message at a time.
+///
+/// The bus creates, runs and replaces workers itself; an application never holds one. What
+/// it can do with workers goes through the bus: see them with
+/// [`EventBus::workers`](crate::EventBus::workers) and
+/// [`EventBus::registry`](crate::EventBus::registry) ([`WorkerInfo`](crate::WorkerInfo):
+/// status, current message, heartbeat), add some with
+/// [`EventBus::add_workers`](crate::EventBus::add_workers), take one out with
+/// [`EventBus::remove_worker`](crate::EventBus::remove_worker), address one with
+/// `EMessage::to_worker`. The type is public so that these docs, and the design it follows,
+/// can name it.
 pub struct Worker {
     shared: Arc<BusShared>,
     entry: Arc<TopicEntry>,

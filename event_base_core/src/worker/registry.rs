@@ -20,6 +20,7 @@ use crate::message::topic::MessageTopic;
 
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum WorkerStatus {
     /// Waiting for a message.
     Idle,
@@ -191,6 +192,7 @@ fn now_ms() -> u64 {
 
 /// A worker as the registry reports it (and as `_system.worker_heartbeat` carries it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkerInfo {
     /// Unique name, `<handler>-<index>`.
     pub name: String,

@@ -172,7 +172,7 @@ struct NoWal;
 #[async_trait]
 impl Wal for NoWal {
     fn append(&self, _: &Arc<EMessage>) -> Result<WalCommit, WalError> {
-        Ok(WalCommit::Durable)
+        Ok(WalCommit::durable())
     }
     fn begin(&self, _: &str) -> Result<bool, WalError> {
         Ok(true)

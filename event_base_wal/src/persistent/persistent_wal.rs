@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use event_base_core::{
-    DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalError, WalRecord, WalStats,
+    DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalCommitter, WalError, WalRecord,
+    WalStats,
 };
-use tokio::sync::oneshot;
 
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::recover;
@@ -72,6 +72,7 @@ impl std::fmt::Debug for PersistentWal {
 
 /// Options of a [`PersistentWal`].
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `open()`"]
 pub struct PersistentWalBuilder {
     dir: PathBuf,
     policy: SyncPolicy,
@@ -201,12 +202,8 @@ impl PersistentWalBuilder {
 fn lock_exclusive(lock: &File, path: &Path) -> Result<(), WalError> {
     match lock.try_lock() {
         Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(WalError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "the WAL directory is in use by another PersistentWal (another process, or one not yet dropped)",
-            ),
+        Err(std::fs::TryLockError::WouldBlock) => Err(WalError::InUse {
+            dir: path.parent().unwrap_or(path).to_owned(),
         }),
         Err(std::fs::TryLockError::Error(e)) => Err(io_err(path, e)),
     }
@@ -240,11 +237,7 @@ impl PersistentWal {
         self.policy
     }
 
-    fn send(
-        &self,
-        entry: Entry,
-        waiter: Option<oneshot::Sender<Result<(), WalError>>>,
-    ) -> Result<(), WalError> {
+    fn send(&self, entry: Entry, waiter: Option<WalCommitter>) -> Result<(), WalError> {
         let tx = self
             .tx
             .as_ref()
@@ -257,20 +250,21 @@ impl PersistentWal {
     fn send_durable(&self, entry: Entry) -> Result<WalCommit, WalError> {
         if self.policy == SyncPolicy::Never {
             self.send(entry, None)?;
-            return Ok(WalCommit::Durable);
+            return Ok(WalCommit::durable());
         }
-        let (tx, rx) = oneshot::channel();
-        self.send(entry, Some(tx))?;
-        Ok(WalCommit::Waiting(rx))
+        let (commit, committer) = WalCommit::pending();
+        self.send(entry, Some(committer))?;
+        Ok(commit)
     }
 
     fn check_size(&self, message: &EMessage) -> Result<(), WalError> {
         let bound = message_body_bound(message);
         if bound > self.max_record_bytes {
-            return Err(WalError::Backend(format!(
-                "message {} needs up to {bound} bytes, over the WAL's record limit of {} bytes; raise it with PersistentWal::builder(..).max_record_bytes(..)",
-                message.id, self.max_record_bytes
-            )));
+            return Err(WalError::RecordTooLarge {
+                id: message.id.clone(),
+                size: bound,
+                limit: self.max_record_bytes,
+            });
         }
         Ok(())
     }
@@ -290,7 +284,8 @@ impl Drop for PersistentWal {
 impl Wal for PersistentWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         self.check_size(message)?;
-        self.index.append(message)?;
+        // The in-memory index is durable at once; the log decides the commit.
+        let _ = self.index.append(message)?;
         self.send_durable(Entry::Append(message.clone()))
     }
 
@@ -301,13 +296,13 @@ impl Wal for PersistentWal {
             self.check_size(m)?;
         }
         let Some((last, rest)) = messages.split_last() else {
-            return Ok(WalCommit::Durable);
+            return Ok(WalCommit::durable());
         };
         for m in rest {
-            self.index.append(m)?;
+            let _ = self.index.append(m)?;
             self.send(Entry::Append(m.clone()), None)?;
         }
-        self.index.append(last)?;
+        let _ = self.index.append(last)?;
         self.send_durable(Entry::Append(last.clone()))
     }
 
@@ -406,10 +401,10 @@ impl Wal for PersistentWal {
             .tx
             .as_ref()
             .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
-        let (done, rx) = oneshot::channel();
+        let (commit, done) = WalCommit::pending();
         tx.send(WriterOp::Flush(done))
             .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))?;
-        WalCommit::Waiting(rx).wait().await
+        commit.wait().await
     }
 
     fn stats(&self) -> WalStats {

@@ -28,8 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use event_base_core::WalError;
-use tokio::sync::oneshot;
+use event_base_core::{WalCommitter, WalError};
 
 use super::group_commit::GroupCommit;
 use super::record_codec::{encode, Entry, FRAME_HEADER};
@@ -44,7 +43,7 @@ const MAX_BATCH: usize = 4096;
 /// segments holding a few long-lived records cannot pile up.
 const MAX_SEGMENTS: usize = 16;
 
-pub(crate) type Waiter = oneshot::Sender<Result<(), WalError>>;
+pub(crate) type Waiter = WalCommitter;
 
 /// A request to the writer.
 pub(crate) enum WriterOp {
@@ -171,7 +170,7 @@ impl Writer {
                     WriterOp::Flush(w) => Some(w),
                 };
                 if let Some(w) = waiter {
-                    let _ = w.send(Err(WalError::Closed(reason.clone())));
+                    w.answer(Err(WalError::Closed(reason.clone())));
                 }
             }
             return;
@@ -190,11 +189,11 @@ impl Writer {
                         self.buf.truncate(start);
                         tracing::error!(id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
                         if let Some(w) = waiter {
-                            let _ = w.send(Err(WalError::Backend(format!(
-                                "record for {} is over the WAL's record limit of {} bytes",
-                                entry.id(),
-                                self.max_body
-                            ))));
+                            w.answer(Err(WalError::RecordTooLarge {
+                                id: entry.id().to_owned(),
+                                size: self.buf.len() - start - FRAME_HEADER,
+                                limit: self.max_body,
+                            }));
                         }
                         continue;
                     }
@@ -237,9 +236,11 @@ impl Writer {
         for w in waiters {
             let answer = match &result {
                 Ok(()) => Ok(()),
-                Err(e) => Err(WalError::Backend(e.to_string())),
+                Err(e) => Err(WalError::Closed(format!(
+                    "the write failed ({e}); the writer stops"
+                ))),
             };
-            let _ = w.send(answer);
+            w.answer(answer);
         }
         if result.is_ok() {
             self.compact();
