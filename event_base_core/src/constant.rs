@@ -60,3 +60,36 @@ pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_s
 pub const MAX_ID_BYTES: usize = 255;
 /// Audit records a bus keeps in memory unless told otherwise (`EventBusBuilder::audit`).
 pub const DEFAULT_AUDIT_CAPACITY: usize = 10_000;
+
+/// The `tracing` targets the bus logs under, one per concern.
+///
+/// Every event and span of the bus's crates names one of these explicitly (`target: ...`),
+/// so a log filter such as `RUST_LOG=event_base::wal=debug` keeps working when code moves
+/// between files or crates. All of them begin with `event_base::`, so `event_base=warn`
+/// covers the whole bus.
+pub mod target {
+    /// Building and running a bus: handler registration, signals.
+    pub const BUS: &str = "event_base::bus";
+    /// A message's path: sends withdrawn, retries, dead letters, replay at start, delayed
+    /// delivery, and the `event_base.handle` span around every delivery.
+    pub const DELIVERY: &str = "event_base::delivery";
+    /// Workers: stuck workers declared dead and their replacements.
+    pub const WORKER: &str = "event_base::worker";
+    /// Queue backends as the bus uses them: claims and acks that failed.
+    pub const QUEUE: &str = "event_base::queue";
+    /// The write-ahead log: opening, recovery, writes, syncs, compaction.
+    pub const WAL: &str = "event_base::wal";
+    /// Shutdown: its start, progress and report.
+    pub const SHUTDOWN: &str = "event_base::shutdown";
+    /// The `_system.` topics: announcements and requests made by message.
+    pub const SYSTEM: &str = "event_base::system";
+    /// The audit: writers, the ring, and `TracingWriter`'s records.
+    pub const AUDIT: &str = "event_base::audit";
+    /// The built-in middleware (`LoggerMiddleware`'s per-delivery lines, `TimeoutMiddleware`).
+    pub const MIDDLEWARE: &str = "event_base::middleware";
+
+    /// Every target above.
+    pub const ALL: &[&str] = &[
+        BUS, DELIVERY, WORKER, QUEUE, WAL, SHUTDOWN, SYSTEM, AUDIT, MIDDLEWARE,
+    ];
+}

@@ -48,7 +48,7 @@ impl Middleware for TimeoutMiddleware {
         match tokio::time::timeout(self.limit, next.run(msg)).await {
             Ok(ack) => ack,
             Err(_) => {
-                tracing::warn!(id = %msg.id, topic = %msg.topic, limit = ?self.limit, "handler timed out (TimeoutMiddleware)");
+                tracing::info!(target: event_base_core::constant::target::MIDDLEWARE, id = %msg.id, topic = %msg.topic, limit = ?self.limit, "handler timed out (TimeoutMiddleware)");
                 self.on_timeout.clone()
             }
         }

@@ -66,7 +66,7 @@ pub(crate) fn topic_table(
         };
         handlers.push(Arc::new(HandlerRuntime::new(spec, global)));
         if !spec.topic.is_system() {
-            tracing::info!(handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
+            tracing::info!(target: crate::constant::target::BUS, handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
         }
     }
     Ok((topics, handlers))

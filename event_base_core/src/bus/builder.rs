@@ -227,7 +227,7 @@ impl EventBusBuilder {
         let (topics, handlers) =
             assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
         if specs.iter().all(|s| s.topic.is_system()) {
-            tracing::warn!("event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
+            tracing::warn!(target: crate::constant::target::BUS, "event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
         let in_flight = Arc::new(InFlight::default());
         // The audit publisher runs only for someone who wants the records as they come:

@@ -288,7 +288,7 @@ impl EventBus {
         let bus = self.clone();
         Ok(async move {
             let which = signal.recv().await;
-            tracing::info!(signal = which, "signal received; shutting down");
+            tracing::info!(target: crate::constant::target::SHUTDOWN, signal = which, "signal received; shutting down");
             bus.shutdown(strategy).await
         })
     }

@@ -302,13 +302,13 @@ impl BusShared {
                 entry.counters.refused();
                 self.restore_dead_letter(restore);
                 if let Err(e) = commit.wait().await {
-                    tracing::error!(%id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
+                    tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
                 }
                 Err(error)
             }
             Ok(None) => Ok(id),
             Err(e) => {
-                tracing::error!(%id, error = %e, "could not withdraw a refused message from the WAL; it may still be delivered");
+                tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not withdraw a refused message from the WAL; it may still be delivered");
                 Err(error)
             }
         }
@@ -436,7 +436,7 @@ impl Drop for WithdrawOnDrop<'_> {
             }
             Ok(None) => {} // a handler already has it: it will be finished normally
             Err(e) => {
-                tracing::error!(id = %self.id, error = %e, "could not withdraw a dropped send")
+                tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, error = %e, "could not withdraw a dropped send")
             }
         }
     }

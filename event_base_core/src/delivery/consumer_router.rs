@@ -100,7 +100,7 @@ impl ConsumerRouter {
                 Ok(_) => backoff = Duration::from_millis(50),
                 Err(QueueError::Closed(_)) => return,
                 Err(e) => {
-                    tracing::error!(topic = %self.entry.topic, error = %e, ?backoff, "claim failed; retrying");
+                    tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, ?backoff, "claim failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     continue;
@@ -110,7 +110,7 @@ impl ConsumerRouter {
                 self.dispatch(claimed.message.clone(), None).await;
             }
             if let Err(e) = consumer.ack(&batch).await {
-                tracing::warn!(topic = %self.entry.topic, error = %e, "ack failed; the entries will be claimed again and may be handled twice");
+                tracing::warn!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "ack failed; the entries will be claimed again and may be handled twice");
             }
             batch.clear();
         }

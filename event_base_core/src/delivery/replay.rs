@@ -17,7 +17,7 @@ impl BusShared {
         for record in records {
             let message = record.message;
             let Some(entry) = self.topic(message.topic.as_str()).cloned() else {
-                tracing::warn!(id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
+                tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
                 self.wal.fail(&message, &DeadReason::NoHandler)?;
                 continue;
             };
@@ -36,7 +36,7 @@ impl BusShared {
             }
         }
         if count > 0 {
-            tracing::info!(count, "replayed unfinished messages from the WAL");
+            tracing::info!(target: crate::constant::target::DELIVERY, count, "replayed unfinished messages from the WAL");
         }
         Ok(count)
     }

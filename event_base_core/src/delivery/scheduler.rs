@@ -40,7 +40,7 @@ impl Scheduled {
                 if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
                     tokio::spawn(async move {
                         if let Err(e) = entry.producer.send(message).await {
-                            tracing::warn!(error = %e, "delayed message not enqueued; it stays in the WAL for replay");
+                            tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "delayed message not enqueued; it stays in the WAL for replay");
                         }
                     });
                 }

@@ -39,7 +39,7 @@ impl BusShared {
 
     fn complete(&self, id: &str) {
         if let Err(e) = self.wal.complete(id) {
-            tracing::error!(%id, error = %e, "could not mark message complete; it may be delivered again after a restart");
+            tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");
         }
     }
 
@@ -47,9 +47,9 @@ impl BusShared {
     pub(crate) async fn dead_letter(&self, entry: &TopicEntry, job: &Job, reason: DeadReason) {
         let message = &job.message;
         entry.counters.dead();
-        tracing::warn!(id = %message.id, topic = %message.topic, attempts = message.attempts, %reason, "message dead-lettered");
+        tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, attempts = message.attempts, %reason, "message dead-lettered");
         if let Err(e) = self.wal.fail(message, &reason) {
-            tracing::error!(id = %message.id, error = %e, "could not record dead letter in the WAL");
+            tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not record dead letter in the WAL");
         }
         // Announce before the message counts as final, so `wait_idle` also covers the
         // announcement.

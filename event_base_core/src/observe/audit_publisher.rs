@@ -21,7 +21,7 @@ pub(crate) async fn run_audit_publisher(
         };
         let (batch, lost) = shared.audit.since(last);
         if lost > 0 {
-            tracing::warn!(lost, "audit ring wrapped before the writers caught up");
+            tracing::warn!(target: crate::constant::target::AUDIT, lost, "audit ring wrapped before the writers caught up");
         }
         if let Some(newest) = batch.last() {
             last = newest.seq;

@@ -21,7 +21,7 @@ pub(crate) fn spawn_writer_thread(
             let flush_all = || {
                 for w in &writers {
                     if let Err(e) = w.flush() {
-                        tracing::error!(error = %e, "audit writer flush failed");
+                        tracing::error!(target: crate::constant::target::AUDIT, error = %e, "audit writer flush failed");
                     }
                 }
             };
@@ -30,7 +30,7 @@ pub(crate) fn spawn_writer_thread(
                     WriterRequest::Batch(batch) => {
                         for w in &writers {
                             if let Err(e) = w.write(&batch) {
-                                tracing::error!(error = %e, "audit writer failed");
+                                tracing::error!(target: crate::constant::target::AUDIT, error = %e, "audit writer failed");
                             }
                         }
                     }

@@ -78,7 +78,7 @@ async fn stop_bus(
 ) -> ShutdownReport {
     let shared = &tasks.shared;
     shared.accepting.store(false, Ordering::Release);
-    tracing::info!(
+    tracing::info!(target: crate::constant::target::SHUTDOWN,
         strategy,
         in_flight = shared.in_flight.get(),
         "shutting down"
@@ -118,7 +118,7 @@ async fn stop_bus(
             })
             .collect(),
     };
-    tracing::info!(strategy = %report.strategy, left_for_replay = report.left_for_replay, elapsed = ?report.elapsed, "shutdown complete");
+    tracing::info!(target: crate::constant::target::SHUTDOWN, strategy = %report.strategy, left_for_replay = report.left_for_replay, elapsed = ?report.elapsed, "shutdown complete");
     report
 }
 
@@ -181,7 +181,7 @@ async fn end_tasks(tasks: &BusTasks) {
         }
     }
     if let Err(e) = shared.wal.flush().await {
-        tracing::error!(error = %e, "WAL flush at shutdown failed");
+        tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "WAL flush at shutdown failed");
     }
     global::uninstall(&tasks.shared);
 }

@@ -51,7 +51,7 @@ pub(super) async fn stop_workers(
                 request_stop(workers);
                 stop_and_wait(tasks, workers, deadline, poll_interval, &mut outcomes).await;
                 if group != usize::MAX {
-                    tracing::info!(
+                    tracing::info!(target: crate::constant::target::SHUTDOWN,
                         stopped = workers.len(),
                         "shutdown: a batch of workers stopped"
                     );
@@ -127,7 +127,7 @@ pub(super) async fn stop_and_wait(
                     }
                     w.set_status(WorkerStatus::Stopped);
                     if let Some(job) = job {
-                        tracing::warn!(worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
+                        tracing::warn!(target: crate::constant::target::SHUTDOWN, worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
                         if tasks.shared.is_accepting() {
                             crate::worker::monitor::redeliver(tasks, w, job).await;
                         }
@@ -138,7 +138,7 @@ pub(super) async fn stop_and_wait(
                     break;
                 }
                 false => {
-                    tracing::info!(worker = %w.name, current = ?w.current_id(), "shutdown: waiting for worker to finish");
+                    tracing::info!(target: crate::constant::target::SHUTDOWN, worker = %w.name, current = ?w.current_id(), "shutdown: waiting for worker to finish");
                 }
             }
         }

@@ -29,10 +29,12 @@ impl BusShared {
                     None => return,
                 };
                 if let Err(e) = sent {
-                    tracing::warn!(topic, error = %e, "system announcement dropped");
+                    tracing::warn!(target: crate::constant::target::SYSTEM, topic, error = %e, "system announcement dropped");
                 }
             }
-            Err(e) => tracing::error!(topic, error = %e, "could not encode system announcement"),
+            Err(e) => {
+                tracing::error!(target: crate::constant::target::SYSTEM, topic, error = %e, "could not encode system announcement")
+            }
         }
     }
 

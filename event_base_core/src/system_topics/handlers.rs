@@ -74,10 +74,10 @@ impl EHandler for ShutdownCommandHandler {
         let Some(tasks) = self.bus.0.get().and_then(WeakBus::upgrade) else {
             return Ack::Ack;
         };
-        tracing::info!(strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
+        tracing::info!(target: crate::constant::target::SHUTDOWN, strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
         tokio::spawn(async move {
             if let Err(e) = crate::shutdown::coordinator::shutdown(&tasks, command.strategy).await {
-                tracing::error!(error = %e, "shutdown requested by message failed");
+                tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "shutdown requested by message failed");
             }
         });
         Ack::Ack

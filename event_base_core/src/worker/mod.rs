@@ -47,7 +47,7 @@ use crate::observe::audit_record::AuditOutcome;
 use crate::observe::audit_ring::AuditNames;
 use crate::observe::audit_stage::{AuditStage, StartMark};
 use crate::observe::topic_counters::TopicCounters;
-use crate::worker::outcome::{decide, Decision, Outcome, RetryPolicy};
+use crate::worker::outcome::{decide, Decision, RetryPolicy};
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 impl Worker {
@@ -205,7 +205,7 @@ impl Worker {
                                 Ok(_) => Source::Claimed,
                                 Err(QueueError::Closed(_)) => break,
                                 Err(e) => {
-                                    tracing::error!(topic = %self.entry.topic, error = %e, "claim failed");
+                                    tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
                                     Source::Job(None)
                                 }
                             },
@@ -274,7 +274,7 @@ impl Worker {
             Ok(true) => {}
             Ok(false) => return true, // withdrawn by a refused send, or already finished
             Err(e) => {
-                tracing::error!(id = %message.id, error = %e, "could not mark message processing; delivering anyway");
+                tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not mark message processing; delivering anyway");
             }
         }
         self.state.set_current(job);
@@ -300,16 +300,20 @@ impl Worker {
         });
         let took = started.and_then(|t| t.elapsed().ok()).unwrap_or_default();
         let attempts = job.message.attempts;
-        match &outcome {
-            Outcome::Panicked(text) => {
-                tracing::error!(id = %job.message.id, worker = %self.state.name, attempts, panic = %text, "handler panicked");
-            }
-            Outcome::TimedOut => {
-                tracing::warn!(id = %job.message.id, worker = %self.state.name, attempts, "handler timed out");
-            }
-            Outcome::Answered(_) => {}
-        }
         let decision = decide(outcome, attempts, self.policy);
+        // A retry is a normal path; a dead letter is logged once, as a warning, where it is
+        // settled (`delivery/settle.rs`), with the panic or timeout as its reason.
+        if let Decision::Retry { delay, reason } = &decision {
+            let (id, worker) = (&job.message.id, &self.state.name);
+            match reason {
+                Some(reason) => {
+                    tracing::info!(target: crate::constant::target::DELIVERY, %id, %worker, attempts, ?delay, %reason, "delivery failed; retrying");
+                }
+                None => {
+                    tracing::debug!(target: crate::constant::target::DELIVERY, %id, %worker, attempts, ?delay, "handler answered NoAck; retrying");
+                }
+            }
+        }
         let audit = (mark, took);
         self.apply(job, decision, audit).await;
         true
@@ -350,7 +354,7 @@ impl Worker {
         next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);
         let next = Arc::new(next);
         if let Err(e) = self.shared.wal.retry(&next) {
-            tracing::error!(id = %next.id, error = %e, "could not record retry in the WAL");
+            tracing::error!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, "could not record retry in the WAL");
         }
         self.entry.counters.retried();
         TopicCounters::add(&self.state.retried);

@@ -93,7 +93,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
     };
     let shared = &tasks.shared;
     state.set_status(WorkerStatus::Dead);
-    tracing::error!(worker = %state.name, topic = %state.topic, id = %job.message.id, "worker stuck past the stale limit: declared dead, its message is delivered again");
+    tracing::error!(target: crate::constant::target::WORKER, worker = %state.name, topic = %state.topic, id = %job.message.id, "worker stuck past the stale limit: declared dead, its message is delivered again");
     let Some(entry) = shared.topics.get(&state.topic).cloned() else {
         return;
     };
@@ -111,7 +111,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
     if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
         match tasks.spawn_worker(&runtime) {
             Ok(new) => {
-                tracing::info!(worker = %new.name, replaces = %state.name, "replacement worker started");
+                tracing::info!(target: crate::constant::target::WORKER, worker = %new.name, replaces = %state.name, "replacement worker started");
                 shared
                     .announce_worker(
                         crate::system_topics::discovery::DiscoveryEvent::Joined,
@@ -119,7 +119,9 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
                     )
                     .await;
             }
-            Err(e) => tracing::error!(error = %e, "could not start a replacement worker"),
+            Err(e) => {
+                tracing::error!(target: crate::constant::target::WORKER, error = %e, "could not start a replacement worker")
+            }
         }
     }
 }
@@ -156,7 +158,7 @@ pub(crate) async fn redeliver(
     next.attempts = next.attempts.saturating_add(1);
     let next = Arc::new(next);
     if let Err(e) = shared.wal.retry(&next) {
-        tracing::error!(id = %next.id, error = %e, "could not record redelivery in the WAL");
+        tracing::error!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, "could not record redelivery in the WAL");
     }
     entry.counters.retried();
     entry.push_detached(

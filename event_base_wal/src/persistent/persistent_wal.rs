@@ -132,7 +132,7 @@ impl PersistentWalBuilder {
         let index = Arc::new(MemoryWal::new());
         let rec = recover(&dir, &index, self.max_record_bytes, self.skip_corrupt)?;
         if rec.truncated_bytes > 0 {
-            tracing::warn!(dir = %dir.display(), bytes = rec.truncated_bytes, "WAL recovered after dropping a torn tail");
+            tracing::warn!(target: event_base_core::constant::target::WAL, dir = %dir.display(), bytes = rec.truncated_bytes, "WAL recovered after dropping a torn tail");
         }
         let mut sizes = BTreeMap::new();
         for &seq in &rec.segments {
@@ -160,7 +160,7 @@ impl PersistentWalBuilder {
             *live.entry(*seq).or_insert(0u64) += 1;
         }
         let stats = index.stats();
-        tracing::info!(dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
+        tracing::info!(target: event_base_core::constant::target::WAL, dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
 
         let writer = Writer {
             dir: dir.clone(),

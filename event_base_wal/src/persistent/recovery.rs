@@ -55,7 +55,7 @@ pub(crate) fn recover(
         let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
         if let Err(reason) = check_header(&bytes) {
             if is_last {
-                tracing::warn!(file = %path.display(), %reason, bytes = bytes.len(), "WAL: dropping a segment whose header was never completely written");
+                tracing::warn!(target: event_base_core::constant::target::WAL, file = %path.display(), %reason, bytes = bytes.len(), "WAL: dropping a segment whose header was never completely written");
                 std::fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
                 out.truncated_bytes += bytes.len() as u64;
                 continue;
@@ -66,7 +66,7 @@ pub(crate) fn recover(
                 reason,
             };
             if skip_corrupt {
-                tracing::warn!(error = %err, "WAL: skipping a corrupt segment");
+                tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping a corrupt segment");
                 kept.push(seq);
                 out.disk_bytes += bytes.len() as u64;
                 continue;
@@ -82,7 +82,7 @@ pub(crate) fn recover(
                 }
                 Frame::Torn | Frame::Corrupt(_) if is_last => {
                     let dropped = bytes.len() - pos;
-                    tracing::warn!(file = %path.display(), offset = pos, dropped_bytes = dropped, "WAL: truncating a torn or corrupt tail left by a crash");
+                    tracing::warn!(target: event_base_core::constant::target::WAL, file = %path.display(), offset = pos, dropped_bytes = dropped, "WAL: truncating a torn or corrupt tail left by a crash");
                     let f = OpenOptions::new()
                         .write(true)
                         .open(&path)
@@ -101,7 +101,7 @@ pub(crate) fn recover(
                     if !skip_corrupt {
                         return Err(err);
                     }
-                    tracing::warn!(error = %err, "WAL: skipping the rest of a corrupt segment");
+                    tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping the rest of a corrupt segment");
                     break;
                 }
                 Frame::Corrupt(reason) => {
@@ -113,7 +113,7 @@ pub(crate) fn recover(
                     if !skip_corrupt {
                         return Err(err);
                     }
-                    tracing::warn!(error = %err, "WAL: skipping the rest of a corrupt segment");
+                    tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping the rest of a corrupt segment");
                     break;
                 }
             }

@@ -187,7 +187,7 @@ impl Writer {
                     if self.buf.len() - start - FRAME_HEADER > self.max_body {
                         // Never write what recovery would call corrupt.
                         self.buf.truncate(start);
-                        tracing::error!(id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
+                        tracing::error!(target: event_base_core::constant::target::WAL, id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
                         if let Some(w) = waiter {
                             w.answer(Err(WalError::RecordTooLarge {
                                 id: entry.id().to_owned(),
@@ -230,7 +230,7 @@ impl Writer {
             });
         }
         if let Err(e) = &result {
-            tracing::error!(error = %e, "WAL write failed; the WAL stops accepting records until it is reopened");
+            tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL write failed; the WAL stops accepting records until it is reopened");
             self.failed = Some(format!("an earlier write failed ({e})"));
         }
         for w in waiters {
@@ -274,7 +274,7 @@ impl Writer {
             return;
         }
         if let Err(e) = self.sync() {
-            tracing::error!(error = %e, "WAL sync failed");
+            tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL sync failed");
         }
     }
 
@@ -330,11 +330,11 @@ impl Writer {
             if live == 0 {
                 let path = path_of(&self.dir, oldest);
                 if let Err(e) = std::fs::remove_file(&path) {
-                    tracing::error!(file = %path.display(), error = %e, "could not delete a finished WAL segment");
+                    tracing::error!(target: event_base_core::constant::target::WAL, file = %path.display(), error = %e, "could not delete a finished WAL segment");
                     return;
                 }
                 if let Err(e) = segment::sync_dir(&self.dir) {
-                    tracing::warn!(error = %e, "could not sync the WAL directory");
+                    tracing::warn!(target: event_base_core::constant::target::WAL, error = %e, "could not sync the WAL directory");
                 }
                 self.sizes.remove(&oldest);
                 self.live.remove(&oldest);
@@ -396,7 +396,7 @@ impl Writer {
         match self.write_buf().and_then(|()| self.sync()) {
             Ok(()) => true,
             Err(e) => {
-                tracing::error!(error = %e, "WAL compaction write failed");
+                tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL compaction write failed");
                 false
             }
         }
