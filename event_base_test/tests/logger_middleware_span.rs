@@ -1,5 +1,5 @@
-//! `LoggerMiddleware` opens a span per delivery with id, topic, attempt, outcome and
-//! duration, captured here by a test subscriber.
+//! `LoggerMiddleware` opens no span of its own: it records outcome and duration into the
+//! worker's one span per delivery, `event_base.handle`, captured here by a test subscriber.
 
 use event_base::{Ack, EMessage, LoggerMiddleware};
 use event_base_test::span_capture::SpanCapture;
@@ -7,9 +7,13 @@ use event_base_test::{Probe, WAIT};
 use tracing_subscriber::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_logger_span_carries_the_delivery_fields() {
-    let (capture, spans) = SpanCapture::new("event_base.message");
-    tracing_subscriber::registry().with(capture).init();
+async fn the_logger_records_into_the_one_delivery_span() {
+    let (capture, spans) = SpanCapture::new("event_base.handle");
+    let (second, seconds) = SpanCapture::new("event_base.message");
+    tracing_subscriber::registry()
+        .with(capture)
+        .with(second)
+        .init();
 
     let probe = Probe::new();
     let bus = event_base::builder()
@@ -48,4 +52,7 @@ async fn the_logger_span_carries_the_delivery_fields() {
     assert_eq!(g["outcome"], "ack");
     assert!(g["duration_us"].parse::<u64>().is_ok());
     assert_eq!(find(&bad)["outcome"], "dead");
+    // One span per delivery: two deliveries, two spans, and no nested one.
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert!(seconds.lock().unwrap().is_empty());
 }

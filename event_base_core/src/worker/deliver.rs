@@ -37,13 +37,18 @@ impl Worker {
                 }
             }
         }
+        // The one span of a delivery. `outcome` and `duration_us` are filled in by
+        // `LoggerMiddleware`, which records into this span instead of opening its own.
         let span = tracing::info_span!(
+            target: crate::constant::target::DELIVERY,
             "event_base.handle",
             id = %message.id,
             topic = %message.topic,
             attempt = message.attempts,
             trace_id = message.metadata.trace_id.as_deref(),
             correlation_id = message.metadata.correlation_id.as_deref(),
+            outcome = tracing::field::Empty,
+            duration_us = tracing::field::Empty,
         );
         let call = CatchUnwind(self.pipeline.call(message));
         let run = async {
