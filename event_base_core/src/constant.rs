@@ -60,6 +60,9 @@ pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_s
 pub const MAX_ID_BYTES: usize = 255;
 /// Audit records a bus keeps in memory unless told otherwise (`EventBusBuilder::audit`).
 pub const DEFAULT_AUDIT_CAPACITY: usize = 10_000;
+/// How many ended (`Stopped` or `Dead`) workers a bus's `WorkerRegistry` keeps listed, the
+/// most recently registered first; older ended workers are pruned. Live workers never are.
+pub const ENDED_WORKERS_KEPT: usize = 32;
 
 /// The `tracing` targets the bus logs under, one per concern.
 ///

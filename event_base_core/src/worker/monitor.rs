@@ -6,7 +6,7 @@
 //! is delivered again (to any worker of the topic; a copy that only this worker could take
 //! becomes a dead letter naming it), and a fresh worker of the same handler takes its place.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -31,7 +31,11 @@ pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale
         };
         let now = Instant::now();
         let mut beats: Vec<WorkerInfo> = Vec::new();
-        for state in tasks.shared.registry.states() {
+        let states = tasks.shared.registry.states();
+        // Forget the workers the registry no longer lists (pruned once ended).
+        let listed: HashSet<&str> = states.iter().map(|s| s.name.as_str()).collect();
+        progress.retain(|name, _| listed.contains(name.as_str()));
+        for state in states {
             if !tasks
                 .shared
                 .accepting
@@ -61,7 +65,10 @@ pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale
                         continue;
                     }
                 }
-                WorkerStatus::Stopped | WorkerStatus::Dead => continue,
+                WorkerStatus::Stopped | WorkerStatus::Dead => {
+                    progress.remove(&state.name);
+                    continue;
+                }
             }
             beats.push(state.info());
         }

@@ -7,6 +7,14 @@
 //! message delivered again to another worker. Sampling costs the hot path nothing: workers only
 //! bump counters they keep anyway. The samples are published, batched, on
 //! `_system.worker_heartbeat` when something subscribes.
+//!
+//! Ended workers (`Stopped`, `Dead`) are pruned: the registry keeps every live worker and
+//! only the [`ENDED_WORKERS_KEPT`](crate::constant::ENDED_WORKERS_KEPT) most recently registered ended ones. Their end has been
+//! announced on `_system.worker_discovery` (`Left`, `Dead`) by then; keeping a few lets
+//! `registry().get(name)` and `EventBus::workers` still say how a worker that just stopped or
+//! died ended, and the bound keeps a long-running bus that scales down and up, or whose monitor
+//! keeps replacing stuck workers, from growing without end. Shutdown reports do not depend on
+//! the registry keeping them: the coordinator holds the workers it stops until it has reported.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -15,6 +23,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::constant::ENDED_WORKERS_KEPT;
 use crate::delivery::job::Job;
 use crate::message::topic::MessageTopic;
 
@@ -210,7 +219,13 @@ pub struct WorkerInfo {
     pub last_heartbeat: SystemTime,
 }
 
-/// Every worker of one system.
+/// Whether a worker has ended for good.
+fn ended(state: &WorkerState) -> bool {
+    matches!(state.status(), WorkerStatus::Stopped | WorkerStatus::Dead)
+}
+
+/// Every worker of one system: all live ones, and the [`ENDED_WORKERS_KEPT`](crate::constant::ENDED_WORKERS_KEPT) most recently
+/// registered of those that have stopped or died.
 #[derive(Debug, Default)]
 pub struct WorkerRegistry {
     workers: RwLock<Vec<Arc<WorkerState>>>,
@@ -220,10 +235,24 @@ impl WorkerRegistry {
     pub(crate) fn register(&self, state: Arc<WorkerState>) {
         if let Ok(mut w) = self.workers.write() {
             w.push(state);
+            prune(&mut w);
         }
     }
 
+    /// Every listed worker. Prunes first if more ended workers are listed than are kept, so
+    /// whoever reads (the monitor, every heartbeat interval; metrics; `list`) keeps the
+    /// registry bounded without the workers' own paths having to.
     pub(crate) fn states(&self) -> Vec<Arc<WorkerState>> {
+        let over = self
+            .workers
+            .read()
+            .map(|w| w.iter().filter(|s| ended(s)).count() > ENDED_WORKERS_KEPT)
+            .unwrap_or(false);
+        if over {
+            if let Ok(mut w) = self.workers.write() {
+                prune(&mut w);
+            }
+        }
         self.workers.read().map(|w| w.clone()).unwrap_or_default()
     }
 
@@ -236,7 +265,8 @@ impl WorkerRegistry {
             .cloned()
     }
 
-    /// Every worker, stopped and dead ones included.
+    /// Every live worker, and the most recently registered [`ENDED_WORKERS_KEPT`](crate::constant::ENDED_WORKERS_KEPT) stopped or
+    /// dead ones.
     pub fn list(&self) -> Vec<WorkerInfo> {
         self.states().iter().map(|s| s.info()).collect()
     }
@@ -257,4 +287,21 @@ impl WorkerRegistry {
     pub fn get(&self, name: &str) -> Option<WorkerInfo> {
         self.state(name).map(|s| s.info())
     }
+}
+
+/// Drops the oldest ended workers beyond [`ENDED_WORKERS_KEPT`](crate::constant::ENDED_WORKERS_KEPT), keeping the order of the rest.
+fn prune(workers: &mut Vec<Arc<WorkerState>>) {
+    let ended_count = workers.iter().filter(|s| ended(s)).count();
+    let mut drop = ended_count.saturating_sub(ENDED_WORKERS_KEPT);
+    if drop == 0 {
+        return;
+    }
+    workers.retain(|s| {
+        if drop > 0 && ended(s) {
+            drop -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }
