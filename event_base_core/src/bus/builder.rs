@@ -1,7 +1,7 @@
 //! [`EventBusBuilder`]: assembles and starts a system.
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,9 +57,13 @@ pub struct EventBusBuilder {
     audit_writers: Vec<Arc<dyn AuditWriter>>,
     node_name: Option<String>,
     node_type: Option<NodeType>,
+    name: Option<String>,
     #[cfg(feature = "metrics")]
     export_metrics: Option<Duration>,
 }
+
+/// Buses built in this process so far: the `n` of a default bus name.
+static BUSES_BUILT: AtomicUsize = AtomicUsize::new(0);
 
 impl std::fmt::Debug for EventBusBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,6 +79,7 @@ impl std::fmt::Debug for EventBusBuilder {
             .field("audit_capacity", &self.audit_capacity)
             .field("node_name", &self.node_name)
             .field("node_type", &self.node_type)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +114,7 @@ impl EventBusBuilder {
             audit_writers: Vec::new(),
             node_name: None,
             node_type: None,
+            name: None,
             #[cfg(feature = "metrics")]
             export_metrics: None,
         }
@@ -205,6 +211,15 @@ impl EventBusBuilder {
         self
     }
 
+    /// This bus's name: the `bus` label of every metric it exports, so that two buses of one
+    /// process keep apart series. Without it (or with an empty name) a bus is called
+    /// `<node name>-<n>`, `n` counting the buses built in this process from 0. Give each bus
+    /// of a process its own name: two buses of one name write over each other's series.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into()).filter(|n| !n.is_empty());
+        self
+    }
+
     /// Starts the system: spawns its tasks on the current tokio runtime and replays every
     /// unfinished record of the WAL.
     pub async fn build(self) -> Result<EventBus, CoreError> {
@@ -220,6 +235,11 @@ impl EventBusBuilder {
                 .node_name
                 .map_or(defaults.name, |n| Arc::from(n.as_str())),
             kind: self.node_type.unwrap_or(defaults.kind),
+        };
+        let nth = BUSES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name: Arc<str> = match self.name {
+            Some(name) => Arc::from(name),
+            None => Arc::from(format!("{}-{nth}", node.name)),
         };
         // A worker node leaves the `_system.` topics to a host.
         let cells =
@@ -248,6 +268,7 @@ impl EventBusBuilder {
             latency_metrics: self.latency_metrics,
             audit: AuditLog::new(self.audit_capacity, published.then_some(flush_tx)),
             node,
+            name,
         });
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));

@@ -37,6 +37,8 @@ pub(crate) struct BusShared {
     pub(crate) latency_metrics: bool,
     /// Which node this bus is (taken from the process defaults or the builder at build).
     pub(crate) node: NodeIdentity,
+    /// The bus's name: the `bus` label of its exported metrics.
+    pub(crate) name: Arc<str>,
 }
 
 impl BusShared {

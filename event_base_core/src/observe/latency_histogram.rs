@@ -99,6 +99,39 @@ impl LatencyHistogram {
     }
 }
 
+/// How much of a [`LatencyHistogram`] has been exported to the `metrics` facade, so that each
+/// export hands on only the samples recorded since the one before (feature `metrics`).
+///
+/// Kept per bus (beside the histogram it follows), not per exporter, so that any number of
+/// `MetricsManager`s of one bus, exporting at once or in turn, never hand a sample on twice.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+pub(crate) struct ExportedBuckets {
+    /// Per bucket, the count already handed on; allocated at the first export.
+    seen: std::sync::OnceLock<Box<[AtomicU64]>>,
+}
+
+#[cfg(feature = "metrics")]
+impl ExportedBuckets {
+    /// Calls `f(value, n)` for every bucket of `h` with `n` samples recorded since the last
+    /// call, `value` being the bucket's upper bound (never above the largest sample), as
+    /// [`LatencyHistogram::percentile`] reports it.
+    pub(crate) fn take_new(&self, h: &LatencyHistogram, mut f: impl FnMut(Duration, u64)) {
+        let seen = self
+            .seen
+            .get_or_init(|| (0..BUCKETS).map(|_| AtomicU64::new(0)).collect());
+        let max = h.max_ns.load(Ordering::Relaxed);
+        for (i, (bucket, seen)) in h.buckets.iter().zip(seen.iter()).enumerate() {
+            let now = bucket.load(Ordering::Relaxed);
+            // `fetch_max`: of two exports at once, the one that read less hands on nothing.
+            let before = seen.fetch_max(now, Ordering::Relaxed);
+            if now > before {
+                f(Duration::from_nanos(upper_bound(i).min(max)), now - before);
+            }
+        }
+    }
+}
+
 /// Percentiles of a [`LatencyHistogram`] at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -131,6 +164,33 @@ mod tests {
         assert!((990.0..=1000.0).contains(&p99), "p99 {p99}");
         assert_eq!(h.summary().count, 1000);
         assert_eq!(h.summary().max, Duration::from_micros(1000));
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn an_export_hands_on_each_sample_once() {
+        let h = LatencyHistogram::default();
+        let exported = ExportedBuckets::default();
+        let total = |e: &ExportedBuckets| {
+            let mut n = 0;
+            e.take_new(&h, |_, k| n += k);
+            n
+        };
+        for us in 1..=10u64 {
+            h.record(Duration::from_micros(us));
+        }
+        assert_eq!(total(&exported), 10);
+        assert_eq!(total(&exported), 0);
+        h.record(Duration::from_millis(3));
+        let mut values = Vec::new();
+        exported.take_new(&h, |v, k| values.push((v, k)));
+        assert_eq!(values.len(), 1);
+        let (v, k) = values[0];
+        assert_eq!(k, 1);
+        assert!(
+            v <= Duration::from_millis(3) && v >= Duration::from_micros(2250),
+            "{v:?}"
+        );
     }
 
     #[test]

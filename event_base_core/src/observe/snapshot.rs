@@ -12,8 +12,16 @@ use crate::observe::latency_histogram::LatencySummary;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TopicMetrics {
-    /// Messages accepted by `send` (and replayed at start).
+    /// Messages accepted by `send` (and replayed at start), less those withdrawn because
+    /// their send then failed: `accepted - refused`. Not monotonic: a send that fails after
+    /// its WAL append takes its message back off.
     pub sent: u64,
+    /// Messages appended to the WAL by `send` (and replayed at start), including those later
+    /// withdrawn. Only goes up.
+    pub accepted: u64,
+    /// Accepted messages withdrawn because their send failed after the WAL append (queue full
+    /// with `try_send`, timeout, the send future dropped). Only goes up.
+    pub refused: u64,
     /// Deliveries handed to a handler.
     pub handled: u64,
     /// Deliveries answered `Ack::Ack`.
@@ -82,6 +90,9 @@ pub struct MetricsSnapshot {
     pub node_name: String,
     /// The node's type.
     pub node_type: NodeType,
+    /// The bus's name (`EventBusBuilder::name`, or `<node name>-<n>` for the process's `n`th
+    /// bus, counted from 0): the `bus` label of every exported series.
+    pub bus: String,
 }
 
 impl MetricsSnapshot {

@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "metrics")]
+use crate::observe::latency_histogram::ExportedBuckets;
 use crate::observe::latency_histogram::LatencyHistogram;
 use crate::observe::snapshot::TopicMetrics;
 
@@ -22,12 +24,17 @@ pub(crate) struct TopicCounters {
     pub(crate) queue_wait: LatencyHistogram,
     /// Time inside the handler (middleware included).
     pub(crate) handler_time: LatencyHistogram,
+    /// What of `queue_wait` and `handler_time` was exported already (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) exported: [ExportedBuckets; 2],
 }
 
 #[derive(Debug, Default)]
 struct SenderCounts {
-    /// Accepted messages (refused ones are taken back off).
-    sent: AtomicU64,
+    /// Accepted messages, refused ones included: only ever goes up.
+    accepted: AtomicU64,
+    /// Accepted messages withdrawn after all (their send failed): only ever goes up.
+    refused: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -49,13 +56,14 @@ impl TopicCounters {
     /// A message was accepted (or replayed).
     #[inline]
     pub(crate) fn accepted(&self) {
-        Self::add(&self.sender.sent);
+        Self::add(&self.sender.accepted);
     }
 
-    /// An accepted message was withdrawn after all: it never counted as sent.
+    /// An accepted message was withdrawn after all: it does not count as sent. Counted apart
+    /// rather than taken off `accepted`, so that every counter only goes up.
     #[inline]
     pub(crate) fn refused(&self) {
-        self.sender.sent.fetch_sub(1, Ordering::Relaxed);
+        Self::add(&self.sender.refused);
     }
 
     /// A message reached its final state.
@@ -89,12 +97,16 @@ impl TopicCounters {
     }
 
     pub(crate) fn snapshot(&self, queue_depth: usize) -> TopicMetrics {
-        // Finished first: a message is sent before it finishes, so the difference read in
-        // this order is never negative.
+        // Finished first, accepted last: a message is accepted before it is refused or
+        // finishes, so the difference read in this order is never negative.
         let finished = self.worker.finished.load(Ordering::Acquire);
-        let sent = self.sender.sent.load(Ordering::Acquire);
+        let refused = self.sender.refused.load(Ordering::Acquire);
+        let accepted = self.sender.accepted.load(Ordering::Acquire);
+        let sent = accepted.saturating_sub(refused);
         TopicMetrics {
             sent,
+            accepted,
+            refused,
             handled: self.worker.handled.load(Ordering::Relaxed),
             acked: self.worker.acked.load(Ordering::Relaxed),
             retried: self.worker.retried.load(Ordering::Relaxed),
