@@ -1,7 +1,7 @@
 //! With the `metrics` feature, `MetricsManager::export` publishes the snapshot to the
 //! `metrics` facade, so any exporter picks the figures up: every series labelled with its bus,
 //! counters that never go down, latencies as histograms, and the names, types and labels that
-//! the table in `docs/guide/observability.md` gives.
+//! the table in `event_base/guide/observability.md` gives.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -277,7 +277,10 @@ async fn counters_never_decrease_across_exports_even_when_sends_are_refused() {
     let mut refused = 0u64;
     for i in 0..50u32 {
         let msg = EMessage::standard("slow", i.to_le_bytes().to_vec());
-        match bus.send_with("slow", msg, Some(true), None).await {
+        match bus
+            .send_with("slow", msg, event_base::SendOptions::new().try_send())
+            .await
+        {
             Ok(_) => {}
             Err(CoreError::QueueFull { .. }) => refused += 1,
             Err(other) => panic!("unexpected error {other:?}"),
@@ -312,7 +315,7 @@ async fn counters_never_decrease_across_exports_even_when_sends_are_refused() {
 
 /// The rows of the metric table in the guide: name, type, label names.
 fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
-    let guide = include_str!("../../docs/guide/observability.md");
+    let guide = include_str!("../../event_base/guide/observability.md");
     let table = guide
         .split("<!-- exported-metrics -->")
         .nth(1)

@@ -18,7 +18,7 @@ use crate::observe::snapshot::MetricsSnapshot;
 /// `event_base_handler_seconds` and `event_base_queue_wait_seconds`. Per worker (`bus`,
 /// `worker`): `event_base_worker_{handled,acked,retried,dead}_total`. Per bus:
 /// `event_base_node_info` (with `node`, `node_type`) and the gauges `event_base_node_in_flight`,
-/// `_waiting_on_timers`, `_workers` and `_uptime_seconds`. `docs/guide/observability.md`
+/// `_waiting_on_timers`, `_workers` and `_uptime_seconds`. `event_base/guide/observability.md`
 /// has the table.
 ///
 /// Counters are written with `absolute`, and every one of them only goes up. Histograms are
