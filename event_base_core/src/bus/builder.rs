@@ -222,6 +222,9 @@ impl EventBusBuilder {
 
     /// Starts the system: spawns its tasks on the current tokio runtime and replays every
     /// unfinished record of the WAL.
+    ///
+    /// Cancel safety: dropped before it returned, the tasks it had started end with it
+    /// (nothing was accepted yet; a replay it began leaves the rest of the WAL as it was).
     pub async fn build(self) -> Result<EventBus, CoreError> {
         let (wal, queue) = backends(self.wal, self.queue, self.batch_size)?;
         let mut specs = self.handlers;

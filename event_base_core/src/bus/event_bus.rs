@@ -263,7 +263,9 @@ impl EventBus {
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
     ///
     /// The signal handlers are installed when this is called, before the returned future is
-    /// first polled, so a signal that arrives in between is not missed. Needs the `signal`
+    /// first polled, so a signal that arrives in between is not missed. Cancel safety:
+    /// dropped before a signal came, nothing happens (the bus runs on); after, as
+    /// [`shutdown`](Self::shutdown). Needs the `signal`
     /// feature (on by default).
     ///
     /// ```no_run

@@ -129,8 +129,9 @@ impl TopicRouter {
     /// ids once all are accepted.
     ///
     /// The batch is validated first, so an unknown `to_worker` refuses all of it before
-    /// anything is written. A send future dropped while the batch waits for queue room
-    /// leaves the messages accepted (they are in the WAL and will be delivered).
+    /// anything is written. Cancel safety: dropped before the WAL commit is durable, the whole
+    /// batch is withdrawn; dropped after (while it waits for queue room, say), every message
+    /// is still delivered, queued by a task of its own.
     pub async fn send_batch(
         &self,
         topic: impl AsRef<str>,
@@ -165,6 +166,8 @@ impl TopicRouter {
     /// completed messages are left alone. Returns how many were re-delivered.
     ///
     /// [`EventBusBuilder::build`](crate::EventBusBuilder::build) calls it once at start.
+    /// Cancel safety: dropped part-way, the messages re-sent so far are delivered; the rest
+    /// stay in the WAL for the next replay.
     /// Calling it again on a running system delivers messages that are in flight right now a
     /// second time: at-least-once still holds, but handlers see duplicates.
     pub async fn replay(&self) -> Result<usize, CoreError> {

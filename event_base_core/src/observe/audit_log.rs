@@ -85,6 +85,7 @@ impl AuditLog {
 
     /// Waits until every record so far has been handed to every writer and the writers have
     /// flushed (at once when the bus has no writer and no `_system.audit` subscriber).
+    /// Cancel safety: it only waits; the flush it asked for still happens.
     pub async fn flush(&self) {
         let Some(tx) = &self.flush_tx else { return };
         let (done, wait) = tokio::sync::oneshot::channel();
