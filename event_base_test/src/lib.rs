@@ -203,5 +203,12 @@ impl Gate {
     }
 }
 
+/// Decodes a JSON payload the bus published (on a system topic, say).
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
+    EMessage::standard("x", bytes.to_vec())
+        .json_payload()
+        .expect("the bus publishes valid JSON")
+}
+
 /// The default time a test waits for an event before it fails.
 pub const WAIT: Duration = Duration::from_secs(10);

@@ -8,13 +8,7 @@ use event_base::constant::{TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
 use event_base::{
     Ack, DiscoveryEvent, EMessage, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
 };
-use event_base_test::{Probe, WAIT};
-
-fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
-    EMessage::standard("x", bytes.to_vec())
-        .json_payload()
-        .unwrap()
-}
+use event_base_test::{decode, Probe, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_announce_themselves_and_topics_are_discoverable() {

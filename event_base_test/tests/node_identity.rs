@@ -8,13 +8,7 @@ use event_base::constant::{SHUTDOWN, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_HEARTBE
 use event_base::{
     Ack, CoreError, EMessage, NodeType, ShutdownCommand, ShutdownStrategy, TopicSync, WorkerInfo,
 };
-use event_base_test::{Probe, WAIT};
-
-fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
-    EMessage::standard("x", bytes.to_vec())
-        .json_payload()
-        .unwrap()
-}
+use event_base_test::{decode, Probe, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_name_and_type_appear_everywhere_the_bus_reports_itself() {
