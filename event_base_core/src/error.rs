@@ -70,7 +70,11 @@ pub enum QueueError {
 }
 
 /// The error type of every event_base operation.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` is its message and the chain of its sources, so that `fn main() ->
+/// Result<(), CoreError>` and a failed `unwrap` in a test show what to do, not just a variant
+/// name.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum CoreError {
     /// No system has been started (global functions need `start_system!`).
@@ -95,6 +99,14 @@ pub enum CoreError {
         topic: String,
         /// The unknown worker name.
         worker: String,
+    },
+    /// The topic name cannot name a topic at all (it is empty, say).
+    #[error("`{topic}` is not a valid topic: {reason}; name the topic the handler subscribes to, e.g. \"orders\"")]
+    InvalidTopic {
+        /// The name given.
+        topic: String,
+        /// What is wrong with it.
+        reason: &'static str,
     },
     /// Applications may not send to `_system.` topics.
     #[error("topic `{0}` is reserved for the bus (prefix `_system.`); pick another name")]
@@ -164,4 +176,16 @@ pub enum CoreError {
     /// A background task of the bus failed.
     #[error("internal task failed: {0}")]
     Internal(String),
+}
+
+impl std::fmt::Debug for CoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            write!(f, "\n  caused by: {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }

@@ -45,3 +45,24 @@ async fn replaying_a_dead_letter_delivers_it_again_and_purge_removes_the_rest() 
     );
     assert_eq!(probe.count_of(&b), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_dead_letter_can_be_deleted_without_replaying_it() {
+    let probe = event_base_test::Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "jobs", |_| event_base::Ack::dead()))
+        .build()
+        .await
+        .unwrap();
+    let keep = bus.send("jobs", "keep").await.unwrap();
+    let gone = bus.send("jobs", "delete").await.unwrap();
+    bus.wait_idle(event_base_test::WAIT).await.unwrap();
+    let deleted = bus.delete_dead_letter(&gone).await.unwrap();
+    assert_eq!(deleted.message.id, gone);
+    let left = bus.dead_letters().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].message.id, keep);
+    let err = bus.delete_dead_letter(&gone).await.unwrap_err();
+    assert!(matches!(err, event_base::CoreError::NotFound(_)), "{err}");
+    assert_eq!(probe.count(), 2, "nothing was delivered again");
+}

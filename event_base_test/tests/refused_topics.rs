@@ -86,3 +86,40 @@ async fn a_handler_on_an_unknown_system_topic_is_a_config_error() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn an_empty_topic_is_an_invalid_topic_not_a_missing_handler() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "known", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let err = bus.send("", b"x".to_vec()).await.unwrap_err();
+    assert!(
+        matches!(&err, CoreError::InvalidTopic { topic, .. } if topic.is_empty()),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("topic = \"\""), "{err}");
+    let err = bus
+        .send_batch("", vec![EMessage::standard("", "x")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CoreError::InvalidTopic { .. }), "{err}");
+    assert_eq!(bus.wal_stats().appended, 0);
+}
+
+#[test]
+fn a_core_errors_debug_is_its_message_and_its_sources() {
+    let decode = EMessage::standard("t", "not json")
+        .json_payload::<u32>()
+        .unwrap_err();
+    let debug = format!("{decode:?}");
+    assert!(
+        debug.starts_with("could not decode the payload as u32"),
+        "{debug}"
+    );
+    assert!(debug.contains("caused by: expected ident"), "{debug}");
+    let plain = format!("{:?}", CoreError::NotStarted);
+    assert_eq!(plain, CoreError::NotStarted.to_string());
+}

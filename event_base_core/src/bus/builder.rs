@@ -229,6 +229,11 @@ impl EventBusBuilder {
         let (wal, queue) = backends(self.wal, self.queue, self.batch_size)?;
         let mut specs = self.handlers;
         if self.registered {
+            if HANDLER_REGISTRY.is_empty() && specs.is_empty() {
+                return Err(CoreError::Config(
+                    "with_registered_handlers() (or start_system!) found no #[handler] in this binary: the linker only keeps handlers of crates the binary names; if yours live in another crate, add `use my_handlers as _;` to the binary (or to the test file)".into(),
+                ));
+            }
             specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
         }
         validate(&specs)?;

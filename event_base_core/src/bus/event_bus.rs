@@ -162,6 +162,17 @@ impl EventBus {
         Ok(ids)
     }
 
+    /// Removes one dead letter for good (not replayed); returns it. Fails with
+    /// [`CoreError::NotFound`] if there is no dead letter with that id. Cancel safety: it is
+    /// one step; dropped, the dead letter is either gone or still there.
+    pub async fn delete_dead_letter(&self, id: &str) -> Result<DeadLetterMessage, CoreError> {
+        self.shared
+            .wal
+            .take_dead_letter(id)
+            .await?
+            .ok_or_else(|| CoreError::NotFound(id.to_owned()))
+    }
+
     /// Removes every dead letter; returns how many. Cancel safety: dropped part-way, the ones
     /// removed so far are gone, the rest are kept.
     pub async fn purge_dead_letters(&self) -> Result<usize, CoreError> {

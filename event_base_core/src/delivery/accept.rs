@@ -50,9 +50,16 @@ impl BusShared {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
-        self.topics.get(topic).ok_or_else(|| CoreError::NoHandler {
-            topic: topic.to_owned(),
-        })
+        match self.topics.get(topic) {
+            Some(entry) => Ok(entry),
+            None if topic.is_empty() => Err(CoreError::InvalidTopic {
+                topic: String::new(),
+                reason: "a topic name cannot be empty",
+            }),
+            None => Err(CoreError::NoHandler {
+                topic: topic.to_owned(),
+            }),
+        }
     }
 
     /// Sends an admitted message: WAL append, then enqueue. A refused message leaves no
