@@ -274,7 +274,8 @@ impl EventBus {
     /// Waits for SIGINT (Ctrl-C) or SIGTERM, then shuts down with `strategy`.
     ///
     /// The signal handlers are installed when this is called, before the returned future is
-    /// first polled, so a signal that arrives in between is not missed. Cancel safety:
+    /// first polled, so a signal that arrives in between is not missed. A second signal while
+    /// the shutdown runs switches to [`ShutdownStrategy::Force`]. Cancel safety:
     /// dropped before a signal came, nothing happens (the bus runs on); after, as
     /// [`shutdown`](Self::shutdown). Needs the `signal`
     /// feature (on by default).
@@ -300,9 +301,27 @@ impl EventBus {
         let signal = crate::shutdown::signal::ShutdownSignal::install()?;
         let bus = self.clone();
         Ok(async move {
+            let mut signal = signal;
             let which = signal.recv().await;
             tracing::info!(target: crate::constant::target::SHUTDOWN, signal = which, "signal received; shutting down");
-            bus.shutdown(strategy).await
+            // A second signal while that shutdown runs forces, as servers and CLIs do: the
+            // first one is dropped where it is (shutdown is cancel-safe), and Force stops what
+            // it left.
+            let finished = {
+                let first = bus.shutdown(strategy);
+                tokio::pin!(first);
+                tokio::select! {
+                    report = &mut first => Some(report),
+                    again = signal.recv() => {
+                        tracing::warn!(target: crate::constant::target::SHUTDOWN, signal = again, "second signal during shutdown; forcing");
+                        None
+                    }
+                }
+            };
+            match finished {
+                Some(report) => report,
+                None => bus.shutdown(ShutdownStrategy::Force).await,
+            }
         })
     }
 

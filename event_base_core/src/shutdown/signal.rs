@@ -29,8 +29,8 @@ impl ShutdownSignal {
         }
     }
 
-    /// Waits for the first signal; returns its name.
-    pub(crate) async fn recv(mut self) -> &'static str {
+    /// Waits for the next signal; returns its name.
+    pub(crate) async fn recv(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             tokio::select! {
@@ -40,7 +40,7 @@ impl ShutdownSignal {
         }
         #[cfg(not(unix))]
         {
-            let _ = &mut self;
+            let _ = &mut *self;
             let _ = tokio::signal::ctrl_c().await;
             "ctrl-c"
         }
