@@ -50,7 +50,7 @@
 //! |---|---|
 //! | `memory` (default) | `MemoryWal`; the in-memory queues `FlumeQueueFactory` and `MpmcQueueFactory` (the `queue` module); the default backends of `start_system!()` and `event_base::builder()`; `testing::TestBus` |
 //! | `macro` (default) | `#[handler]`, `send_msg!`, `start_system!` |
-//! | `persistent` | `PersistentWal`, `PersistentWalBuilder`, `SyncPolicy`: the file-backed, crash-safe WAL |
+//! | `persistent` | `PersistentWal`, `PersistentWalBuilder`, `RecoveryReport`, `SyncPolicy`: the file-backed, crash-safe WAL |
 //! | `middleware` | the `middleware` module: `LoggerMiddleware`, `MetricsMiddleware`, `RetryPolicyMiddleware`, `TimeoutMiddleware` (the `Middleware` trait itself is always there) |
 //! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
 //! | `gRPC` | the `grpc` module (`event_base_grpc`; a placeholder until the gRPC issue lands) |
@@ -83,7 +83,7 @@ pub use event_base_queue::{FlumeQueueFactory, MpmcQueueFactory};
 #[cfg(feature = "memory")]
 pub use event_base_wal::MemoryWal;
 #[cfg(feature = "persistent")]
-pub use event_base_wal::{PersistentWal, PersistentWalBuilder, SyncPolicy};
+pub use event_base_wal::{PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy};
 
 /// WAL backends: `MemoryWal` (feature `memory`), `PersistentWal` (feature `persistent`).
 ///

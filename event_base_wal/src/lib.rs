@@ -26,6 +26,6 @@ pub use memory_wal::MemoryWal;
 pub use persistent::codec_bench;
 #[cfg(feature = "persistent")]
 pub use persistent::{
-    PersistentWal, PersistentWalBuilder, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,
+    PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SEGMENT_BYTES,
 };

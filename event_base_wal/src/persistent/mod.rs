@@ -33,4 +33,5 @@ mod wal_writer;
 pub use persistent_wal::{
     PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
 };
+pub use recovery::RecoveryReport;
 pub use sync_policy::SyncPolicy;

@@ -15,7 +15,7 @@ use event_base_core::{
 };
 
 use super::record_codec::{message_body_bound, Entry};
-use super::recovery::recover;
+use super::recovery::{recover, RecoveryReport};
 use super::segment::{self, io_err};
 use super::sync_policy::SyncPolicy;
 use super::wal_writer::{Writer, WriterOp};
@@ -59,6 +59,7 @@ pub struct PersistentWal {
     max_record_bytes: usize,
     disk_bytes: Arc<AtomicU64>,
     dir: PathBuf,
+    report: RecoveryReport,
 }
 
 impl std::fmt::Debug for PersistentWal {
@@ -102,8 +103,11 @@ impl PersistentWalBuilder {
         self
     }
 
-    /// Skip the rest of a corrupt sealed segment (with a warning) instead of failing to open.
-    /// The records skipped are lost; use it to recover a damaged directory, not by default.
+    /// Go on past corruption (with a warning) instead of failing to open: skip damaged bytes
+    /// and resume at the next valid record, go on without a missing segment, move a sealed
+    /// segment with a damaged header aside. The records skipped are lost (counted in
+    /// [`PersistentWal::recovery_report`]); use it to recover a damaged directory, not by
+    /// default.
     pub fn skip_corrupt(mut self, skip: bool) -> Self {
         self.skip_corrupt = skip;
         self
@@ -131,8 +135,11 @@ impl PersistentWalBuilder {
 
         let index = Arc::new(MemoryWal::new());
         let rec = recover(&dir, &index, self.max_record_bytes, self.skip_corrupt)?;
-        if rec.truncated_bytes > 0 {
-            tracing::warn!(target: event_base_core::constant::target::WAL, dir = %dir.display(), bytes = rec.truncated_bytes, "WAL recovered after dropping a torn tail");
+        let report = rec.report.clone();
+        if report.lost_anything() {
+            tracing::warn!(target: event_base_core::constant::target::WAL, dir = %dir.display(), ?report, "WAL recovered, but dropped, skipped or set aside data; see the warnings before this one");
+        } else {
+            tracing::debug!(target: event_base_core::constant::target::WAL, dir = %dir.display(), ?report, "WAL recovered cleanly");
         }
         let mut sizes = BTreeMap::new();
         for &seq in &rec.segments {
@@ -195,6 +202,7 @@ impl PersistentWalBuilder {
             max_record_bytes: self.max_record_bytes,
             disk_bytes,
             dir,
+            report,
         })
     }
 }
@@ -235,6 +243,12 @@ impl PersistentWal {
     /// The sync policy.
     pub fn sync_policy(&self) -> SyncPolicy {
         self.policy
+    }
+
+    /// What recovery found and did when this WAL was opened: segments read, records
+    /// replayed, bytes truncated from a torn tail, damaged records skipped, files moved aside.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
     }
 
     fn send(&self, entry: Entry, waiter: Option<WalCommitter>) -> Result<(), WalError> {

@@ -1,27 +1,73 @@
 //! Recovery: rebuilding a `PersistentWal`'s state from its segment files on open.
 //!
 //! Segments are read oldest first and every valid record is applied to the in-memory index,
-//! so the index ends as the log left it. What happens at a bad record depends on where it is:
+//! so the index ends as the log left it. What happens at damage depends on what and where it is:
 //!
-//! | where | what it means | outcome |
+//! | what | what it means | outcome |
 //! |---|---|---|
-//! | last segment, incomplete frame | a write torn by a crash | file truncated before it, `warn!` with the bytes dropped |
-//! | last segment, bad length / CRC / body (e.g. a zero-filled tail, garbage) | a torn or partly written tail | the same |
-//! | sealed segment, anything bad | real corruption: those records were once complete and synced | [`WalError::Corrupt`] with file and offset, or, with `skip_corrupt(true)`, a `warn!` and the rest of that segment skipped |
+//! | segments missing at the start (3, 4, 5 present) | compaction deleted them, oldest first | nothing: normal |
+//! | a segment missing between the first and the last (1, 2, 4, 5) | a sealed segment was lost | [`WalError::Corrupt`] naming the missing file, or, with `skip_corrupt(true)`, a `warn!` and an empty segment written in its place (so later opens do not refuse again) |
+//! | last segment shorter than the header, and what is there is a prefix of a valid header | a crash while the segment was being created: it never held a record | file removed, `warn!` |
+//! | last segment with any other bad header (another file named like a segment, damage) | not understood | moved aside to `<name>.corrupt` (`<name>.<n>.corrupt` if taken), `warn!`; never deleted |
+//! | last segment, bad bytes with nothing valid after them (incomplete frame, zero-filled tail, garbage) | a write torn by a crash | file truncated before them, `warn!` with the bytes dropped |
+//! | last segment, bad bytes followed by a valid record | real corruption | [`WalError::Corrupt`] with file and offset, or, with `skip_corrupt(true)`, a `warn!`, the bad bytes skipped and reading resumed at the next valid record |
+//! | sealed segment, bad header | real corruption | [`WalError::Corrupt`], or, with `skip_corrupt(true)`, moved aside and replaced by an empty segment |
+//! | sealed segment, bad record | real corruption: those records were once complete and synced | [`WalError::Corrupt`] with file and offset, or, with `skip_corrupt(true)`, a `warn!` and reading resumed at the next valid record (none: the rest of the segment is skipped) |
 //!
-//! A record's length is checked against the configured maximum before anything is read, and
-//! against the bytes present, so a corrupt length can never cause a large allocation or a panic.
+//! Resynchronising means scanning forward one byte at a time for the next offset where a
+//! whole frame decodes with a valid CRC. A record's length is checked against the configured
+//! maximum before anything is read, and against the bytes present, so a corrupt length can
+//! never cause a large allocation or a panic.
+//!
+//! Everything recovery did is summed up in a [`RecoveryReport`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::OpenOptions;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
 
 use super::record_codec::{read_frame, Entry, Frame};
-use super::segment::{self, check_header, io_err, path_of, HEADER_LEN};
+use super::segment::{self, check_header, header, io_err, path_of, HEADER_LEN};
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
+
+const TARGET: &str = event_base_core::constant::target::WAL;
+
+/// What [`PersistentWal::open`](crate::PersistentWal::open) found and did while recovering
+/// a directory; see [`PersistentWal::recovery_report`](crate::PersistentWal::recovery_report).
+///
+/// Anything in `bytes_truncated`, `records_skipped`, `missing_segments` or `set_aside` is
+/// also logged at `warn` on the `event_base::wal` target when the WAL opens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Segment files read (those with a valid header).
+    pub segments_read: usize,
+    /// Valid records read and applied to the state.
+    pub records_replayed: u64,
+    /// Bytes cut off a torn tail of the newest segment, or removed with a newest segment
+    /// whose header was only partly written (crash artefacts).
+    pub bytes_truncated: u64,
+    /// Damaged stretches skipped with `skip_corrupt(true)` (each one at least one record lost).
+    pub records_skipped: u64,
+    /// Bytes in those skipped stretches.
+    pub bytes_skipped: u64,
+    /// Segments missing between the first and the last, skipped with `skip_corrupt(true)`.
+    pub missing_segments: Vec<PathBuf>,
+    /// Files recovery did not understand and moved aside (their new paths, `*.corrupt`).
+    pub set_aside: Vec<PathBuf>,
+}
+
+impl RecoveryReport {
+    /// Whether recovery dropped, skipped or set aside anything at all.
+    pub fn lost_anything(&self) -> bool {
+        self.bytes_truncated > 0
+            || self.records_skipped > 0
+            || !self.missing_segments.is_empty()
+            || !self.set_aside.is_empty()
+    }
+}
 
 /// What recovery learned besides the index itself.
 #[derive(Debug, Default)]
@@ -34,8 +80,33 @@ pub(crate) struct Recovered {
     pub(crate) segments: Vec<u64>,
     /// Bytes on disk after recovery.
     pub(crate) disk_bytes: u64,
-    /// Bytes dropped from a torn tail.
-    pub(crate) truncated_bytes: u64,
+    /// The summary for the user.
+    pub(crate) report: RecoveryReport,
+}
+
+/// Moves a file recovery does not understand aside, to `<name>.corrupt` (or
+/// `<name>.<n>.corrupt` if that is taken), and returns the new path.
+fn set_aside(path: &Path) -> Result<PathBuf, WalError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut to = dir.join(format!("{name}.corrupt"));
+    let mut n = 1u32;
+    while to.exists() {
+        to = dir.join(format!("{name}.{n}.corrupt"));
+        n += 1;
+    }
+    std::fs::rename(path, &to).map_err(|e| io_err(path, e))?;
+    segment::sync_dir(dir)?;
+    Ok(to)
+}
+
+/// The next offset after `from` where a whole valid frame starts, if any.
+fn resync(bytes: &[u8], from: usize, max_body: usize) -> Option<usize> {
+    (from + 1..bytes.len())
+        .find(|&q| matches!(read_frame(&bytes[q..], max_body), Frame::Record(..)))
 }
 
 /// Reads every segment of `dir` into `index`.
@@ -46,83 +117,155 @@ pub(crate) fn recover(
     skip_corrupt: bool,
 ) -> Result<Recovered, WalError> {
     let mut out = Recovered::default();
-    let found = segment::list(dir)?;
-    let count = found.len();
+    let mut found = segment::list(dir)?;
+    set_aside_bad_newest(dir, &mut found, &mut out)?;
+    let seqs = fill_gaps(dir, &found, skip_corrupt, &mut out)?;
+    let count = seqs.len();
     let mut kept = Vec::with_capacity(count);
-    for (i, &seq) in found.iter().enumerate() {
+    for (i, &seq) in seqs.iter().enumerate() {
         let is_last = i + 1 == count;
         let path = path_of(dir, seq);
         let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
         if let Err(reason) = check_header(&bytes) {
-            if is_last {
-                tracing::warn!(target: event_base_core::constant::target::WAL, file = %path.display(), %reason, bytes = bytes.len(), "WAL: dropping a segment whose header was never completely written");
-                std::fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
-                out.truncated_bytes += bytes.len() as u64;
-                continue;
-            }
             let err = WalError::Corrupt {
                 file: path.clone(),
                 offset: 0,
                 reason,
             };
-            if skip_corrupt {
-                tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping a corrupt segment");
-                kept.push(seq);
-                out.disk_bytes += bytes.len() as u64;
-                continue;
+            if !skip_corrupt {
+                return Err(err);
             }
-            return Err(err);
+            let to = set_aside(&path)?;
+            tracing::warn!(target: TARGET, error = %err, moved_to = %to.display(), "WAL: moved a sealed segment with a damaged header aside and wrote an empty one in its place");
+            drop(segment::create(dir, seq)?);
+            out.report.set_aside.push(to);
+            kept.push(seq);
+            out.disk_bytes += HEADER_LEN as u64;
+            continue;
         }
+        out.report.segments_read += 1;
         let mut pos = HEADER_LEN;
         while pos < bytes.len() {
-            match read_frame(&bytes[pos..], max_body) {
+            let reason = match read_frame(&bytes[pos..], max_body) {
                 Frame::Record(entry, len) => {
                     apply(index, &mut out, seq, entry);
+                    out.report.records_replayed += 1;
                     pos += len;
+                    continue;
                 }
-                Frame::Torn | Frame::Corrupt(_) if is_last => {
-                    let dropped = bytes.len() - pos;
-                    tracing::warn!(target: event_base_core::constant::target::WAL, file = %path.display(), offset = pos, dropped_bytes = dropped, "WAL: truncating a torn or corrupt tail left by a crash");
-                    let f = OpenOptions::new()
-                        .write(true)
-                        .open(&path)
-                        .map_err(|e| io_err(&path, e))?;
-                    f.set_len(pos as u64).map_err(|e| io_err(&path, e))?;
-                    f.sync_all().map_err(|e| io_err(&path, e))?;
-                    out.truncated_bytes += dropped as u64;
-                    break;
-                }
-                Frame::Torn => {
-                    let err = WalError::Corrupt {
-                        file: path.clone(),
-                        offset: pos as u64,
-                        reason: "incomplete record in a sealed segment".into(),
-                    };
-                    if !skip_corrupt {
-                        return Err(err);
-                    }
-                    tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping the rest of a corrupt segment");
-                    break;
-                }
-                Frame::Corrupt(reason) => {
-                    let err = WalError::Corrupt {
-                        file: path.clone(),
-                        offset: pos as u64,
-                        reason,
-                    };
-                    if !skip_corrupt {
-                        return Err(err);
-                    }
-                    tracing::warn!(target: event_base_core::constant::target::WAL, error = %err, "WAL: skipping the rest of a corrupt segment");
-                    break;
-                }
+                Frame::Torn => "incomplete record".to_string(),
+                Frame::Corrupt(reason) => reason,
+            };
+            let next = resync(&bytes, pos, max_body);
+            if is_last && next.is_none() {
+                let dropped = bytes.len() - pos;
+                tracing::warn!(target: TARGET, file = %path.display(), offset = pos, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| io_err(&path, e))?;
+                f.set_len(pos as u64).map_err(|e| io_err(&path, e))?;
+                f.sync_all().map_err(|e| io_err(&path, e))?;
+                out.report.bytes_truncated += dropped as u64;
+                out.disk_bytes += pos as u64;
+                break;
             }
+            let err = WalError::Corrupt {
+                file: path.clone(),
+                offset: pos as u64,
+                reason: match next {
+                    Some(q) => format!("{reason}; valid records follow at offset {q}, so this is damage, not a torn tail"),
+                    None => format!("{reason} in a sealed segment"),
+                },
+            };
+            if !skip_corrupt {
+                return Err(err);
+            }
+            let resume = next.unwrap_or(bytes.len());
+            tracing::warn!(target: TARGET, error = %err, skipped_bytes = resume - pos, "WAL: skipping damaged bytes; the records in them are lost");
+            out.report.records_skipped += 1;
+            out.report.bytes_skipped += (resume - pos) as u64;
+            pos = resume;
+        }
+        if pos >= bytes.len() {
+            out.disk_bytes += bytes.len() as u64;
         }
         kept.push(seq);
-        out.disk_bytes += pos.min(bytes.len()) as u64;
     }
     out.segments = kept;
     Ok(out)
+}
+
+/// Takes a newest segment with a bad header out of `found`: removed if it is a partly
+/// written header (a crash while creating it), otherwise moved aside.
+fn set_aside_bad_newest(
+    dir: &Path,
+    found: &mut Vec<u64>,
+    out: &mut Recovered,
+) -> Result<(), WalError> {
+    // The newest segment first: a bad header there is either a crash while it was being
+    // created or a file that is not ours. Either way it is taken out before the sequence
+    // is checked, so a stray file with a large number is not mistaken for a gap.
+    if let Some(&last) = found.last() {
+        let path = path_of(dir, last);
+        let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+        if let Err(reason) = check_header(&bytes) {
+            found.pop();
+            if bytes.len() < HEADER_LEN && header().starts_with(&bytes) {
+                tracing::warn!(target: TARGET, file = %path.display(), bytes = bytes.len(), "WAL: removing a newest segment whose header was never completely written (a crash while creating it; it held no records)");
+                std::fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
+                segment::sync_dir(dir)?;
+                out.report.bytes_truncated += bytes.len() as u64;
+            } else {
+                let to = set_aside(&path)?;
+                tracing::warn!(target: TARGET, file = %path.display(), moved_to = %to.display(), %reason, "WAL: the newest segment file has a header recovery does not understand; moved it aside, not deleted (inspect it, and delete it once you are sure it is not needed)");
+                out.report.set_aside.push(to);
+            }
+        }
+    }
+
+    Ok(())
+}
+
+/// `found` with every segment missing between the first and the last put back (as an empty
+/// segment) if `skip_corrupt`, or the first one missing as [`WalError::Corrupt`].
+fn fill_gaps(
+    dir: &Path,
+    found: &[u64],
+    skip_corrupt: bool,
+    out: &mut Recovered,
+) -> Result<Vec<u64>, WalError> {
+    // Compaction deletes segments oldest first, so only a gap between the first and the
+    // last segment present means a lost segment.
+    let mut seqs = Vec::with_capacity(found.len());
+    let mut previous: Option<u64> = None;
+    for &seq in found {
+        if let Some(prev) = previous {
+            for missing in prev + 1..seq {
+                let path = path_of(dir, missing);
+                let err = WalError::Corrupt {
+                    file: path.clone(),
+                    offset: 0,
+                    reason: format!(
+                        "segment missing between {} and {}: its records are lost",
+                        path_of(dir, prev).display(),
+                        path_of(dir, seq).display()
+                    ),
+                };
+                if !skip_corrupt {
+                    return Err(err);
+                }
+                tracing::warn!(target: TARGET, error = %err, "WAL: going on without a missing segment; writing an empty one in its place");
+                drop(segment::create(dir, missing)?);
+                out.report.missing_segments.push(path);
+                seqs.push(missing);
+            }
+        }
+        seqs.push(seq);
+        previous = Some(seq);
+    }
+
+    Ok(seqs)
 }
 
 fn anchor(out: &mut Recovered, id: RecordId, seq: u64) {
