@@ -95,11 +95,12 @@ async fn stop_bus(
     wait_to_settle(shared, settle).await;
     let outcomes = stop_workers(tasks, &user, stop).await;
     announce_acks(shared, &user, &outcomes).await;
-    end_tasks(tasks).await;
+    let wal_flush_error = end_tasks(tasks).await;
     let left = shared.in_flight.get();
     let report = ShutdownReport {
         strategy: strategy.to_owned(),
-        drained: left == 0,
+        drained: left == 0 && wal_flush_error.is_none(),
+        wal_flush_error,
         left_for_replay: left,
         elapsed: started.elapsed(),
         workers: user
@@ -169,8 +170,8 @@ async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: 
 }
 
 /// The end of a bus: audit records handed to the writers, every task cancelled, the WAL
-/// flushed, and the global default uninstalled if it was this bus.
-async fn end_tasks(tasks: &BusTasks) {
+/// flushed, and the global default uninstalled if it was this bus. Returns the flush's error.
+async fn end_tasks(tasks: &BusTasks) -> Option<String> {
     let shared = &tasks.shared;
     // Hand every audit record to the writers before their feeder is cancelled.
     shared.audit.flush().await;
@@ -180,8 +181,10 @@ async fn end_tasks(tasks: &BusTasks) {
             s.set_status(WorkerStatus::Stopped);
         }
     }
-    if let Err(e) = shared.wal.flush().await {
-        tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "WAL flush at shutdown failed");
+    let flushed = shared.wal.flush().await;
+    if let Err(e) = &flushed {
+        tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "WAL flush at shutdown failed; messages finished since the last sync may be delivered again");
     }
     global::uninstall(&tasks.shared);
+    flushed.err().map(|e| e.to_string())
 }

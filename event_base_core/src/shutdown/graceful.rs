@@ -79,5 +79,7 @@ pub(super) async fn graceful(
         left_for_replay: 0,
         elapsed: started.elapsed(),
         workers,
+        // The system keeps running: no final flush.
+        wal_flush_error: None,
     })
 }

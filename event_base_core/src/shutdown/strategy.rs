@@ -120,7 +120,8 @@ pub struct WorkerShutdown {
 pub struct ShutdownReport {
     /// The strategy's name.
     pub strategy: String,
-    /// Whether every accepted message reached a final state before the workers stopped.
+    /// Whether every accepted message reached a final state before the workers stopped, and
+    /// the WAL's final flush succeeded (so none of them comes back at the next start).
     pub drained: bool,
     /// Messages left `Pending`/`Processing` in the WAL for the next start.
     pub left_for_replay: u64,
@@ -129,6 +130,11 @@ pub struct ShutdownReport {
     /// Per worker, what happened (for `Graceful`: the stopped worker first, then the others
     /// as `Running`; `left_for_replay` is then 0, since the system keeps running).
     pub workers: Vec<WorkerShutdown>,
+    /// The error of the WAL's final flush, if it failed: records written since the last
+    /// successful sync (completions, say) may not be on disk, so messages this shutdown
+    /// finished can be delivered again by the next system. `None` when the flush succeeded.
+    #[serde(default)]
+    pub wal_flush_error: Option<String>,
 }
 
 impl ShutdownReport {
