@@ -210,24 +210,9 @@ impl BusShared {
         let mut batch = batch.into_iter();
         let mut waiting = None;
         for message in batch.by_ref() {
-            if message.deliver_at.is_some_and(|at| at > now) {
-                let at = message.deliver_at.map_or(now, |at| at);
-                self.scheduler.schedule(
-                    instant_for(at),
-                    Scheduled::Message {
-                        entry: entry.clone(),
-                        message,
-                    },
-                );
-                continue;
-            }
-            match entry.producer.try_send(message) {
-                Ok(()) => {}
-                Err(TrySendError::Full(message)) => {
-                    waiting = Some(message);
-                    break;
-                }
-                Err(TrySendError::Failed(e)) => return Err(e.into()),
+            if let Some(full) = place_now(entry, &self.scheduler, message, now)? {
+                waiting = Some(full);
+                break;
             }
         }
         if let Some(first) = waiting {
@@ -362,22 +347,38 @@ async fn queue_all(
 ) -> Result<(), CoreError> {
     let now = SystemTime::now();
     for message in messages {
-        match message.deliver_at {
-            Some(at) if at > now => scheduler.schedule(
+        if let Some(full) = place_now(&entry, &scheduler, message, now)? {
+            entry.producer.send(full).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Hands an accepted message to the scheduler (if it is due after `now`) or its queue,
+/// without waiting; gives it back if the queue is full.
+fn place_now(
+    entry: &Arc<TopicEntry>,
+    scheduler: &SchedulerHandle,
+    message: Arc<EMessage>,
+    now: SystemTime,
+) -> Result<Option<Arc<EMessage>>, CoreError> {
+    match message.deliver_at {
+        Some(at) if at > now => {
+            scheduler.schedule(
                 instant_for(at),
                 Scheduled::Message {
                     entry: entry.clone(),
                     message,
                 },
-            ),
-            _ => {
-                if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
-                    entry.producer.send(message).await?;
-                }
-            }
+            );
+            Ok(None)
         }
+        _ => match entry.producer.try_send(message) {
+            Ok(()) => Ok(None),
+            Err(TrySendError::Full(message)) => Ok(Some(message)),
+            Err(TrySendError::Failed(e)) => Err(e.into()),
+        },
     }
-    Ok(())
 }
 
 /// Withdraws a batch whose commit the caller stopped waiting for.
