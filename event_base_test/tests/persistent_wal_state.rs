@@ -24,7 +24,7 @@ async fn state_survives_a_reopen() {
         let mut retried = (*msgs[3]).clone();
         retried.attempts = 2;
         wal.retry(&Arc::new(retried)).unwrap();
-        wal.fail(&msgs[4], &DeadReason::Other("bad input".into()))
+        wal.fail(&msgs[4], &DeadReason::Other("bad input".into()), &[])
             .unwrap();
         wal.cancel(&msgs[5].id)
             .unwrap()
@@ -79,7 +79,7 @@ async fn restarts_do_not_pile_up_segment_files() {
         // One dead letter per round stays live for good.
         let m = Arc::new(EMessage::standard("t", vec![round]));
         wal.append(&m).unwrap().wait().await.unwrap();
-        wal.fail(&m, &DeadReason::Explicit).unwrap();
+        wal.fail(&m, &DeadReason::Explicit, &[]).unwrap();
         wal.flush().await.unwrap();
     }
     let segments = std::fs::read_dir(dir.path())
@@ -112,7 +112,7 @@ async fn records_over_the_size_limit_are_refused_not_written() {
         let err = wal.append(&big).unwrap_err();
         assert!(err.to_string().contains("max_record_bytes"), "{err}");
         // A dead letter with an enormous reason is cut to fit, not lost.
-        wal.fail(&ok, &DeadReason::Other("p".repeat(100_000)))
+        wal.fail(&ok, &DeadReason::Other("p".repeat(100_000)), &[])
             .unwrap();
         let after = Arc::new(EMessage::standard("t", vec![3u8; 10]));
         wal.append(&after).unwrap().wait().await.unwrap();

@@ -32,8 +32,8 @@ impl Wal for FlushFails {
     fn retry(&self, m: &Arc<EMessage>) -> Result<(), WalError> {
         self.inner.retry(m)
     }
-    fn fail(&self, m: &Arc<EMessage>, r: &DeadReason) -> Result<(), WalError> {
-        self.inner.fail(m, r)
+    fn fail(&self, m: &Arc<EMessage>, r: &DeadReason, h: &[String]) -> Result<(), WalError> {
+        self.inner.fail(m, r, h)
     }
     fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
         self.inner.cancel(id)

@@ -43,6 +43,7 @@ struct Slot {
 struct DeadInfo {
     reason: DeadReason,
     died_at: SystemTime,
+    handlers: Vec<String>,
 }
 
 impl Slot {
@@ -54,13 +55,14 @@ impl Slot {
         }
     }
 
-    fn failed(reason: DeadReason, at: SystemTime) -> Slot {
+    fn failed(reason: DeadReason, at: SystemTime, handlers: Vec<String>) -> Slot {
         Slot {
             state: WalRecordState::Failed,
             updated_at: Some(at),
             dead: Some(Box::new(DeadInfo {
                 reason,
                 died_at: at,
+                handlers,
             })),
         }
     }
@@ -85,6 +87,11 @@ impl Record {
                 .map_or(DeadReason::Explicit, |d| d.reason.clone()),
             attempts: self.message.attempts,
             died_at: self.updated_at(),
+            handlers: self
+                .slot
+                .dead
+                .as_ref()
+                .map_or_else(Vec::new, |d| d.handlers.clone()),
         }
     }
 
@@ -94,6 +101,11 @@ impl Record {
             state: self.slot.state,
             updated_at: self.updated_at(),
             dead_reason: self.slot.dead.as_ref().map(|d| d.reason.clone()),
+            dead_handlers: self
+                .slot
+                .dead
+                .as_ref()
+                .map_or_else(Vec::new, |d| d.handlers.clone()),
         }
     }
 }
@@ -239,6 +251,7 @@ impl MemoryWal {
                 Box::new(DeadInfo {
                     reason: record.dead_reason.unwrap_or(DeadReason::Explicit),
                     died_at: record.updated_at,
+                    handlers: record.dead_handlers,
                 })
             }),
         };
@@ -352,8 +365,16 @@ impl Wal for MemoryWal {
         Ok(())
     }
 
-    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
-        self.put(message, Slot::failed(reason.clone(), SystemTime::now()));
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError> {
+        self.put(
+            message,
+            Slot::failed(reason.clone(), SystemTime::now(), handlers.to_vec()),
+        );
         self.dead.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -365,6 +386,7 @@ impl Wal for MemoryWal {
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
         Ok(self.collect(Self::is_live, |r| WalRecord {
             dead_reason: None,
+            dead_handlers: Vec::new(),
             ..r.to_wal_record()
         }))
     }
@@ -441,7 +463,7 @@ mod tests {
         let a = msg();
         let _ = wal.append(&a).unwrap();
         wal.begin(&a.id).unwrap();
-        wal.fail(&a, &DeadReason::Explicit).unwrap();
+        wal.fail(&a, &DeadReason::Explicit, &[]).unwrap();
         wal.complete(&a.id).unwrap(); // must not erase the dead letter
         let dead = wal.dead_letters().await.unwrap();
         assert_eq!(dead.len(), 1);

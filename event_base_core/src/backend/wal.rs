@@ -54,6 +54,8 @@ pub struct WalRecord {
     pub updated_at: SystemTime,
     /// For `Failed` records: why.
     pub dead_reason: Option<DeadReason>,
+    /// For `Failed` records: the handlers whose copy died ([`DeadLetterMessage::handlers`]).
+    pub dead_handlers: Vec<String>,
 }
 
 /// Counters a WAL reports.
@@ -191,8 +193,15 @@ pub trait Wal: Send + Sync + 'static {
     /// Puts the message back to `Pending` with its new `attempts` / `deliver_at`.
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError>;
 
-    /// Marks the message `Failed` (a dead letter) with `reason`.
-    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError>;
+    /// Marks the message `Failed` (a dead letter) with `reason`. `handlers` names the
+    /// handlers whose copy died (empty: it reached none); the backend keeps them with the dead
+    /// letter ([`DeadLetterMessage::handlers`]), so that a replay goes to those handlers only.
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError>;
 
     /// Removes a `Pending` record whose send was refused. Returns `None` if the record is no
     /// longer `Pending` (a handler already has it: the send must then report success), else a
@@ -236,8 +245,13 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
         (**self).retry(message)
     }
-    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
-        (**self).fail(message, reason)
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError> {
+        (**self).fail(message, reason, handlers)
     }
     fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
         (**self).cancel(id)

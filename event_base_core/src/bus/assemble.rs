@@ -11,11 +11,12 @@ use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
 use crate::delivery::topic_hasher::TopicMap;
-use crate::delivery::topic_table::{TopicEntry, TopicTable};
+use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
 use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::HandlerSpec;
+use crate::message::topic::MessageTopic;
 use crate::observe::audit_publisher::run_audit_publisher;
 use crate::observe::audit_record::AuditWriter;
 use crate::observe::audit_writer_thread::spawn_writer_thread;
@@ -24,37 +25,34 @@ use crate::observe::topic_counters::TopicCounters;
 /// The topic table and every handler's runtime, as [`topic_table`] builds them.
 pub(crate) type Topics = (TopicTable, Vec<Arc<HandlerRuntime>>);
 
-/// One [`TopicEntry`] per topic, in declaration order, and one [`HandlerRuntime`] per spec
-/// (in the order of `specs`).
+/// One [`Route`] per topic, in declaration order, with a [`TopicEntry`] (a subscription, with
+/// its own queue) per handler; and one [`HandlerRuntime`] per spec (in the order of `specs`).
 pub(crate) fn topic_table(
     specs: &[HandlerSpec],
     queue: &dyn QueueFactory,
     batch_size: usize,
     global_middleware: &[Arc<dyn Middleware>],
 ) -> Result<Topics, CoreError> {
-    let mut topics = TopicMap::default();
+    let mut subs: Vec<(MessageTopic, Vec<Arc<TopicEntry>>)> = Vec::new();
     let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::with_capacity(specs.len());
     for spec in specs {
-        if !topics.contains_key(&spec.topic) {
-            let q = queue.create(&spec.topic)?;
-            let total: usize = specs
-                .iter()
-                .filter(|s| s.topic == spec.topic)
-                .map(|s| s.workers)
-                .sum();
-            let (work_tx, work_rx) = job_channel(batch_size.max(total));
-            topics.insert(
-                spec.topic.clone(),
-                Arc::new(TopicEntry {
-                    topic: spec.topic.clone(),
-                    producer: q.producer,
-                    consumer: q.consumer,
-                    work_tx,
-                    work_rx,
-                    workers: RwLock::new(Vec::with_capacity(total)),
-                    counters: TopicCounters::default(),
-                }),
-            );
+        let siblings = specs.iter().filter(|s| s.topic == spec.topic).count();
+        let q = queue.create(&spec.topic)?;
+        let (work_tx, work_rx) = job_channel(batch_size.max(spec.workers));
+        let entry = Arc::new(TopicEntry {
+            topic: spec.topic.clone(),
+            handler: Arc::from(spec.name.as_str()),
+            fan_out: siblings > 1,
+            producer: q.producer,
+            consumer: q.consumer,
+            work_tx,
+            work_rx,
+            workers: RwLock::new(Vec::with_capacity(spec.workers)),
+            counters: TopicCounters::default(),
+        });
+        match subs.iter_mut().find(|(t, _)| *t == spec.topic) {
+            Some((_, list)) => list.push(entry),
+            None => subs.push((spec.topic.clone(), vec![entry])),
         }
         // Global middleware is for the application's handlers; the bus's own and any
         // handler on a system topic run bare, so a refusing middleware cannot break, say,
@@ -69,13 +67,17 @@ pub(crate) fn topic_table(
             tracing::info!(target: crate::constant::target::BUS, handler = %spec.name, topic = %spec.topic, workers = spec.workers, "handler registered");
         }
     }
+    let mut topics = TopicMap::default();
+    for (topic, list) in subs {
+        topics.insert(topic.clone(), Arc::new(Route::new(topic, list)));
+    }
     Ok((topics, handlers))
 }
 
 /// The bus's tasks with the scheduler and the router tasks running; no worker yet.
 ///
-/// One router per topic: its own task for queues that need acks, otherwise shared by the
-/// topic's workers, which claim for themselves.
+/// One router per subscription (a handler of a topic): its own task for queues that need
+/// acks, otherwise shared by the handler's workers, which claim for themselves.
 pub(crate) fn bus_tasks(
     shared: &Arc<BusShared>,
     handlers: &[Arc<HandlerRuntime>],
@@ -83,12 +85,14 @@ pub(crate) fn bus_tasks(
 ) -> Arc<BusTasks> {
     let mut routers = HashMap::new();
     let mut router_tasks = Vec::new();
-    for (topic, entry) in &shared.topics {
-        let router = ConsumerRouter::new(shared.clone(), entry.clone());
-        if router.workers_claim_directly() {
-            routers.insert(topic.clone(), Arc::new(router));
-        } else {
-            router_tasks.push(router);
+    for route in shared.topics.values() {
+        for entry in route.subs.iter() {
+            let router = ConsumerRouter::new(shared.clone(), entry.clone());
+            if router.workers_claim_directly() {
+                routers.insert(entry.handler.to_string(), Arc::new(router));
+            } else {
+                router_tasks.push(router);
+            }
         }
     }
     let by_name: HashMap<String, Arc<HandlerRuntime>> = handlers

@@ -265,6 +265,7 @@ impl EventBusBuilder {
         let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
         let shared = Arc::new(BusShared {
+            fan_outs: Default::default(),
             wal,
             topics,
             registry: WorkerRegistry::default(),

@@ -12,20 +12,24 @@ use std::sync::Arc;
 
 use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
+use crate::delivery::fan_out::FanOuts;
 use crate::delivery::scheduler::SchedulerHandle;
-use crate::delivery::topic_table::{TopicEntry, TopicTable};
+use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
 use crate::node::NodeIdentity;
 use crate::observe::audit_log::AuditLog;
-use crate::worker::registry::WorkerRegistry;
+use crate::worker::registry::{WorkerRegistry, WorkerState};
 
 /// The hub of a running bus: every part of it holds an `Arc` of this.
 ///
-/// - `topics`: one [`TopicEntry`] per subscribed topic (queue, worker channels, counters).
+/// - `topics`: one [`Route`] per subscribed topic, with a subscription per handler (queue,
+///   worker channels, counters).
+/// - `fan_outs`: messages of topics with several handlers whose copies are not all final.
 /// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
 /// - `accepting`: cleared when shutdown begins; every send checks it.
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
     pub(crate) topics: TopicTable,
+    pub(crate) fan_outs: FanOuts,
     pub(crate) registry: WorkerRegistry,
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,
@@ -42,8 +46,15 @@ pub(crate) struct BusShared {
 }
 
 impl BusShared {
-    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<TopicEntry>> {
+    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<Route>> {
         self.topics.get(name)
+    }
+
+    /// The subscription a worker belongs to (its handler's, on its topic).
+    pub(crate) fn sub_of(&self, worker: &WorkerState) -> Option<&Arc<TopicEntry>> {
+        self.topics
+            .get(worker.topic.as_str())
+            .and_then(|route| route.sub(&worker.handler))
     }
 
     /// Whether the bus still accepts sends (shutdown has not begun).

@@ -17,7 +17,6 @@ use crate::delivery::job_channel::job_channel;
 use crate::delivery::topic_table::WorkerSlot;
 use crate::error::CoreError;
 use crate::handler::runtime::HandlerRuntime;
-use crate::message::topic::MessageTopic;
 use crate::shutdown::strategy::ShutdownReport;
 use crate::worker::registry::WorkerState;
 use crate::worker::Worker;
@@ -29,8 +28,8 @@ pub(crate) struct BusTasks {
     pub(crate) shared: Arc<BusShared>,
     workers: Mutex<HashMap<String, JoinHandle<()>>>,
     others: Mutex<Vec<JoinHandle<()>>>,
-    /// Routers of topics whose workers claim for themselves.
-    pub(crate) routers: HashMap<MessageTopic, Arc<ConsumerRouter>>,
+    /// Routers of subscriptions whose workers claim for themselves, by handler name.
+    pub(crate) routers: HashMap<String, Arc<ConsumerRouter>>,
     /// Every handler, by name.
     pub(crate) handlers: HashMap<String, Arc<HandlerRuntime>>,
     /// Held by whoever runs a shutdown; holds the report once the bus has stopped, for every
@@ -41,7 +40,7 @@ pub(crate) struct BusTasks {
 impl BusTasks {
     pub(crate) fn new(
         shared: Arc<BusShared>,
-        routers: HashMap<MessageTopic, Arc<ConsumerRouter>>,
+        routers: HashMap<String, Arc<ConsumerRouter>>,
         handlers: HashMap<String, Arc<HandlerRuntime>>,
     ) -> Self {
         BusTasks {
@@ -69,6 +68,7 @@ impl BusTasks {
             .shared
             .topics
             .get(&handler.topic)
+            .and_then(|route| route.sub(&handler.name))
             .cloned()
             .ok_or_else(|| CoreError::NoHandler {
                 topic: handler.topic.0.clone(),
@@ -89,7 +89,7 @@ impl BusTasks {
         ));
         self.shared.registry.register(state.clone());
         let worker = Worker::new(self.shared.clone(), entry, state.clone(), handler, rx);
-        let router = self.routers.get(&handler.topic).cloned();
+        let router = self.routers.get(&handler.name).cloned();
         let handle = tokio::spawn(worker.run(router));
         if let Ok(mut w) = self.workers.lock() {
             w.insert(name, handle);

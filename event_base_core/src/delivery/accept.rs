@@ -1,8 +1,13 @@
-//! The send path: admit a message (checks, `Arc`), append it to the WAL, then hand it to its
-//! topic's queue or the scheduler. A send that is refused, times out or is dropped before its
-//! message was queued withdraws the WAL record, so a refused message is never delivered.
+//! The send path: admit a message (checks, `Arc`), append it to the WAL, then hand it to the
+//! queue of each of its topic's handlers (or the scheduler). A send that is refused, times out
+//! or is dropped before its message was queued withdraws the WAL record, so a refused message
+//! is never delivered.
+//!
+//! A topic with one handler (the common case) takes the short path: one queue, no fan-out
+//! bookkeeping. With several, the message is one WAL record and a copy per handler; its
+//! fan-out is opened before the first copy is queued, so that no copy can finish it early.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +16,7 @@ use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
@@ -30,7 +35,7 @@ impl BusShared {
         topic: &str,
         message: EMessage,
         public: bool,
-    ) -> Result<(&Arc<TopicEntry>, Arc<EMessage>), CoreError> {
+    ) -> Result<(&Arc<Route>, Arc<EMessage>), CoreError> {
         // Of the system topics, applications may send requests: shutdown and discovery.
         if public
             && topic.starts_with(SYSTEM_PREFIX)
@@ -39,19 +44,19 @@ impl BusShared {
         {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
-        let entry = self.entry_for(topic)?;
-        Ok((entry, prepare(entry, message)?))
+        let route = self.route_for(topic)?;
+        Ok((route, prepare(route, message)?))
     }
 
-    /// The entry of a topic a send may go to now: refuses every send once shutdown began,
+    /// The route of a topic a send may go to now: refuses every send once shutdown began,
     /// and topics with no handler.
     #[inline]
-    fn entry_for(&self, topic: &str) -> Result<&Arc<TopicEntry>, CoreError> {
+    fn route_for(&self, topic: &str) -> Result<&Arc<Route>, CoreError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
         match self.topics.get(topic) {
-            Some(entry) => Ok(entry),
+            Some(route) => Ok(route),
             None if topic.is_empty() => Err(CoreError::InvalidTopic {
                 topic: String::new(),
                 reason: "a topic name cannot be empty",
@@ -66,7 +71,7 @@ impl BusShared {
     /// record behind.
     pub(crate) async fn accept(
         &self,
-        entry: &Arc<TopicEntry>,
+        route: &Route,
         message: Arc<EMessage>,
         try_send: bool,
         timeout: Option<Duration>,
@@ -75,16 +80,25 @@ impl BusShared {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(CoreError::SystemShutdown);
         }
-        self.accept_core(entry, message, try_send, timeout).await
+        self.accept_core(route, message, try_send, timeout).await
     }
 
     pub(crate) async fn accept_core(
         &self,
-        entry: &Arc<TopicEntry>,
+        route: &Route,
         message: Arc<EMessage>,
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<MessageId, CoreError> {
+        let Some(entry) = route.single() else {
+            let targets = targets(route, &message);
+            let commit = self.wal.append(&message)?;
+            self.accepted(route, targets, &message);
+            return Box::pin(
+                self.accept_waiting(route, targets, message, commit, try_send, timeout, None),
+            )
+            .await;
+        };
         let id = MessageId::from(&message.id);
         let commit = self.wal.append(&message)?;
         self.in_flight.add();
@@ -99,13 +113,43 @@ impl BusShared {
                     Ok(()) => return Ok(id),
                     Err(TrySendError::Full(message)) => (message, commit),
                     Err(TrySendError::Failed(e)) => {
-                        return Box::pin(self.refuse(entry, id, e.into(), None)).await
+                        return Box::pin(self.refuse(route, &route.subs, id, e.into(), None)).await
                     }
                 }
             }
             commit => (message, commit),
         };
-        Box::pin(self.accept_waiting(entry, message, commit, try_send, timeout, None)).await
+        Box::pin(self.accept_waiting(route, &route.subs, message, commit, try_send, timeout, None))
+            .await
+    }
+
+    /// Counts an appended message as accepted (by its topic, and by each handler it goes to)
+    /// and, if it goes to several handlers, opens its fan-out.
+    pub(crate) fn accepted(&self, route: &Route, targets: &[Arc<TopicEntry>], message: &EMessage) {
+        self.in_flight.add();
+        route.counters().accepted();
+        if route.single().is_none() {
+            for t in targets {
+                t.counters.accepted();
+            }
+        }
+        if targets.len() > 1 {
+            self.fan_outs.open(&message.id, targets.len() as u32);
+        }
+    }
+
+    /// Counts a withdrawn message as refused, and closes its fan-out.
+    fn withdrawn(&self, route: &Route, targets: &[Arc<TopicEntry>], id: &str) {
+        self.in_flight.done();
+        route.counters().refused();
+        if route.single().is_none() {
+            for t in targets {
+                t.counters.refused();
+            }
+        }
+        if targets.len() > 1 {
+            self.fan_outs.forget(id);
+        }
     }
 
     /// Sends a dead letter again (its record becomes live under the same id). Should the send
@@ -119,20 +163,32 @@ impl BusShared {
         message.attempts = 0;
         message.deliver_at = None;
         let topic = message.topic.0.clone();
-        let (entry, message) = self.admit(&topic, message, false)?;
+        let (route, message) = self.admit(&topic, message, false)?;
+        // To the handlers whose copy died, those the bus still has; all, if none is left.
+        let named: Vec<Arc<TopicEntry>> = dead
+            .handlers
+            .iter()
+            .filter_map(|h| route.sub(h).cloned())
+            .collect();
+        let targets = if named.is_empty() || message.to_worker.is_some() {
+            targets(route, &message)
+        } else {
+            &named[..]
+        };
         let commit = self.wal.append(&message)?;
-        self.in_flight.add();
-        entry.counters.accepted();
-        self.accept_waiting(entry, message, commit, false, None, Some(dead))
+        self.accepted(route, targets, &message);
+        self.accept_waiting(route, targets, message, commit, false, None, Some(dead))
             .await
     }
 
     /// The rest of an accepted send that has to wait: for durability, for its queue to have
     /// room, or until the deadline. `restore`: the dead letter to put back if the message is
     /// withdrawn (a replay).
+    #[allow(clippy::too_many_arguments)]
     async fn accept_waiting(
         &self,
-        entry: &Arc<TopicEntry>,
+        route: &Route,
+        targets: &[Arc<TopicEntry>],
         message: Arc<EMessage>,
         commit: WalCommit,
         try_send: bool,
@@ -142,25 +198,48 @@ impl BusShared {
         let id = MessageId::from(&message.id);
         // A deadline is a timer, and timers need a runtime.
         if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
-            return self.refuse(entry, id, CoreError::NoRuntime, restore).await;
+            return self
+                .refuse(route, targets, id, CoreError::NoRuntime, restore)
+                .await;
         }
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
+        let queued = AtomicUsize::new(0);
         let guard = WithdrawOnDrop {
             shared: self,
-            entry,
+            route,
+            targets,
+            message: message.clone(),
+            queued: &queued,
             id,
             restore,
             armed: true,
         };
         let outcome = self
-            .enqueue(entry, message, commit, try_send, deadline, timeout)
+            .enqueue(
+                targets,
+                message.clone(),
+                commit,
+                try_send,
+                deadline,
+                timeout,
+                &queued,
+            )
             .await;
         let id = guard.disarm();
         match outcome {
             Ok(()) => Ok(id),
-            Err(e) => self.refuse(entry, id, e, restore).await,
+            Err(e) => {
+                let refused = self.refuse(route, targets, id, e, restore).await;
+                // A handler already has the message: it is accepted after all, and every
+                // handler must get its copy, however long that takes.
+                let done = queued.load(Ordering::Acquire);
+                if refused.is_ok() && done < targets.len() {
+                    queue_copies(&targets[done..], &message).await?;
+                }
+                refused
+            }
         }
     }
 
@@ -175,31 +254,32 @@ impl BusShared {
         if topic.starts_with(SYSTEM_PREFIX) {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
-        let entry = self.entry_for(topic)?;
+        let route = self.route_for(topic)?;
         let batch = messages
             .into_iter()
-            .map(|m| prepare(entry, m))
+            .map(|m| prepare(route, m))
             .collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<MessageId> = batch.iter().map(|m| MessageId::from(&m.id)).collect();
         let commit = self.wal.append_batch(&batch)?;
-        for _ in &batch {
-            self.in_flight.add();
-            entry.counters.accepted();
+        for message in &batch {
+            self.accepted(route, targets(route, message), message);
         }
         // Dropped before the commit is durable, the batch is withdrawn whole (the caller never
         // learned it was accepted), as a single send is.
         let guard = BatchWithdraw {
             shared: self,
-            entry,
-            ids: &ids,
+            route,
+            batch: &batch,
             armed: true,
         };
         let committed = commit.wait().await;
         guard.disarm();
         if let Err(e) = committed {
-            for id in &ids {
+            for message in &batch {
+                let id = MessageId::from(&message.id);
+                let targets = targets(route, message);
                 let _ = self
-                    .refuse(entry, id.clone(), CoreError::SystemShutdown, None)
+                    .refuse(route, targets, id, CoreError::SystemShutdown, None)
                     .await;
             }
             return Err(e.into());
@@ -207,43 +287,51 @@ impl BusShared {
         // Committed: every message is accepted. Queue what fits now; the rest goes to a task
         // of its own, which a dropped call does not cancel.
         let now = SystemTime::now();
-        let mut batch = batch.into_iter();
+        let mut copies = batch.iter().flat_map(|m| {
+            targets(route, m)
+                .iter()
+                .map(move |t| (t.clone(), m.clone()))
+        });
         let mut waiting = None;
-        for message in batch.by_ref() {
-            if let Some(full) = place_now(entry, &self.scheduler, message, now)? {
-                waiting = Some(full);
+        for (entry, message) in copies.by_ref() {
+            if let Some(full) = place_now(&entry, &self.scheduler, message, now)? {
+                waiting = Some((entry, full));
                 break;
             }
         }
         if let Some(first) = waiting {
-            let rest: Vec<Arc<EMessage>> = std::iter::once(first).chain(batch).collect();
-            let (entry, scheduler) = (entry.clone(), self.scheduler.clone());
+            let rest: Vec<(Arc<TopicEntry>, Arc<EMessage>)> =
+                std::iter::once(first).chain(copies).collect();
+            let scheduler = self.scheduler.clone();
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => runtime
-                    .spawn(queue_all(entry, scheduler, rest))
+                    .spawn(queue_all(scheduler, rest))
                     .await
                     .map_err(|e| {
                         CoreError::Internal(format!("batch queueing task failed: {e}"))
                     })??,
                 // No runtime to hand the rest to: queue it here (dropping the call now leaves
                 // the unqueued rest in the WAL, for the next start).
-                Err(_) => queue_all(entry, scheduler, rest).await?,
+                Err(_) => queue_all(scheduler, rest).await?,
             }
         }
         Ok(ids)
     }
 
-    /// Waits for the WAL commit, then hands the message to its queue (or the scheduler).
+    /// Waits for the WAL commit, then hands the message to each target's queue (or the
+    /// scheduler), counting in `queued` the copies handed over.
+    #[allow(clippy::too_many_arguments)]
     async fn enqueue(
         &self,
-        entry: &Arc<TopicEntry>,
+        targets: &[Arc<TopicEntry>],
         message: Arc<EMessage>,
         commit: WalCommit,
         try_send: bool,
         deadline: Option<tokio::time::Instant>,
         timeout: Option<Duration>,
+        queued: &AtomicUsize,
     ) -> Result<(), CoreError> {
-        let topic = entry.topic.as_str();
+        let topic = message.topic.as_str();
         match deadline {
             None => commit.wait().await?,
             Some(d) => tokio::time::timeout_at(d, commit.wait())
@@ -252,46 +340,54 @@ impl BusShared {
         }
         if let Some(at) = message.deliver_at {
             if at > SystemTime::now() {
-                self.scheduler.schedule(
-                    instant_for(at),
-                    Scheduled::Message {
-                        entry: entry.clone(),
-                        message,
-                    },
-                );
+                for entry in targets {
+                    self.scheduler.schedule(
+                        instant_for(at),
+                        Scheduled::Message {
+                            entry: entry.clone(),
+                            message: message.clone(),
+                        },
+                    );
+                    queued.fetch_add(1, Ordering::Release);
+                }
                 return Ok(());
             }
         }
-        match entry.producer.try_send(message) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) if try_send => Err(CoreError::QueueFull {
-                topic: topic.to_owned(),
-            }),
-            Err(TrySendError::Full(message)) => match deadline {
-                None => Ok(entry.producer.send(message).await?),
-                Some(d) => tokio::time::timeout_at(d, entry.producer.send(message))
-                    .await
-                    .map_err(|_| timeout_error(topic, timeout))?
-                    .map_err(CoreError::from),
-            },
-            Err(TrySendError::Failed(e)) => Err(e.into()),
+        for entry in targets {
+            match entry.producer.try_send(message.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) if try_send => {
+                    return Err(CoreError::QueueFull {
+                        topic: topic.to_owned(),
+                    })
+                }
+                Err(TrySendError::Full(message)) => match deadline {
+                    None => entry.producer.send(message).await?,
+                    Some(d) => tokio::time::timeout_at(d, entry.producer.send(message))
+                        .await
+                        .map_err(|_| timeout_error(topic, timeout))??,
+                },
+                Err(TrySendError::Failed(e)) => return Err(e.into()),
+            }
+            queued.fetch_add(1, Ordering::Release);
         }
+        Ok(())
     }
 
     /// Withdraws a message whose send failed. If a handler already has it, the send did
     /// succeed after all, and the caller must be told so.
     async fn refuse(
         &self,
-        entry: &TopicEntry,
+        route: &Route,
+        targets: &[Arc<TopicEntry>],
         id: MessageId,
         error: CoreError,
         restore: Option<&DeadLetterMessage>,
     ) -> Result<MessageId, CoreError> {
         match self.wal.cancel(&id) {
             Ok(Some(commit)) => {
-                self.in_flight.done();
                 // Refused: it does not count as sent.
-                entry.counters.refused();
+                self.withdrawn(route, targets, &id);
                 self.restore_dead_letter(restore);
                 if let Err(e) = commit.wait().await {
                     tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "the withdrawal of a refused message is not durable; it may be delivered after a crash");
@@ -313,21 +409,18 @@ fn due_later(message: &EMessage) -> bool {
     message.deliver_at.is_some_and(|at| at > SystemTime::now())
 }
 
-/// Readies a message for its topic's queue: the route's topic, a valid `to_worker`, the
-/// first delivery's `attempts`, and the provenance of the message being handled, if any.
+/// Readies a message for its topic: the route's topic, a valid `to_worker`, the first
+/// delivery's `attempts`, and the provenance of the message being handled, if any.
 #[inline]
-pub(crate) fn prepare(
-    entry: &TopicEntry,
-    mut message: EMessage,
-) -> Result<Arc<EMessage>, CoreError> {
+pub(crate) fn prepare(route: &Route, mut message: EMessage) -> Result<Arc<EMessage>, CoreError> {
     check_id(&message.id)?;
-    if message.topic != entry.topic {
-        message.topic = entry.topic.clone();
+    if message.topic != route.topic {
+        message.topic = route.topic.clone();
     }
     if let Some(worker) = &message.to_worker {
-        if entry.worker_index(worker).is_none() {
+        if route.sub_with_worker(worker).is_none() {
             return Err(CoreError::UnknownWorker {
-                topic: entry.topic.0.clone(),
+                topic: route.topic.0.clone(),
                 worker: worker.clone(),
             });
         }
@@ -339,14 +432,38 @@ pub(crate) fn prepare(
     Ok(Arc::new(message))
 }
 
-/// Queues `messages` in order, waiting for room; delayed ones go to the scheduler.
+/// The handlers a message goes to: every handler of its topic, or, addressed to a worker
+/// (`to_worker`), that worker's handler only.
+#[inline]
+pub(crate) fn targets<'r>(route: &'r Route, message: &EMessage) -> &'r [Arc<TopicEntry>] {
+    if route.single().is_none() {
+        if let Some(worker) = &message.to_worker {
+            if let Some(sub) = route.sub_with_worker(worker) {
+                return std::slice::from_ref(sub);
+            }
+        }
+    }
+    &route.subs
+}
+
+/// Queues one copy of `message` (due now) for each of `targets`, waiting for room.
+async fn queue_copies(
+    targets: &[Arc<TopicEntry>],
+    message: &Arc<EMessage>,
+) -> Result<(), CoreError> {
+    for entry in targets {
+        entry.producer.send(message.clone()).await?;
+    }
+    Ok(())
+}
+
+/// Queues the copies in order, waiting for room; delayed ones go to the scheduler.
 async fn queue_all(
-    entry: Arc<TopicEntry>,
     scheduler: SchedulerHandle,
-    messages: Vec<Arc<EMessage>>,
+    copies: Vec<(Arc<TopicEntry>, Arc<EMessage>)>,
 ) -> Result<(), CoreError> {
     let now = SystemTime::now();
-    for message in messages {
+    for (entry, message) in copies {
         if let Some(full) = place_now(&entry, &scheduler, message, now)? {
             entry.producer.send(full).await?;
         }
@@ -384,8 +501,8 @@ fn place_now(
 /// Withdraws a batch whose commit the caller stopped waiting for.
 struct BatchWithdraw<'a> {
     shared: &'a BusShared,
-    entry: &'a TopicEntry,
-    ids: &'a [MessageId],
+    route: &'a Route,
+    batch: &'a [Arc<EMessage>],
     armed: bool,
 }
 
@@ -400,14 +517,16 @@ impl Drop for BatchWithdraw<'_> {
         if !self.armed {
             return;
         }
-        for id in self.ids {
-            match self.shared.wal.cancel(id) {
+        for message in self.batch {
+            match self.shared.wal.cancel(&message.id) {
                 Ok(Some(_commit)) => {
-                    self.shared.in_flight.done();
-                    self.entry.counters.refused();
+                    let targets = targets(self.route, message);
+                    self.shared.withdrawn(self.route, targets, &message.id);
                 }
                 Ok(None) => {}
-                Err(e) => tracing::error!(%id, error = %e, "could not withdraw a dropped batch"),
+                Err(e) => {
+                    tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not withdraw a dropped batch")
+                }
             }
         }
     }
@@ -416,7 +535,11 @@ impl Drop for BatchWithdraw<'_> {
 /// Withdraws an appended message if the send future is dropped before it finished.
 struct WithdrawOnDrop<'a> {
     shared: &'a BusShared,
-    entry: &'a TopicEntry,
+    route: &'a Route,
+    targets: &'a [Arc<TopicEntry>],
+    message: Arc<EMessage>,
+    /// How many of `targets` have their copy.
+    queued: &'a AtomicUsize,
     id: MessageId,
     /// The dead letter a withdrawn replay puts back.
     restore: Option<&'a DeadLetterMessage>,
@@ -438,11 +561,31 @@ impl Drop for WithdrawOnDrop<'_> {
         }
         match self.shared.wal.cancel(&self.id) {
             Ok(Some(_commit)) => {
-                self.shared.in_flight.done();
-                self.entry.counters.refused();
+                self.shared.withdrawn(self.route, self.targets, &self.id);
                 self.shared.restore_dead_letter(self.restore);
             }
-            Ok(None) => {} // a handler already has it: it will be finished normally
+            Ok(None) => {
+                // A handler already has it: it will be finished normally, once every other
+                // handler has its copy too. Those still missing are queued by a task of their
+                // own, since this send is gone.
+                let done = self.queued.load(Ordering::Acquire);
+                if done < self.targets.len() {
+                    let rest: Vec<Arc<TopicEntry>> = self.targets[done..].to_vec();
+                    let message = self.message.clone();
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(runtime) => {
+                            runtime.spawn(async move {
+                                if let Err(e) = queue_copies(&rest, &message).await {
+                                    tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not queue a dropped send's remaining copies; they stay in the WAL for the next start");
+                                }
+                            });
+                        }
+                        Err(_) => {
+                            tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, "a dropped send's remaining copies cannot be queued without a runtime; they stay in the WAL for the next start")
+                        }
+                    }
+                }
+            }
             Err(e) => {
                 tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, error = %e, "could not withdraw a dropped send")
             }
@@ -455,8 +598,8 @@ impl BusShared {
     fn restore_dead_letter(&self, dead: Option<&DeadLetterMessage>) {
         let Some(dead) = dead else { return };
         let message = Arc::new(dead.message.clone());
-        if let Err(e) = self.wal.fail(&message, &dead.reason) {
-            tracing::error!(id = %message.id, error = %e, "could not put back a dead letter whose replay was withdrawn");
+        if let Err(e) = self.wal.fail(&message, &dead.reason, &dead.handlers) {
+            tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not put back a dead letter whose replay was withdrawn");
         }
     }
 }

@@ -230,13 +230,15 @@ impl ConsumerRouter {
         local: &mut Option<Job>,
     ) {
         match times {
-            0 => self.shared.finish_ok(
-                &self.entry,
-                &Job {
+            0 => {
+                let job = Job {
                     message,
                     group: None,
-                },
-            ),
+                };
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job) {
+                    self.shared.settle_dead(&self.entry, dead).await;
+                }
+            }
             1 => {
                 let job = Job {
                     message,

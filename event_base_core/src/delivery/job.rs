@@ -1,23 +1,25 @@
 //! A unit of work handed from the router to a worker.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
+use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 
-/// Shared by the deliveries of one `Broadcast` or `Repeated(n)` message: the WAL record is
-/// finished when the last of them is.
+/// Shared by the deliveries of one `Broadcast` or `Repeated(n)` message within one handler:
+/// the handler's copy is finished when the last of them is.
 #[derive(Debug)]
 pub(crate) struct DeliveryGroup {
     remaining: AtomicU32,
-    failed: AtomicBool,
+    /// Why the first of them that died did.
+    failure: OnceLock<DeadReason>,
 }
 
 impl DeliveryGroup {
     pub(crate) fn new(n: u32) -> Arc<Self> {
         Arc::new(DeliveryGroup {
             remaining: AtomicU32::new(n),
-            failed: AtomicBool::new(false),
+            failure: OnceLock::new(),
         })
     }
 
@@ -26,12 +28,14 @@ impl DeliveryGroup {
         self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
-    pub(crate) fn mark_failed(&self) {
-        self.failed.store(true, Ordering::Release);
+    /// One delivery died for `reason` (the first reason is kept).
+    pub(crate) fn mark_failed(&self, reason: DeadReason) {
+        let _ = self.failure.set(reason);
     }
 
-    pub(crate) fn failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+    /// Why the first delivery that died did, if one did.
+    pub(crate) fn failure(&self) -> Option<&DeadReason> {
+        self.failure.get()
     }
 }
 

@@ -10,7 +10,8 @@
 //!   └─ admit: checks, Arc                 accept.rs (BusShared::admit)
 //!      └─ WAL append (Pending)            accept.rs → backend/wal.rs
 //!         ├─ deliver_at ahead → timer     scheduler.rs
-//!         └─ topic queue                  topic_table.rs (TopicEntry::producer)
+//!         └─ each handler's queue         topic_table.rs (Route → TopicEntry::producer)
+//!            (several handlers: fan-out)  fan_out.rs
 //!            └─ claimed, routed           consumer_router.rs → job.rs, job_channel.rs
 //!               └─ worker                 worker/ (deliver, decide, act)
 //!                  ├─ Ack → Complete      settle.rs (finish_ok)
@@ -23,6 +24,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
+pub(crate) mod fan_out;
 pub(crate) mod job;
 pub(crate) mod job_channel;
 pub(crate) mod replay;

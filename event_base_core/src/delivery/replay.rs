@@ -3,6 +3,7 @@
 use std::time::SystemTime;
 
 use crate::bus::shared::BusShared;
+use crate::delivery::accept::targets;
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::error::CoreError;
 use crate::message::ack::DeadReason;
@@ -16,23 +17,27 @@ impl BusShared {
         let mut count = 0;
         for record in records {
             let message = record.message;
-            let Some(entry) = self.topic(message.topic.as_str()).cloned() else {
+            let Some(route) = self.topic(message.topic.as_str()).cloned() else {
                 tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
-                self.wal.fail(&message, &DeadReason::NoHandler)?;
+                self.wal.fail(&message, &DeadReason::NoHandler, &[])?;
                 continue;
             };
-            self.in_flight.add();
-            entry.counters.accepted();
+            // Every handler gets its copy again, those that had finished theirs before the
+            // stop too: the WAL keeps one record per message (at-least-once).
+            let targets = targets(&route, &message);
+            self.accepted(&route, targets, &message);
             count += 1;
-            match message.deliver_at {
-                Some(at) if at > now => self.scheduler.schedule(
-                    instant_for(at),
-                    Scheduled::Message {
-                        entry: entry.clone(),
-                        message,
-                    },
-                ),
-                _ => entry.producer.send(message).await?,
+            for entry in targets {
+                match message.deliver_at {
+                    Some(at) if at > now => self.scheduler.schedule(
+                        instant_for(at),
+                        Scheduled::Message {
+                            entry: entry.clone(),
+                            message: message.clone(),
+                        },
+                    ),
+                    _ => entry.producer.send(message.clone()).await?,
+                }
             }
         }
         if count > 0 {

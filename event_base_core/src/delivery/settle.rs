@@ -1,45 +1,47 @@
-//! Final states: a delivery that ended in `Ack` completes its WAL record; one that ended as a
-//! dead letter is recorded `Failed` and announced on `_system.dead_letter`. Either way the
-//! message stops counting as in flight (a broadcast group once its last copy has finished).
+//! Final states. A handler's copy of a message ends in `Ack` or as a dead letter (a
+//! broadcast or repeated copy once its last delivery has ended); the message is final once
+//! every handler's copy is (`fan_out.rs`). Then its WAL record completes, or, if some
+//! handler's copy died, it is recorded `Failed`, naming those handlers, and announced on
+//! `_system.dead_letter`. Either way the message stops counting as in flight.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
+use crate::delivery::fan_out::{CopyEnded, Failure};
 use crate::delivery::job::Job;
 use crate::delivery::topic_table::TopicEntry;
 use crate::message::ack::DeadReason;
 use crate::message::dead_letter::DeadLetterMessage;
+use crate::message::emessage::EMessage;
+
+/// Handlers' copies that died, to be settled as the message's dead letter
+/// ([`BusShared::settle_dead`]).
+#[must_use = "the message is final only once its dead letter is settled"]
+pub(crate) struct Dead(Vec<Failure>);
 
 impl BusShared {
-    /// A delivery finished with `Ack`.
-    pub(crate) fn finish_ok(&self, entry: &TopicEntry, job: &Job) {
-        match &job.group {
-            None => {
-                self.complete(&job.message.id);
-                self.final_state(entry);
-            }
-            Some(group) => {
-                if group.finish_one() {
-                    if !group.failed() {
-                        self.complete(&job.message.id);
-                    }
-                    self.final_state(entry);
-                }
-            }
-        }
-    }
-
-    /// A message reached its final state (complete or dead).
+    /// A delivery finished with `Ack`. Returns the dead letter to settle when this ended the
+    /// message but an earlier delivery of it had died (a broadcast copy, another handler's).
     #[inline]
-    fn final_state(&self, entry: &TopicEntry) {
-        entry.counters.finished();
-        self.in_flight.done();
-    }
-
-    fn complete(&self, id: &str) {
-        if let Err(e) = self.wal.complete(id) {
-            tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");
+    pub(crate) fn finish_ok(&self, entry: &TopicEntry, job: &Job) -> Option<Dead> {
+        let failure = match &job.group {
+            None => None,
+            Some(group) => {
+                if !group.finish_one() {
+                    return None;
+                }
+                group.failure().cloned()
+            }
+        };
+        match self.copy_ended(entry, &job.message, failure)? {
+            Ok(()) => {
+                self.complete(&job.message.id);
+                self.message_final(entry);
+                None
+            }
+            Err(dead) => Some(dead),
         }
     }
 
@@ -47,8 +49,40 @@ impl BusShared {
     pub(crate) async fn dead_letter(&self, entry: &TopicEntry, job: &Job, reason: DeadReason) {
         let message = &job.message;
         entry.counters.dead();
-        tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, attempts = message.attempts, %reason, "message dead-lettered");
-        if let Err(e) = self.wal.fail(message, &reason) {
+        tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, handler = %entry.handler, attempts = message.attempts, %reason, "message dead-lettered");
+        let reason = match &job.group {
+            None => reason,
+            Some(group) => {
+                group.mark_failed(reason.clone());
+                if !group.finish_one() {
+                    return;
+                }
+                group.failure().cloned().unwrap_or(reason)
+            }
+        };
+        match self.copy_ended(entry, message, Some(reason)) {
+            None => {}
+            Some(Ok(())) => {
+                // Not reached (this copy died, so the outcome carries a failure); kept so
+                // the message is final whatever happens.
+                self.complete(&message.id);
+                self.message_final(entry);
+            }
+            Some(Err(dead)) => self.settle_dead(entry, dead).await,
+        }
+    }
+
+    /// The message's dead letter: recorded `Failed` in the WAL, naming the handlers whose copy
+    /// died, then announced; then the message is final.
+    pub(crate) async fn settle_dead(&self, entry: &TopicEntry, dead: Dead) {
+        let Dead(failures) = dead;
+        let Some(first) = failures.first() else {
+            self.message_final(entry);
+            return;
+        };
+        let handlers: Vec<String> = failures.iter().map(|f| f.handler.to_string()).collect();
+        let message = &first.message;
+        if let Err(e) = self.wal.fail(message, &first.reason, &handlers) {
             tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not record dead letter in the WAL");
         }
         // Announce before the message counts as final, so `wait_idle` also covers the
@@ -56,20 +90,64 @@ impl BusShared {
         if !message.topic.is_system() {
             let dead = DeadLetterMessage {
                 message: (**message).clone(),
-                reason,
+                reason: first.reason.clone(),
                 attempts: message.attempts,
                 died_at: SystemTime::now(),
+                handlers,
             };
             self.announce(DEAD_LETTER, &dead).await;
         }
-        match &job.group {
-            None => self.final_state(entry),
-            Some(group) => {
-                group.mark_failed();
-                if group.finish_one() {
-                    self.final_state(entry);
-                }
+        self.message_final(entry);
+    }
+
+    /// One handler's copy of `message` ended (`failure`: as a dead letter). `None` while
+    /// other handlers' copies are out; else the message's outcome.
+    fn copy_ended(
+        &self,
+        entry: &TopicEntry,
+        message: &Arc<EMessage>,
+        failure: Option<DeadReason>,
+    ) -> Option<Result<(), Dead>> {
+        entry.counters.finished();
+        let failure = failure.map(|reason| Failure {
+            handler: entry.handler.clone(),
+            reason,
+            message: message.clone(),
+        });
+        let failures = if entry.fan_out {
+            match self.fan_outs.copy_ended(&message.id, failure) {
+                CopyEnded::Waiting => return None,
+                CopyEnded::Alone(failure) => failure.into_iter().collect(),
+                CopyEnded::Last(failures) => failures,
             }
+        } else {
+            match failure {
+                None => return Some(Ok(())),
+                Some(f) => vec![f],
+            }
+        };
+        Some(if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(Dead(failures))
+        })
+    }
+
+    /// A message reached its final state (complete or dead).
+    #[inline]
+    fn message_final(&self, entry: &TopicEntry) {
+        if entry.fan_out {
+            // The copies were counted by their handlers; the topic counts the message.
+            if let Some(route) = self.topics.get(entry.topic.as_str()) {
+                route.counters().finished();
+            }
+        }
+        self.in_flight.done();
+    }
+
+    fn complete(&self, id: &str) {
+        if let Err(e) = self.wal.complete(id) {
+            tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::bus::global;
 use crate::bus::shared::BusShared;
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::emessage::{EMessage, IntoMessage};
 use crate::message::id::MessageId;
@@ -117,9 +117,9 @@ impl TopicRouter {
             .shared()
             .and_then(|shared| admit_owned(shared, topic.as_ref(), message));
         async move {
-            let (shared, entry, message) = admitted?;
+            let (shared, route, message) = admitted?;
             shared
-                .accept(&entry, message, options.try_send, options.timeout)
+                .accept(&route, message, options.try_send, options.timeout)
                 .await
         }
     }
@@ -155,8 +155,8 @@ impl TopicRouter {
             admit_owned(shared, topic, message)
         });
         async move {
-            let (shared, entry, message) = admitted?;
-            shared.accept(&entry, message, false, None).await
+            let (shared, route, message) = admitted?;
+            shared.accept(&route, message, false, None).await
         }
     }
 
@@ -228,20 +228,20 @@ impl SendOptions {
 /// `message` (or a payload) as a message for `topic`.
 pub(crate) fn routed(shared: &BusShared, topic: &str, message: impl IntoMessage) -> EMessage {
     match shared.topic(topic) {
-        Some(entry) => message.into_message(&entry.topic),
+        Some(route) => message.into_message(&route.topic),
         None => message.into_message(&MessageTopic::from(topic)),
     }
 }
 
 /// Admits `message` and hands back what the send future needs to own.
-type Admitted = (Arc<BusShared>, Arc<TopicEntry>, Arc<EMessage>);
+type Admitted = (Arc<BusShared>, Arc<Route>, Arc<EMessage>);
 
 fn admit_owned(
     shared: Arc<BusShared>,
     topic: &str,
     message: EMessage,
 ) -> Result<Admitted, CoreError> {
-    let (entry, message) = shared.admit(topic, message, true)?;
-    let entry = entry.clone();
-    Ok((shared, entry, message))
+    let (route, message) = shared.admit(topic, message, true)?;
+    let route = route.clone();
+    Ok((shared, route, message))
 }

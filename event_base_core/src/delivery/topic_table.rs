@@ -1,4 +1,5 @@
-//! One topic of a running system: its queue, its workers' channels and its counters.
+//! The topics of a running system: a [`Route`] per topic, and in it a [`TopicEntry`] per
+//! handler (a subscription: its own queue, its workers' channels and its counters).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -25,10 +26,61 @@ impl WorkerSlot {
     }
 }
 
-/// The topic table of a bus: one entry per subscribed topic, fixed once the bus is built.
-pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<TopicEntry>>;
+/// The topic table of a bus: one route per subscribed topic, fixed once the bus is built.
+pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<Route>>;
 
-/// One topic of a running bus: where the send path, the router and the workers meet.
+/// One topic of a running bus: its subscriptions, one per handler, each receiving a copy of
+/// every message sent to the topic.
+pub(crate) struct Route {
+    pub(crate) topic: MessageTopic,
+    /// One per handler of the topic, in declaration order; never empty.
+    pub(crate) subs: Box<[Arc<TopicEntry>]>,
+    /// Message-level counters (accepted, refused, finished) when the topic has several
+    /// handlers; with one, its subscription's counters are the topic's.
+    messages: TopicCounters,
+}
+
+impl Route {
+    pub(crate) fn new(topic: MessageTopic, subs: Vec<Arc<TopicEntry>>) -> Self {
+        debug_assert!(!subs.is_empty());
+        Route {
+            topic,
+            subs: subs.into_boxed_slice(),
+            messages: TopicCounters::default(),
+        }
+    }
+
+    /// The only subscription, when the topic has one handler (the common case).
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&Arc<TopicEntry>> {
+        match &*self.subs {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
+
+    /// The counters of the topic's messages (not of its copies).
+    #[inline]
+    pub(crate) fn counters(&self) -> &TopicCounters {
+        match self.single() {
+            Some(only) => &only.counters,
+            None => &self.messages,
+        }
+    }
+
+    /// The subscription of the handler called `handler`.
+    pub(crate) fn sub(&self, handler: &str) -> Option<&Arc<TopicEntry>> {
+        self.subs.iter().find(|s| &*s.handler == handler)
+    }
+
+    /// The subscription with a running worker called `worker`.
+    pub(crate) fn sub_with_worker(&self, worker: &str) -> Option<&Arc<TopicEntry>> {
+        self.subs.iter().find(|s| s.worker_index(worker).is_some())
+    }
+}
+
+/// One subscription of a running bus (a handler of a topic): where the send path, the router
+/// and the workers meet.
 ///
 /// - `producer`/`consumer`: the topic's queue, filled by senders, claimed by the router or
 ///   (in-memory queues) by idle workers directly;
@@ -41,6 +93,11 @@ pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<TopicEntry>>;
 /// an `Arc`.
 pub(crate) struct TopicEntry {
     pub(crate) topic: MessageTopic,
+    /// The handler this subscription runs.
+    pub(crate) handler: Arc<str>,
+    /// Whether the topic has other handlers too: a message is then final only once every
+    /// handler's copy is (see `delivery/fan_out.rs`).
+    pub(crate) fan_out: bool,
     pub(crate) producer: Arc<dyn EProducer>,
     pub(crate) consumer: Arc<dyn EConsumer>,
     /// Shared by the topic's workers: an idle worker takes the next job (competing consumers).

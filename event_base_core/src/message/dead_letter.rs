@@ -19,4 +19,9 @@ pub struct DeadLetterMessage {
     pub attempts: u32,
     /// When it died.
     pub died_at: SystemTime,
+    /// The handlers whose copy died (each handler of a topic has its own copy of every
+    /// message); empty when it died before reaching one, e.g. [`DeadReason::NoHandler`].
+    /// Replaying the dead letter delivers it to these handlers only.
+    #[serde(default)]
+    pub handlers: Vec<String>,
 }

@@ -65,6 +65,19 @@ impl LatencyHistogram {
         }
     }
 
+    /// One histogram holding the samples of all of `parts` (a topic's, from its handlers').
+    pub(crate) fn merged<'a>(parts: impl IntoIterator<Item = &'a LatencyHistogram>) -> Self {
+        let out = LatencyHistogram::default();
+        for part in parts {
+            for (sum, b) in out.buckets.iter().zip(part.buckets.iter()) {
+                sum.fetch_add(b.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            out.max_ns
+                .fetch_max(part.max_ns.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        out
+    }
+
     fn count(&self) -> u64 {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }

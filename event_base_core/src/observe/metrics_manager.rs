@@ -50,6 +50,14 @@ impl MetricsManager {
         for (topic, m) in &snap.topics {
             export_topic(&bus, topic, m);
         }
+        for (handler, m) in &snap.handlers {
+            let labels = [("bus", bus.clone()), ("handler", handler.clone())];
+            metrics::counter!("event_base_handler_handled_total", &labels).absolute(m.handled);
+            metrics::counter!("event_base_handler_acked_total", &labels).absolute(m.acked);
+            metrics::counter!("event_base_handler_retried_total", &labels).absolute(m.retried);
+            metrics::counter!("event_base_handler_dead_total", &labels).absolute(m.dead);
+            metrics::gauge!("event_base_handler_queue_depth", &labels).set(m.queue_depth as f64);
+        }
         self.export_latencies(&bus);
         for (worker, w) in &snap.workers {
             let labels = [("bus", bus.clone()), ("worker", worker.clone())];
@@ -72,7 +80,14 @@ impl MetricsManager {
     /// histograms.
     #[cfg(feature = "metrics")]
     fn export_latencies(&self, bus: &str) {
-        for (topic, entry) in &self.store.shared.topics {
+        // A topic's handlers feed one series per topic.
+        let subs = self
+            .store
+            .shared
+            .topics
+            .iter()
+            .flat_map(|(t, r)| r.subs.iter().map(move |s| (t, s)));
+        for (topic, entry) in subs {
             let c = &entry.counters;
             let labels = [("bus", bus.to_owned()), ("topic", topic.0.clone())];
             let handler = metrics::histogram!("event_base_handler_seconds", &labels);

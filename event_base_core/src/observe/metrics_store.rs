@@ -26,11 +26,20 @@ impl MetricsStore {
     pub fn snapshot(&self) -> MetricsSnapshot {
         let shared = &self.shared;
         let mut snap = MetricsSnapshot::default();
-        for (topic, entry) in &shared.topics {
-            snap.topics.insert(
-                topic.0.clone(),
-                entry.counters.snapshot(entry.producer.len()),
-            );
+        for (topic, route) in &shared.topics {
+            let metrics = match route.single() {
+                Some(only) => only.counters.snapshot(only.producer.len()),
+                None => route
+                    .counters()
+                    .snapshot_of_topic(route.subs.iter().map(|s| (&s.counters, s.producer.len()))),
+            };
+            snap.topics.insert(topic.0.clone(), metrics);
+            for sub in route.subs.iter() {
+                snap.handlers.insert(
+                    sub.handler.to_string(),
+                    sub.counters.snapshot(sub.producer.len()),
+                );
+            }
         }
         let mut live = 0;
         for state in shared.registry.states() {

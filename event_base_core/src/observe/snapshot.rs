@@ -8,7 +8,12 @@ use serde::{Deserialize, Serialize};
 use crate::node::NodeType;
 use crate::observe::latency_histogram::LatencySummary;
 
-/// Counters of one topic at one moment.
+/// Counters of one topic, or of one handler of a topic, at one moment.
+///
+/// Every handler of a topic receives its own copy of each message. In
+/// [`MetricsSnapshot::topics`], `sent`, `accepted`, `refused` and `in_flight` count messages
+/// and the delivery counters are summed over the topic's handlers; in
+/// [`MetricsSnapshot::handlers`], every figure is that handler's copies alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TopicMetrics {
@@ -82,6 +87,8 @@ pub struct NodeMetrics {
 pub struct MetricsSnapshot {
     /// Per topic, by name.
     pub topics: BTreeMap<String, TopicMetrics>,
+    /// Per handler, by name: its copies of its topic's messages.
+    pub handlers: BTreeMap<String, TopicMetrics>,
     /// Per worker, by name.
     pub workers: BTreeMap<String, WorkerMetrics>,
     /// The node as a whole.
@@ -99,6 +106,11 @@ impl MetricsSnapshot {
     /// The counters of `topic`, if the bus has it.
     pub fn topic(&self, topic: &str) -> Option<TopicMetrics> {
         self.topics.get(topic).copied()
+    }
+
+    /// The counters of one handler (its copies of its topic's messages).
+    pub fn handler(&self, name: &str) -> Option<TopicMetrics> {
+        self.handlers.get(name).copied()
     }
 
     /// The counters of one worker.

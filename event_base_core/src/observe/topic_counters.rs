@@ -96,6 +96,25 @@ impl TopicCounters {
         Self::add(&self.worker.dead);
     }
 
+    /// The counters of a topic with several handlers: its messages as `self` counted them,
+    /// its deliveries summed over its handlers' counters (`subs`, with their queue depths).
+    pub(crate) fn snapshot_of_topic<'a>(
+        &self,
+        subs: impl Iterator<Item = (&'a TopicCounters, usize)> + Clone,
+    ) -> TopicMetrics {
+        let mut m = self.snapshot(0);
+        for (c, depth) in subs.clone() {
+            m.handled += c.worker.handled.load(Ordering::Relaxed);
+            m.acked += c.worker.acked.load(Ordering::Relaxed);
+            m.retried += c.worker.retried.load(Ordering::Relaxed);
+            m.dead += c.worker.dead.load(Ordering::Relaxed);
+            m.queue_depth += depth as u64;
+        }
+        m.queue_wait = LatencyHistogram::merged(subs.clone().map(|(c, _)| &c.queue_wait)).summary();
+        m.handler_time = LatencyHistogram::merged(subs.map(|(c, _)| &c.handler_time)).summary();
+        m
+    }
+
     pub(crate) fn snapshot(&self, queue_depth: usize) -> TopicMetrics {
         // Finished first, accepted last: a message is accepted before it is refused or
         // finishes, so the difference read in this order is never negative.

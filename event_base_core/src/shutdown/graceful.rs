@@ -29,11 +29,7 @@ pub(super) async fn graceful(
             topic: "*".into(),
             worker: name.to_owned(),
         })?;
-    if let Some(slot) = shared
-        .topics
-        .get(&state.topic)
-        .and_then(|e| e.slot(state.index))
-    {
+    if let Some(slot) = shared.sub_of(&state).and_then(|e| e.slot(state.index)) {
         slot.running.store(false, Ordering::Release);
     }
     let one = [state.clone()];

@@ -117,12 +117,7 @@ pub(super) async fn stop_and_wait(
                     worker.abort().await;
                     let job = w.take_current();
                     let interrupted = job.as_ref().map(|j| j.message.id.clone());
-                    if let Some(slot) = tasks
-                        .shared
-                        .topics
-                        .get(&w.topic)
-                        .and_then(|e| e.slot(w.index))
-                    {
+                    if let Some(slot) = tasks.shared.sub_of(w).and_then(|e| e.slot(w.index)) {
                         slot.running.store(false, Ordering::Release);
                     }
                     w.set_status(WorkerStatus::Stopped);

@@ -21,9 +21,9 @@ impl BusShared {
                 // Announcements go out during shutdown too (shutdown acks among them), so
                 // they skip the `accepting` check of `admit`.
                 let sent = match self.topics.get(topic) {
-                    Some(entry) => match prepare(entry, msg) {
+                    Some(route) => match prepare(route, msg) {
                         // Never waiting for room (`try_send`), and no deadline.
-                        Ok(m) => self.accept_core(entry, m, true, None).await,
+                        Ok(m) => self.accept_core(route, m, true, None).await,
                         Err(e) => Err(e),
                     },
                     None => return,

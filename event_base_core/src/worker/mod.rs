@@ -327,7 +327,9 @@ impl Worker {
                 self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
                 self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-                self.shared.finish_ok(&self.entry, &job);
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job) {
+                    self.shared.settle_dead(&self.entry, dead).await;
+                }
             }
             Decision::Retry { delay, reason } => {
                 let outcome = || AuditOutcome::Retried {

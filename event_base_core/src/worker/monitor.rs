@@ -101,7 +101,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
     let shared = &tasks.shared;
     state.set_status(WorkerStatus::Dead);
     tracing::error!(target: crate::constant::target::WORKER, worker = %state.name, topic = %state.topic, id = %job.message.id, "worker stuck past the stale limit: declared dead, its message is delivered again");
-    let Some(entry) = shared.topics.get(&state.topic).cloned() else {
+    let Some(entry) = shared.sub_of(state).cloned() else {
         return;
     };
     if let Some(slot) = entry.slot(state.index) {
@@ -143,7 +143,7 @@ pub(crate) async fn redeliver(
     job: crate::delivery::job::Job,
 ) {
     let shared = &tasks.shared;
-    let Some(entry) = shared.topics.get(&state.topic).cloned() else {
+    let Some(entry) = shared.sub_of(state).cloned() else {
         return;
     };
     let pinned =

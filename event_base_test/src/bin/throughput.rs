@@ -183,7 +183,7 @@ impl Wal for NoWal {
     fn retry(&self, _: &Arc<EMessage>) -> Result<(), WalError> {
         Ok(())
     }
-    fn fail(&self, _: &Arc<EMessage>, _: &DeadReason) -> Result<(), WalError> {
+    fn fail(&self, _: &Arc<EMessage>, _: &DeadReason, _: &[String]) -> Result<(), WalError> {
         Ok(())
     }
     fn cancel(&self, _: &str) -> Result<Option<WalCommit>, WalError> {

@@ -163,8 +163,8 @@ pub async fn retry_returns_to_pending_with_attempts(b: &impl WalBackend) {
     assert_eq!(wal.stats().live, 1);
 }
 
-/// `fail` turns the record into a dead letter with its reason and attempts; it leaves
-/// `pending()`.
+/// `fail` turns the record into a dead letter with its reason, attempts and the handlers
+/// whose copy died; it leaves `pending()`.
 pub async fn fail_makes_a_dead_letter(b: &impl WalBackend) {
     let wal = b.open();
     let (m0, m1) = (msg(0), msg(1));
@@ -173,14 +173,28 @@ pub async fn fail_makes_a_dead_letter(b: &impl WalBackend) {
     assert!(wal.begin(&m1.id).unwrap());
     let mut last = (*m1).clone();
     last.attempts = 4;
-    wal.fail(&Arc::new(last), &DeadReason::Other("bad input".into()))
-        .unwrap();
+    let handlers = ["notify".to_owned()];
+    wal.fail(
+        &Arc::new(last),
+        &DeadReason::Other("bad input".into()),
+        &handlers,
+    )
+    .unwrap();
     assert_eq!(live(&wal).await, vec![(0, WalRecordState::Pending, 0)]);
     let letters = wal.dead_letters().await.unwrap();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].message.id, m1.id);
     assert_eq!(letters[0].reason, DeadReason::Other("bad input".into()));
     assert_eq!(letters[0].attempts, 4);
+    assert_eq!(letters[0].handlers, handlers);
+    let taken = wal.take_dead_letter(&m1.id).await.unwrap().unwrap();
+    assert_eq!(taken.handlers, handlers, "taken with its handlers");
+    wal.fail(
+        &taken.message.clone().into(),
+        &taken.reason,
+        &taken.handlers,
+    )
+    .unwrap();
     let s = wal.stats();
     assert_eq!((s.live, s.dead), (1, 1));
 }
@@ -192,7 +206,7 @@ pub async fn a_dead_letter_survives_begin_and_complete(b: &impl WalBackend) {
     let m = msg(0);
     append(&wal, &m).await;
     assert!(wal.begin(&m.id).unwrap());
-    wal.fail(&m, &DeadReason::Explicit).unwrap();
+    wal.fail(&m, &DeadReason::Explicit, &[]).unwrap();
     assert!(wal.begin(&m.id).unwrap(), "a dead letter answers true");
     wal.complete(&m.id).unwrap();
     assert_eq!(dead(&wal).await, vec![(0, DeadReason::Explicit)]);
@@ -225,7 +239,7 @@ pub async fn cancel_of_a_non_pending_record_is_none(b: &impl WalBackend) {
     append(&wal, &taken).await;
     append(&wal, &died).await;
     assert!(wal.begin(&taken.id).unwrap());
-    wal.fail(&died, &DeadReason::Timeout).unwrap();
+    wal.fail(&died, &DeadReason::Timeout, &[]).unwrap();
     assert!(wal.cancel(&taken.id).unwrap().is_none(), "processing");
     assert!(wal.cancel(&died.id).unwrap().is_none(), "dead letter");
     assert!(wal.cancel(&msg(99).id).unwrap().is_none(), "unknown");
@@ -240,8 +254,8 @@ pub async fn take_dead_letter_removes_one(b: &impl WalBackend) {
     for m in [&d0, &d1, &live_one] {
         append(&wal, m).await;
     }
-    wal.fail(&d0, &DeadReason::NoHandler).unwrap();
-    wal.fail(&d1, &DeadReason::UnknownWorker("w9".into()))
+    wal.fail(&d0, &DeadReason::NoHandler, &[]).unwrap();
+    wal.fail(&d1, &DeadReason::UnknownWorker("w9".into()), &[])
         .unwrap();
     let taken = wal.take_dead_letter(&d0.id).await.unwrap().unwrap();
     assert_eq!(taken.message.id, d0.id);
@@ -266,7 +280,7 @@ pub async fn purge_removes_every_dead_letter(b: &impl WalBackend) {
         let m = msg(i);
         append(&wal, &m).await;
         if i > 0 {
-            wal.fail(&m, &DeadReason::MaxRetriesExceeded).unwrap();
+            wal.fail(&m, &DeadReason::MaxRetriesExceeded, &[]).unwrap();
         }
     }
     assert_eq!(wal.purge_dead_letters().await.unwrap(), 3);
@@ -282,7 +296,7 @@ pub async fn append_over_a_dead_letter_replaces_it(b: &impl WalBackend) {
     let wal = b.open();
     let m = msg(0);
     append(&wal, &m).await;
-    wal.fail(&m, &DeadReason::Explicit).unwrap();
+    wal.fail(&m, &DeadReason::Explicit, &[]).unwrap();
     let mut replayed = (*m).clone();
     replayed.attempts = 0;
     append(&wal, &Arc::new(replayed)).await;
@@ -322,7 +336,7 @@ pub async fn stats_follow_every_transition(b: &impl WalBackend) {
     }
     wal.complete(&ms[0].id).unwrap();
     wal.complete(&ms[1].id).unwrap();
-    wal.fail(&ms[2], &DeadReason::Explicit).unwrap();
+    wal.fail(&ms[2], &DeadReason::Explicit, &[]).unwrap();
     wal.cancel(&ms[3].id)
         .unwrap()
         .unwrap()
@@ -399,7 +413,8 @@ pub async fn state_survives_a_reopen(b: &impl WalBackend) {
         wal.complete(&ms[2].id).unwrap();
         assert!(wal.begin(&ms[3].id).unwrap());
         wal.retry(&retried).unwrap();
-        wal.fail(&ms[4], &DeadReason::Other("bad input".into()))
+        let handlers = ["billing".to_owned(), "notify".to_owned()];
+        wal.fail(&ms[4], &DeadReason::Other("bad input".into()), &handlers)
             .unwrap();
         wal.cancel(&ms[5].id)
             .unwrap()
@@ -407,7 +422,7 @@ pub async fn state_survives_a_reopen(b: &impl WalBackend) {
             .wait()
             .await
             .unwrap();
-        wal.fail(&ms[6], &DeadReason::Explicit).unwrap();
+        wal.fail(&ms[6], &DeadReason::Explicit, &[]).unwrap();
         append(&wal, &ms[6]).await;
         wal.flush().await.unwrap();
     }
@@ -427,6 +442,11 @@ pub async fn state_survives_a_reopen(b: &impl WalBackend) {
     assert_eq!(
         dead(&wal).await,
         vec![(4, DeadReason::Other("bad input".into()))]
+    );
+    assert_eq!(
+        wal.dead_letters().await.unwrap()[0].handlers,
+        ["billing", "notify"],
+        "a dead letter keeps the handlers whose copy died"
     );
     assert_eq!(wal.stats().live, 4);
     assert_eq!(wal.stats().dead, 1);

@@ -343,12 +343,18 @@ impl Wal for PersistentWal {
         self.send(Entry::Retry(message.clone()), None)
     }
 
-    fn fail(&self, message: &Arc<EMessage>, reason: &DeadReason) -> Result<(), WalError> {
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError> {
         // A reason's text (a panic message, say) is not bounded by anyone; keep the record
         // within the limit the log was promised.
+        let names: usize = handlers.iter().map(|h| 4 + h.len()).sum();
         let room = self
             .max_record_bytes
-            .saturating_sub(message_body_bound(message) + 8)
+            .saturating_sub(message_body_bound(message) + 8 + names)
             .min(MAX_REASON_BYTES);
         let reason = match reason {
             DeadReason::Other(text) | DeadReason::UnknownWorker(text) if text.len() > room => {
@@ -364,12 +370,13 @@ impl Wal for PersistentWal {
             }
             other => other.clone(),
         };
-        self.index.fail(message, &reason)?;
+        self.index.fail(message, &reason, handlers)?;
         self.send(
             Entry::Failed {
                 message: message.clone(),
                 reason,
                 died_at: SystemTime::now(),
+                handlers: handlers.to_vec(),
             },
             None,
         )

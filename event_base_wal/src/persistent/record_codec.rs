@@ -9,7 +9,7 @@
 //! 8       len   body
 //!
 //! body:
-//! 0       1     format version (2)
+//! 0       1     format version (3)
 //! 1       1     kind
 //! 2       4+n   message id: str (1 to 255 bytes of UTF-8, the text of `EMessage::id`)
 //! 6+n     ..    kind-specific fields
@@ -17,8 +17,9 @@
 //!
 //! Version 1, written before message ids became text, had the id as its 16 UUID bytes at
 //! offset 2 (and `causation_id` as 16 bytes too). It is still read: its ids come back as the
-//! UUIDs' hyphenated text, so a log written by an older build replays unchanged. New records
-//! are always version 2; a log may hold both.
+//! UUIDs' hyphenated text, so a log written by an older build replays unchanged. Version 2 is
+//! version 3 without the `handlers` of `Failed` and `Snapshot` records (they read as none).
+//! New records are always version 3; a log may hold all three.
 //!
 //! | kind | name | fields after the id | effect on replay |
 //! |---|---|---|---|
@@ -26,10 +27,10 @@
 //! | 2 | Processing | — | record is `Processing` |
 //! | 3 | Complete | — | record is gone |
 //! | 4 | Retry | message | record is `Pending` with the new `attempts`/`deliver_at` |
-//! | 5 | Failed | died_at u64, reason, message | record is a dead letter |
+//! | 5 | Failed | died_at u64, reason, handlers, message | record is a dead letter |
 //! | 6 | Cancel | — | record is gone (a refused send) |
 //! | 7 | Purge | — | dead letter removed |
-//! | 8 | Snapshot | state u8, died_at u64, reason, message | record is as given (written by compaction) |
+//! | 8 | Snapshot | state u8, died_at u64, reason, handlers, message | record is as given (written by compaction) |
 //!
 //! A `message` is: topic (str), payload (bytes), created_at (u64 ns since the Unix epoch),
 //! trace_id (opt str), correlation_id (opt str), causation_id (opt str), source (opt str),
@@ -37,7 +38,8 @@
 //! consumed_count u32, deliver_at (opt u64 ns), to_worker (opt str), version u32.
 //! `str`/`bytes` are a u32 length then the bytes; `opt` is a u8 flag (0 absent, 1 present)
 //! then the value. A reason is a u8 tag (0 Explicit, 1 MaxRetriesExceeded, 2 Timeout,
-//! 3 NoHandler, 4 UnknownWorker + str, 5 Other + str).
+//! 3 NoHandler, 4 UnknownWorker + str, 5 Other + str). `handlers` (version 3 on) is a u32
+//! count then that many str: the handlers whose copy died.
 //!
 //! Decoding checks every length against the bytes actually present, so a corrupt length can
 //! never make the decoder read out of bounds or allocate more than the record holds.
@@ -55,7 +57,9 @@ use uuid::Uuid;
 use crate::record_id::RecordId;
 
 /// Format version written in every record body.
-pub(crate) const FORMAT_VERSION: u8 = 2;
+pub(crate) const FORMAT_VERSION: u8 = 3;
+/// Ids as text, dead letters without their handlers; still read.
+const FORMAT_V2: u8 = 2;
 /// The first format (ids as 16 UUID bytes), still read.
 const FORMAT_V1: u8 = 1;
 /// Bytes of the frame header (len + crc).
@@ -76,6 +80,7 @@ pub(crate) enum Entry {
         message: Arc<EMessage>,
         reason: DeadReason,
         died_at: SystemTime,
+        handlers: Vec<String>,
     },
     Cancel(RecordId),
     Purge(RecordId),
@@ -84,6 +89,7 @@ pub(crate) enum Entry {
         state: WalRecordState,
         reason: Option<DeadReason>,
         at: SystemTime,
+        handlers: Vec<String>,
     },
 }
 
@@ -150,9 +156,11 @@ pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
             message,
             reason,
             died_at,
+            handlers,
         } => {
             put_u64(out, nanos(*died_at));
             put_reason(out, reason);
+            put_handlers(out, handlers);
             put_message(out, message);
         }
         Entry::Snapshot {
@@ -160,10 +168,12 @@ pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
             state,
             reason,
             at,
+            handlers,
         } => {
             out.push(state_tag(*state));
             put_u64(out, nanos(*at));
             put_reason(out, reason.as_ref().unwrap_or(&DeadReason::Explicit));
+            put_handlers(out, handlers);
             put_message(out, message);
         }
         Entry::Processing(_) | Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => {}
@@ -226,6 +236,13 @@ fn put_reason(out: &mut Vec<u8>, r: &DeadReason) {
             out.push(5);
             put_bytes(out, s.as_bytes());
         }
+    }
+}
+
+fn put_handlers(out: &mut Vec<u8>, handlers: &[String]) {
+    put_u32(out, handlers.len() as u32);
+    for h in handlers {
+        put_bytes(out, h.as_bytes());
     }
 }
 
@@ -394,7 +411,7 @@ impl<'a> Cursor<'a> {
 pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
     let mut c = Cursor { buf: body, pos: 0 };
     let version = c.u8("version")?;
-    if version != FORMAT_VERSION && version != FORMAT_V1 {
+    if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_VERSION) {
         return Err(format!("unknown record format version {version}"));
     }
     let kind = c.u8("kind")?;
@@ -408,11 +425,13 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         5 => {
             let died_at = c.time("died_at")?;
             let reason = get_reason(&mut c)?;
+            let handlers = get_handlers(&mut c, version)?;
             let message = Arc::new(get_message(&mut c, id, version)?);
             Entry::Failed {
                 message,
                 reason,
                 died_at,
+                handlers,
             }
         }
         6 => Entry::Cancel(text(id)),
@@ -427,18 +446,34 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
             };
             let at = c.time("at")?;
             let reason = get_reason(&mut c)?;
+            let handlers = get_handlers(&mut c, version)?;
             let message = Arc::new(get_message(&mut c, id, version)?);
             Entry::Snapshot {
                 message,
                 reason: (state == WalRecordState::Failed).then_some(reason),
                 state,
                 at,
+                handlers,
             }
         }
         other => return Err(format!("unknown record kind {other}")),
     };
     c.finish()?;
     Ok(entry)
+}
+
+/// The handlers of a dead letter (none before version 3). The count is checked against the
+/// bytes left (each name takes at least its 4-byte length), so a corrupt count cannot make
+/// the decoder allocate more than the record holds.
+fn get_handlers(c: &mut Cursor<'_>, version: u8) -> Result<Vec<String>, DecodeError> {
+    if version < FORMAT_VERSION {
+        return Ok(Vec::new());
+    }
+    let n = c.u32("handlers")? as usize;
+    if n > (c.buf.len() - c.pos) / 4 {
+        return Err(format!("{n} handler names cannot fit in the record"));
+    }
+    (0..n).map(|_| c.string("handler")).collect()
 }
 
 fn get_reason(c: &mut Cursor<'_>) -> Result<DeadReason, DecodeError> {
@@ -618,17 +653,24 @@ mod tests {
         ]
     }
 
+    fn arb_handlers() -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec("[a-z_]{1,12}", 0..3)
+    }
+
     fn arb_entry() -> impl Strategy<Value = Entry> {
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         prop_oneof![
             arb_message().prop_map(|m| Entry::Append(Arc::new(m))),
             arb_message().prop_map(|m| Entry::Retry(Arc::new(m))),
-            (arb_message(), arb_reason()).prop_map(move |(m, r)| Entry::Failed {
-                message: Arc::new(m),
-                reason: r,
-                died_at: t
+            (arb_message(), arb_reason(), arb_handlers()).prop_map(move |(m, r, h)| {
+                Entry::Failed {
+                    message: Arc::new(m),
+                    reason: r,
+                    died_at: t,
+                    handlers: h,
+                }
             }),
-            (arb_message(), arb_reason(), 0u8..4).prop_map(move |(m, r, s)| {
+            (arb_message(), arb_reason(), 0u8..4, arb_handlers()).prop_map(move |(m, r, s, h)| {
                 let state = [
                     WalRecordState::Pending,
                     WalRecordState::Processing,
@@ -640,6 +682,7 @@ mod tests {
                     reason: (state == WalRecordState::Failed).then_some(r),
                     state,
                     at: t,
+                    handlers: h,
                 }
             }),
             arb_id().prop_map(|id| Entry::Processing(RecordId::Text(id.into()))),
@@ -647,6 +690,28 @@ mod tests {
             arb_id().prop_map(|id| Entry::Cancel(RecordId::Text(id.into()))),
             arb_id().prop_map(|id| Entry::Purge(RecordId::Text(id.into()))),
         ]
+    }
+
+    /// A version 2 dead letter (no handler list) is still read, with no handlers.
+    #[test]
+    fn a_version_2_dead_letter_reads_with_no_handlers() {
+        let message = Arc::new(EMessage::standard("orders", b"x".to_vec()));
+        let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let entry = Entry::Failed {
+            message: message.clone(),
+            reason: DeadReason::Timeout,
+            died_at: at,
+            handlers: Vec::new(),
+        };
+        let mut v3 = Vec::new();
+        encode(&entry, &mut v3);
+        // The v2 body: version 2, and no handler count between the reason and the message.
+        let mut body = v3[FRAME_HEADER..].to_vec();
+        body[0] = FORMAT_V2;
+        let count_at = 2 + 4 + message.id.len() + 8 + 1;
+        assert_eq!(&body[count_at..count_at + 4], &[0, 0, 0, 0]);
+        body.drain(count_at..count_at + 4);
+        assert_eq!(decode_body(&body), Ok(entry));
     }
 
     proptest! {

@@ -284,6 +284,7 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
                 message,
                 state: WalRecordState::Pending,
                 dead_reason: None,
+                dead_handlers: Vec::new(),
             });
             anchor(out, id, seq);
         }
@@ -298,12 +299,14 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             message,
             reason,
             died_at,
+            handlers,
         } => {
             index.restore(WalRecord {
                 message,
                 state: WalRecordState::Failed,
                 updated_at: died_at,
                 dead_reason: Some(reason),
+                dead_handlers: handlers,
             });
             anchor(out, id, seq);
         }
@@ -312,6 +315,7 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             state,
             reason,
             at,
+            handlers,
         } => {
             if state == WalRecordState::Complete {
                 index.forget_record(id.as_str());
@@ -322,6 +326,7 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
                     state,
                     updated_at: at,
                     dead_reason: reason,
+                    dead_handlers: handlers,
                 });
                 anchor(out, id, seq);
             }

@@ -384,6 +384,7 @@ impl Writer {
                     state: rec.state,
                     reason: rec.dead_reason,
                     at: rec.updated_at,
+                    handlers: rec.dead_handlers,
                 };
                 encode(&entry, &mut self.buf);
                 self.account(&entry);

@@ -1,0 +1,140 @@
+//! Messages of topics with several handlers: how many handlers' copies are still out, and
+//! how the ones that ended did.
+//!
+//! Every handler of a topic is a subscription with a copy of each message. The WAL holds one
+//! record per message, so the record is final only when the last copy is: complete if every
+//! handler acked, a dead letter naming the handlers whose copy died otherwise. Topics with
+//! one handler never come here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::message::ack::DeadReason;
+use crate::message::emessage::EMessage;
+
+/// A handler's copy that ended as a dead letter.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) handler: Arc<str>,
+    pub(crate) reason: DeadReason,
+    /// The message as of the copy's last delivery.
+    pub(crate) message: Arc<EMessage>,
+}
+
+/// What one copy's end means for its message.
+#[derive(Debug)]
+pub(crate) enum CopyEnded {
+    /// Not a fanned-out message (one handler had it): it is final now.
+    Alone(Option<Failure>),
+    /// Other handlers' copies are still out.
+    Waiting,
+    /// The last copy: the message is final, with these failures (none: every handler acked).
+    Last(Vec<Failure>),
+}
+
+/// The open fan-outs of one bus, by message id.
+#[derive(Debug, Default)]
+pub(crate) struct FanOuts {
+    open: Mutex<HashMap<Box<str>, Open>>,
+}
+
+#[derive(Debug)]
+struct Open {
+    remaining: u32,
+    failures: Vec<Failure>,
+}
+
+impl FanOuts {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Open>> {
+        // The map holds counts only; a panic elsewhere cannot leave it half-updated.
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `copies` copies of message `id` are being handed to handlers.
+    pub(crate) fn open(&self, id: &str, copies: u32) {
+        let mut open = self.lock();
+        match open.get_mut(id) {
+            // The same id sent again while in flight: the WAL holds one record for both.
+            Some(o) => o.remaining += copies,
+            None => {
+                open.insert(
+                    id.into(),
+                    Open {
+                        remaining: copies,
+                        failures: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Message `id` was withdrawn before any handler began it.
+    pub(crate) fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// One copy of message `id` ended (`failure`: as a dead letter).
+    pub(crate) fn copy_ended(&self, id: &str, failure: Option<Failure>) -> CopyEnded {
+        let mut open = self.lock();
+        let Some(o) = open.get_mut(id) else {
+            return CopyEnded::Alone(failure);
+        };
+        o.failures.extend(failure);
+        o.remaining = o.remaining.saturating_sub(1);
+        if o.remaining > 0 {
+            return CopyEnded::Waiting;
+        }
+        match open.remove(id) {
+            Some(o) => CopyEnded::Last(o.failures),
+            None => CopyEnded::Last(Vec::new()),
+        }
+    }
+
+    /// Messages with copies still out.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(handler: &str) -> Failure {
+        Failure {
+            handler: Arc::from(handler),
+            reason: DeadReason::Explicit,
+            message: Arc::new(EMessage::standard("orders", b"x".to_vec())),
+        }
+    }
+
+    #[test]
+    fn the_last_copy_settles_with_every_failure_and_closes_the_entry() {
+        let f = FanOuts::default();
+        f.open("a", 3);
+        assert!(matches!(f.copy_ended("a", None), CopyEnded::Waiting));
+        assert!(matches!(
+            f.copy_ended("a", Some(failure("notify"))),
+            CopyEnded::Waiting
+        ));
+        match f.copy_ended("a", None) {
+            CopyEnded::Last(failures) => {
+                assert_eq!(failures.len(), 1);
+                assert_eq!(&*failures[0].handler, "notify");
+            }
+            other => panic!("expected the last copy, got {other:?}"),
+        }
+        assert_eq!(f.len(), 0);
+        // Nothing open any more: a later end is a message of its own.
+        assert!(matches!(f.copy_ended("a", None), CopyEnded::Alone(None)));
+    }
+
+    #[test]
+    fn a_forgotten_message_leaves_nothing_open() {
+        let f = FanOuts::default();
+        f.open("b", 2);
+        f.forget("b");
+        assert_eq!(f.len(), 0);
+    }
+}
