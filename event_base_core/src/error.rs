@@ -127,6 +127,17 @@ pub enum CoreError {
         /// The time allowed.
         after: Duration,
     },
+    /// A `Drain` shutdown finished the backlog, but the WAL's final flush failed, so what the
+    /// log holds may not be what the handlers did: a restart may deliver some messages again
+    /// (or, with `SyncPolicy::Never`/`Batch`, miss accepted ones). Check the disk; `report`
+    /// says what the shutdown did.
+    #[error("the bus drained, but the WAL's final flush failed ({error}); what the log holds may not match what the handlers did: check the WAL's disk before restarting")]
+    ShutdownFlush {
+        /// Why the flush failed.
+        error: String,
+        /// What the shutdown did (its `wal_flush_error` is `error`).
+        report: Box<crate::shutdown::strategy::ShutdownReport>,
+    },
     /// The call has to wait on a timer, and no tokio runtime runs it: call it from inside a
     /// runtime (`#[tokio::main]`, `Runtime::block_on`).
     #[error("this call waits on a timer and needs a tokio runtime; call it from inside one (#[tokio::main], Runtime::block_on)")]

@@ -1,6 +1,6 @@
 //! A failed final WAL flush is not a clean shutdown: the report carries the error and says
 //! the bus is not drained, since a completion that never reached the disk brings its message
-//! back at the next start.
+//! back at the next start. `Drain`, which promises a clean end, returns it as an error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,7 +61,10 @@ impl Wal for FlushFails {
     }
 }
 
-async fn shutdown_with(broken: bool) -> event_base::ShutdownReport {
+async fn shutdown_with(
+    broken: bool,
+    strategy: ShutdownStrategy,
+) -> Result<event_base::ShutdownReport, event_base::CoreError> {
     let probe = Probe::new();
     let switch = Arc::new(AtomicBool::new(false));
     let bus = event_base::builder()
@@ -76,24 +79,39 @@ async fn shutdown_with(broken: bool) -> event_base::ShutdownReport {
     bus.send("jobs", b"x".to_vec()).await.unwrap();
     bus.wait_idle(event_base_test::WAIT).await.unwrap();
     switch.store(broken, Ordering::SeqCst);
-    bus.shutdown(ShutdownStrategy::Drain {
+    bus.shutdown(strategy).await
+}
+
+fn drain() -> ShutdownStrategy {
+    ShutdownStrategy::Drain {
         timeout: Duration::from_secs(5),
-    })
-    .await
-    .unwrap()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_final_flush_is_in_the_report_and_not_drained() {
-    let report = shutdown_with(true).await;
+    let report = shutdown_with(true, ShutdownStrategy::Force).await.unwrap();
     let error = report.wal_flush_error.as_deref().unwrap_or_default();
     assert!(error.contains("the disk went away"), "{report:?}");
     assert!(!report.drained, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_final_flush_breaks_drains_promise_with_an_error_carrying_the_report() {
+    let err = shutdown_with(true, drain()).await.unwrap_err();
+    match err {
+        event_base::CoreError::ShutdownFlush { error, report } => {
+            assert!(error.contains("the disk went away"), "{error}");
+            assert_eq!(report.wal_flush_error.as_deref(), Some(error.as_str()));
+            assert!(!report.drained);
+        }
+        other => panic!("expected ShutdownFlush, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successful_final_flush_reports_no_error() {
-    let report = shutdown_with(false).await;
+    let report = shutdown_with(false, drain()).await.unwrap();
     assert_eq!(report.wal_flush_error, None);
     assert!(report.drained, "{report:?}");
 }

@@ -21,6 +21,7 @@ use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
+use crate::observe::topic_counters::TopicCounters;
 
 impl BusShared {
     /// Checks a message against the system and readies it for its topic's queue.
@@ -126,11 +127,23 @@ impl BusShared {
     /// Counts an appended message as accepted (by its topic, and by each handler it goes to)
     /// and, if it goes to several handlers, opens its fan-out.
     pub(crate) fn accepted(&self, route: &Route, targets: &[Arc<TopicEntry>], message: &EMessage) {
+        self.arrived(route, targets, message, TopicCounters::accepted);
+    }
+
+    /// [`accepted`](Self::accepted), counting the arrival with `count`: an accepted send, or
+    /// a message replayed from the WAL at start.
+    pub(crate) fn arrived(
+        &self,
+        route: &Route,
+        targets: &[Arc<TopicEntry>],
+        message: &EMessage,
+        count: fn(&TopicCounters),
+    ) {
         self.in_flight.add();
-        route.counters().accepted();
+        count(route.counters());
         if route.single().is_none() {
             for t in targets {
-                t.counters.accepted();
+                count(&t.counters);
             }
         }
         if targets.len() > 1 {

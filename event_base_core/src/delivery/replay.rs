@@ -7,6 +7,7 @@ use crate::delivery::accept::targets;
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::error::CoreError;
 use crate::message::ack::DeadReason;
+use crate::observe::topic_counters::TopicCounters;
 
 impl BusShared {
     /// Delivers again every record the WAL holds as `Pending` or `Processing`.
@@ -25,7 +26,7 @@ impl BusShared {
             // Every handler gets its copy again, those that had finished theirs before the
             // stop too: the WAL keeps one record per message (at-least-once).
             let targets = targets(&route, &message);
-            self.accepted(&route, targets, &message);
+            self.arrived(&route, targets, &message, TopicCounters::replayed);
             count += 1;
             for entry in targets {
                 match message.deliver_at {

@@ -108,6 +108,7 @@ fn export_topic(bus: &str, topic: &str, m: &crate::observe::snapshot::TopicMetri
     let labels = [("bus", bus.to_owned()), ("topic", topic.to_owned())];
     metrics::counter!("event_base_accepted_total", &labels).absolute(m.accepted);
     metrics::counter!("event_base_refused_total", &labels).absolute(m.refused);
+    metrics::counter!("event_base_replayed_total", &labels).absolute(m.replayed);
     metrics::counter!("event_base_handled_total", &labels).absolute(m.handled);
     metrics::counter!("event_base_acked_total", &labels).absolute(m.acked);
     metrics::counter!("event_base_retried_total", &labels).absolute(m.retried);

@@ -17,16 +17,19 @@ use crate::observe::latency_histogram::LatencySummary;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TopicMetrics {
-    /// Messages accepted by `send` (and replayed at start), less those withdrawn because
-    /// their send then failed: `accepted - refused`. Not monotonic: a send that fails after
+    /// Messages accepted by `send` (and by dead-letter replays), less those withdrawn because
+    /// their send then failed: `accepted - refused`. Messages replayed from the WAL at start
+    /// are not sent again: they count in `replayed`. Not monotonic: a send that fails after
     /// its WAL append takes its message back off.
     pub sent: u64,
-    /// Messages appended to the WAL by `send` (and replayed at start), including those later
-    /// withdrawn. Only goes up.
+    /// Messages appended to the WAL by `send`, including those later withdrawn. Only goes up.
     pub accepted: u64,
     /// Accepted messages withdrawn because their send failed after the WAL append (queue full
     /// with `try_send`, timeout, the send future dropped). Only goes up.
     pub refused: u64,
+    /// Messages the WAL held unfinished when the bus started (sent by an earlier run), delivered
+    /// again by the start-up replay. Only goes up.
+    pub replayed: u64,
     /// Deliveries handed to a handler.
     pub handled: u64,
     /// Deliveries answered `Ack::Ack`.
@@ -35,7 +38,7 @@ pub struct TopicMetrics {
     pub retried: u64,
     /// Messages dead-lettered.
     pub dead: u64,
-    /// Accepted messages not yet complete or dead.
+    /// Sent and replayed messages not yet complete or dead.
     pub in_flight: u64,
     /// Messages waiting in the topic's queue.
     pub queue_depth: u64,

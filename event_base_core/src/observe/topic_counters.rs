@@ -35,6 +35,8 @@ struct SenderCounts {
     accepted: AtomicU64,
     /// Accepted messages withdrawn after all (their send failed): only ever goes up.
     refused: AtomicU64,
+    /// Messages the WAL held unfinished at start, delivered again.
+    replayed: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -53,10 +55,15 @@ impl TopicCounters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A message was accepted (or replayed).
+    /// A message was accepted by a send.
     #[inline]
     pub(crate) fn accepted(&self) {
         Self::add(&self.sender.accepted);
+    }
+
+    /// A message the WAL held unfinished at start is delivered again.
+    pub(crate) fn replayed(&self) {
+        Self::add(&self.sender.replayed);
     }
 
     /// An accepted message was withdrawn after all: it does not count as sent. Counted apart
@@ -120,17 +127,19 @@ impl TopicCounters {
         // finishes, so the difference read in this order is never negative.
         let finished = self.worker.finished.load(Ordering::Acquire);
         let refused = self.sender.refused.load(Ordering::Acquire);
+        let replayed = self.sender.replayed.load(Ordering::Acquire);
         let accepted = self.sender.accepted.load(Ordering::Acquire);
         let sent = accepted.saturating_sub(refused);
         TopicMetrics {
             sent,
             accepted,
             refused,
+            replayed,
             handled: self.worker.handled.load(Ordering::Relaxed),
             acked: self.worker.acked.load(Ordering::Relaxed),
             retried: self.worker.retried.load(Ordering::Relaxed),
             dead: self.worker.dead.load(Ordering::Relaxed),
-            in_flight: sent.saturating_sub(finished),
+            in_flight: (sent + replayed).saturating_sub(finished),
             queue_depth: queue_depth as u64,
             queue_wait: self.queue_wait.summary(),
             handler_time: self.handler_time.summary(),

@@ -63,7 +63,14 @@ pub(crate) async fn shutdown(
         ShutdownPlan::Bus { settle, stop } => {
             let report = stop_bus(tasks, strategy.name(), settle, stop, started).await;
             *stopped = Some(report.clone());
-            Ok(report)
+            // `Drain` promises a clean end; a log that could not be flushed breaks it.
+            match (&strategy, &report.wal_flush_error) {
+                (ShutdownStrategy::Drain { .. }, Some(error)) => Err(CoreError::ShutdownFlush {
+                    error: error.clone(),
+                    report: Box::new(report),
+                }),
+                _ => Ok(report),
+            }
         }
     }
 }

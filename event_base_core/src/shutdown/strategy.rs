@@ -133,6 +133,10 @@ pub struct ShutdownReport {
     /// The error of the WAL's final flush, if it failed: records written since the last
     /// successful sync (completions, say) may not be on disk, so messages this shutdown
     /// finished can be delivered again by the next system. `None` when the flush succeeded.
+    /// `Drain`, which promises a clean end, returns [`CoreError::ShutdownFlush`] with this
+    /// report instead of `Ok`.
+    ///
+    /// [`CoreError::ShutdownFlush`]: crate::CoreError::ShutdownFlush
     #[serde(default)]
     pub wal_flush_error: Option<String>,
 }
