@@ -11,6 +11,10 @@
 //!   returned `Ok` survives `kill -9`; group commit shares one `fdatasync` among concurrent
 //!   senders. A torn tail is truncated on open; completed segments are deleted.
 //!
+//! - [`sim`] (feature `sim`): a simulated disk to put under a `PersistentWal` in tests. It
+//!   keeps unsynced bytes apart from synced ones and can lose power at a chosen operation;
+//!   the power-loss tests in `event_base_test` use it to check what `SyncPolicy` promises.
+//!
 //! `RedisWal` arrives with the distributed-mode issue.
 
 #![deny(unsafe_code)]
@@ -24,6 +28,15 @@ pub use memory_wal::MemoryWal;
 #[cfg(feature = "persistent")]
 #[doc(hidden)]
 pub use persistent::codec_bench;
+/// A simulated disk for power-loss tests (feature `sim`).
+///
+/// A test tool, not a storage backend: everything lives in memory and is gone with the
+/// process. It is a feature rather than a hidden module so that it costs a production build
+/// nothing (not compiled at all) while staying documented for the tests that use it.
+#[cfg(feature = "sim")]
+pub mod sim {
+    pub use crate::persistent::{PowerCut, SimFs};
+}
 #[cfg(feature = "persistent")]
 pub use persistent::{
     PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,

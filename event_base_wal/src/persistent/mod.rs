@@ -17,11 +17,13 @@
 //! | `group_commit.rs` | how long the writer waits for more senders before one shared `fdatasync` |
 //! | `record_codec.rs` | the byte format of one record, its encoder and decoder |
 //! | `segment.rs` | segment file names, header and listing |
+//! | `fs/` | the file layer every file operation goes through: `std::fs`, or a simulated disk for power-loss tests |
 //! | `recovery.rs` | rebuilding the state from the segments on open, torn tails and corruption |
 //! | `codec_bench.rs` | hidden entry points into the codec for the benchmarks |
 
 #[doc(hidden)]
 pub mod codec_bench;
+mod fs;
 mod group_commit;
 mod persistent_wal;
 mod record_codec;
@@ -30,6 +32,8 @@ mod segment;
 mod sync_policy;
 mod wal_writer;
 
+#[cfg(feature = "sim")]
+pub use fs::sim_fs::{PowerCut, SimFs};
 pub use persistent_wal::{
     PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
 };

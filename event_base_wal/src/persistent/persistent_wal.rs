@@ -1,7 +1,6 @@
 //! [`PersistentWal`]: the file-backed, crash-safe write-ahead log.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use event_base_core::{
     WalStats,
 };
 
+use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::{recover, RecoveryReport};
 use super::segment::{self, io_err};
@@ -81,6 +81,7 @@ pub struct PersistentWalBuilder {
     max_record_bytes: usize,
     skip_corrupt: bool,
     idle_sync: Duration,
+    fs: Arc<dyn WalFs>,
 }
 
 impl PersistentWalBuilder {
@@ -120,21 +121,30 @@ impl PersistentWalBuilder {
         self
     }
 
+    /// Puts the WAL on a simulated disk instead of the real file system (feature `sim`,
+    /// for tests): `dir` is then a path on that disk. See [`SimFs`](crate::sim::SimFs).
+    #[cfg(feature = "sim")]
+    pub fn sim_fs(mut self, fs: crate::sim::SimFs) -> Self {
+        self.fs = Arc::new(fs);
+        self
+    }
+
     /// Opens (creating if needed) the directory, recovers its state, and starts the writer.
     pub fn open(self) -> Result<PersistentWal, WalError> {
         let dir = self.dir;
-        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let fs = self.fs;
+        fs.create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| io_err(&lock_path, e))?;
-        lock_exclusive(&lock, &lock_path)?;
+        let lock = match fs.lock(&lock_path) {
+            Ok(lock) => lock,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(WalError::InUse { dir: dir.clone() })
+            }
+            Err(e) => return Err(io_err(&lock_path, e)),
+        };
 
         let index = Arc::new(MemoryWal::new());
-        let rec = recover(&dir, &index, self.max_record_bytes, self.skip_corrupt)?;
+        let rec = recover(&*fs, &dir, &index, self.max_record_bytes, self.skip_corrupt)?;
         let report = rec.report.clone();
         if report.lost_anything() {
             tracing::warn!(target: event_base_core::constant::target::WAL, dir = %dir.display(), ?report, "WAL recovered, but dropped, skipped or set aside data; see the warnings before this one");
@@ -144,21 +154,19 @@ impl PersistentWalBuilder {
         let mut sizes = BTreeMap::new();
         for &seq in &rec.segments {
             let path = segment::path_of(&dir, seq);
-            let len = std::fs::metadata(&path)
-                .map_err(|e| io_err(&path, e))?
-                .len();
+            let len = fs.len(&path).map_err(|e| io_err(&path, e))?;
             sizes.insert(seq, len);
         }
         // Keep appending to the last segment if it has room; a new segment per open would
         // leave one small file behind per restart.
         let (active, file) = match rec.segments.last().copied() {
             Some(last) if sizes.get(&last).copied().unwrap_or(0) < self.segment_bytes => {
-                (last, segment::open_for_append(&dir, last)?)
+                (last, segment::open_for_append(&*fs, &dir, last)?)
             }
             last => {
                 let next = last.unwrap_or(0) + 1;
                 sizes.insert(next, segment::HEADER_LEN as u64);
-                (next, segment::create(&dir, next)?)
+                (next, segment::create(&*fs, &dir, next)?)
             }
         };
         let disk_bytes = Arc::new(AtomicU64::new(sizes.values().sum()));
@@ -170,6 +178,7 @@ impl PersistentWalBuilder {
         tracing::info!(target: event_base_core::constant::target::WAL, dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
 
         let writer = Writer {
+            fs,
             dir: dir.clone(),
             policy: self.policy,
             segment_bytes: self.segment_bytes,
@@ -207,16 +216,6 @@ impl PersistentWalBuilder {
     }
 }
 
-fn lock_exclusive(lock: &File, path: &Path) -> Result<(), WalError> {
-    match lock.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(WalError::InUse {
-            dir: path.parent().unwrap_or(path).to_owned(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_err(path, e)),
-    }
-}
-
 impl PersistentWal {
     /// Opens `dir` with the defaults: [`SyncPolicy::Always`], 64 MiB segments.
     pub fn open(dir: impl AsRef<Path>) -> Result<PersistentWal, WalError> {
@@ -232,6 +231,7 @@ impl PersistentWal {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             skip_corrupt: false,
             idle_sync: Duration::from_millis(50),
+            fs: Arc::new(StdFs),
         }
     }
 

@@ -22,11 +22,11 @@
 //! Everything recovery did is summed up in a [`RecoveryReport`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
 
+use super::fs::WalFs;
 use super::record_codec::{read_frame, Entry, Frame};
 use super::segment::{self, check_header, header, io_err, path_of, HEADER_LEN};
 use crate::memory_wal::MemoryWal;
@@ -86,7 +86,7 @@ pub(crate) struct Recovered {
 
 /// Moves a file recovery does not understand aside, to `<name>.corrupt` (or
 /// `<name>.<n>.corrupt` if that is taken), and returns the new path.
-fn set_aside(path: &Path) -> Result<PathBuf, WalError> {
+fn set_aside(fs: &dyn WalFs, path: &Path) -> Result<PathBuf, WalError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -94,12 +94,12 @@ fn set_aside(path: &Path) -> Result<PathBuf, WalError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut to = dir.join(format!("{name}.corrupt"));
     let mut n = 1u32;
-    while to.exists() {
+    while fs.exists(&to).map_err(|e| io_err(&to, e))? {
         to = dir.join(format!("{name}.{n}.corrupt"));
         n += 1;
     }
-    std::fs::rename(path, &to).map_err(|e| io_err(path, e))?;
-    segment::sync_dir(dir)?;
+    fs.rename(path, &to).map_err(|e| io_err(path, e))?;
+    segment::sync_dir(fs, dir)?;
     Ok(to)
 }
 
@@ -111,21 +111,22 @@ fn resync(bytes: &[u8], from: usize, max_body: usize) -> Option<usize> {
 
 /// Reads every segment of `dir` into `index`.
 pub(crate) fn recover(
+    fs: &dyn WalFs,
     dir: &Path,
     index: &MemoryWal,
     max_body: usize,
     skip_corrupt: bool,
 ) -> Result<Recovered, WalError> {
     let mut out = Recovered::default();
-    let mut found = segment::list(dir)?;
-    set_aside_bad_newest(dir, &mut found, &mut out)?;
-    let seqs = fill_gaps(dir, &found, skip_corrupt, &mut out)?;
+    let mut found = segment::list(fs, dir)?;
+    set_aside_bad_newest(fs, dir, &mut found, &mut out)?;
+    let seqs = fill_gaps(fs, dir, &found, skip_corrupt, &mut out)?;
     let count = seqs.len();
     let mut kept = Vec::with_capacity(count);
     for (i, &seq) in seqs.iter().enumerate() {
         let is_last = i + 1 == count;
         let path = path_of(dir, seq);
-        let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+        let bytes = fs.read(&path).map_err(|e| io_err(&path, e))?;
         if let Err(reason) = check_header(&bytes) {
             let err = WalError::Corrupt {
                 file: path.clone(),
@@ -135,9 +136,9 @@ pub(crate) fn recover(
             if !skip_corrupt {
                 return Err(err);
             }
-            let to = set_aside(&path)?;
+            let to = set_aside(fs, &path)?;
             tracing::warn!(target: TARGET, error = %err, moved_to = %to.display(), "WAL: moved a sealed segment with a damaged header aside and wrote an empty one in its place");
-            drop(segment::create(dir, seq)?);
+            drop(segment::create(fs, dir, seq)?);
             out.report.set_aside.push(to);
             kept.push(seq);
             out.disk_bytes += HEADER_LEN as u64;
@@ -160,12 +161,8 @@ pub(crate) fn recover(
             if is_last && next.is_none() {
                 let dropped = bytes.len() - pos;
                 tracing::warn!(target: TARGET, file = %path.display(), offset = pos, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
+                fs.truncate(&path, pos as u64)
                     .map_err(|e| io_err(&path, e))?;
-                f.set_len(pos as u64).map_err(|e| io_err(&path, e))?;
-                f.sync_all().map_err(|e| io_err(&path, e))?;
                 out.report.bytes_truncated += dropped as u64;
                 out.disk_bytes += pos as u64;
                 break;
@@ -199,6 +196,7 @@ pub(crate) fn recover(
 /// Takes a newest segment with a bad header out of `found`: removed if it is a partly
 /// written header (a crash while creating it), otherwise moved aside.
 fn set_aside_bad_newest(
+    fs: &dyn WalFs,
     dir: &Path,
     found: &mut Vec<u64>,
     out: &mut Recovered,
@@ -208,16 +206,16 @@ fn set_aside_bad_newest(
     // is checked, so a stray file with a large number is not mistaken for a gap.
     if let Some(&last) = found.last() {
         let path = path_of(dir, last);
-        let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+        let bytes = fs.read(&path).map_err(|e| io_err(&path, e))?;
         if let Err(reason) = check_header(&bytes) {
             found.pop();
             if bytes.len() < HEADER_LEN && header().starts_with(&bytes) {
                 tracing::warn!(target: TARGET, file = %path.display(), bytes = bytes.len(), "WAL: removing a newest segment whose header was never completely written (a crash while creating it; it held no records)");
-                std::fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
-                segment::sync_dir(dir)?;
+                fs.remove(&path).map_err(|e| io_err(&path, e))?;
+                segment::sync_dir(fs, dir)?;
                 out.report.bytes_truncated += bytes.len() as u64;
             } else {
-                let to = set_aside(&path)?;
+                let to = set_aside(fs, &path)?;
                 tracing::warn!(target: TARGET, file = %path.display(), moved_to = %to.display(), %reason, "WAL: the newest segment file has a header recovery does not understand; moved it aside, not deleted (inspect it, and delete it once you are sure it is not needed)");
                 out.report.set_aside.push(to);
             }
@@ -230,6 +228,7 @@ fn set_aside_bad_newest(
 /// `found` with every segment missing between the first and the last put back (as an empty
 /// segment) if `skip_corrupt`, or the first one missing as [`WalError::Corrupt`].
 fn fill_gaps(
+    fs: &dyn WalFs,
     dir: &Path,
     found: &[u64],
     skip_corrupt: bool,
@@ -256,7 +255,7 @@ fn fill_gaps(
                     return Err(err);
                 }
                 tracing::warn!(target: TARGET, error = %err, "WAL: going on without a missing segment; writing an empty one in its place");
-                drop(segment::create(dir, missing)?);
+                drop(segment::create(fs, dir, missing)?);
                 out.report.missing_segments.push(path);
                 seqs.push(missing);
             }

@@ -16,11 +16,11 @@
 //!
 //! then frames as described in `record_codec`.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use event_base_core::WalError;
+
+use super::fs::{WalFile, WalFs};
 
 pub(crate) const MAGIC: &[u8; 8] = b"EBWALSEG";
 pub(crate) const SEGMENT_VERSION: u32 = 1;
@@ -65,12 +65,9 @@ pub(crate) fn io_err(path: &Path, source: std::io::Error) -> WalError {
 }
 
 /// Sequence numbers of the segments in `dir`, oldest first. Other files are ignored.
-pub(crate) fn list(dir: &Path) -> Result<Vec<u64>, WalError> {
+pub(crate) fn list(fs: &dyn WalFs, dir: &Path) -> Result<Vec<u64>, WalError> {
     let mut seqs = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-        let entry = entry.map_err(|e| io_err(dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for name in fs.list(dir).map_err(|e| io_err(dir, e))? {
         if let Some(stem) = name.strip_suffix(".wal") {
             if stem.len() == 20 {
                 if let Ok(n) = stem.parse::<u64>() {
@@ -84,31 +81,26 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<u64>, WalError> {
 }
 
 /// Creates a new segment with its header, durably (file and directory entry).
-pub(crate) fn create(dir: &Path, seq: u64) -> Result<File, WalError> {
+pub(crate) fn create(fs: &dyn WalFs, dir: &Path, seq: u64) -> Result<Box<dyn WalFile>, WalError> {
     let path = path_of(dir, seq);
-    let mut f = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| io_err(&path, e))?;
+    let mut f = fs.create_new(&path).map_err(|e| io_err(&path, e))?;
     f.write_all(&header()).map_err(|e| io_err(&path, e))?;
     f.sync_all().map_err(|e| io_err(&path, e))?;
-    sync_dir(dir)?;
+    sync_dir(fs, dir)?;
     Ok(f)
 }
 
 /// Opens an existing (recovered, so well-formed) segment to append to it.
-pub(crate) fn open_for_append(dir: &Path, seq: u64) -> Result<File, WalError> {
+pub(crate) fn open_for_append(
+    fs: &dyn WalFs,
+    dir: &Path,
+    seq: u64,
+) -> Result<Box<dyn WalFile>, WalError> {
     let path = path_of(dir, seq);
-    OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .map_err(|e| io_err(&path, e))
+    fs.open_append(&path).map_err(|e| io_err(&path, e))
 }
 
 /// Makes a directory's entries (created or deleted files) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))
+pub(crate) fn sync_dir(fs: &dyn WalFs, dir: &Path) -> Result<(), WalError> {
+    fs.sync_dir(dir).map_err(|e| io_err(dir, e))
 }

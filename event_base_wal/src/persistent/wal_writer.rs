@@ -21,8 +21,6 @@
 //! could acknowledge records that never reached the disk; reopening recovers from what did.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use event_base_core::{WalCommitter, WalError};
 
+use super::fs::{DirLock, WalFile, WalFs};
 use super::group_commit::GroupCommit;
 use super::record_codec::{encode, Entry, FRAME_HEADER};
 use super::segment::{self, io_err, path_of, HEADER_LEN};
@@ -57,12 +56,13 @@ pub(crate) enum WriterOp {
 }
 
 pub(crate) struct Writer {
+    pub(crate) fs: Arc<dyn WalFs>,
     pub(crate) dir: PathBuf,
     pub(crate) policy: SyncPolicy,
     pub(crate) segment_bytes: u64,
     pub(crate) idle_sync: Duration,
     pub(crate) index: Arc<MemoryWal>,
-    pub(crate) file: File,
+    pub(crate) file: Box<dyn WalFile>,
     pub(crate) active: u64,
     /// Size of every segment on disk, oldest first (includes the active one).
     pub(crate) sizes: BTreeMap<u64, u64>,
@@ -73,7 +73,7 @@ pub(crate) struct Writer {
     pub(crate) written: BTreeMap<u64, u64>,
     pub(crate) disk_bytes: Arc<AtomicU64>,
     /// Held for the writer's lifetime: one process per WAL directory.
-    pub(crate) _lock: File,
+    pub(crate) _lock: DirLock,
     pub(crate) buf: Vec<u8>,
     pub(crate) unsynced: bool,
     /// Largest record body the log may hold (recovery treats longer ones as corruption).
@@ -309,7 +309,7 @@ impl Writer {
     fn rotate(&mut self) -> Result<(), WalError> {
         self.sync()?;
         let next = self.active + 1;
-        self.file = segment::create(&self.dir, next)?;
+        self.file = segment::create(&*self.fs, &self.dir, next)?;
         self.active = next;
         self.sizes.insert(next, HEADER_LEN as u64);
         self.disk_bytes
@@ -329,11 +329,11 @@ impl Writer {
             let live = self.live.get(&oldest).copied().unwrap_or(0);
             if live == 0 {
                 let path = path_of(&self.dir, oldest);
-                if let Err(e) = std::fs::remove_file(&path) {
+                if let Err(e) = self.fs.remove(&path) {
                     tracing::error!(target: event_base_core::constant::target::WAL, file = %path.display(), error = %e, "could not delete a finished WAL segment");
                     return;
                 }
-                if let Err(e) = segment::sync_dir(&self.dir) {
+                if let Err(e) = segment::sync_dir(&*self.fs, &self.dir) {
                     tracing::warn!(target: event_base_core::constant::target::WAL, error = %e, "could not sync the WAL directory");
                 }
                 self.sizes.remove(&oldest);
