@@ -425,6 +425,7 @@ impl Wal for MemoryWal {
             live: self.live.load(Ordering::Relaxed),
             dead: self.dead.load(Ordering::Relaxed),
             disk_bytes: 0,
+            syncs: 0,
         }
     }
 }

@@ -71,6 +71,11 @@ pub struct WalStats {
     pub dead: u64,
     /// Bytes on disk (0 for in-memory backends).
     pub disk_bytes: u64,
+    /// `fdatasync` calls made since open (0 for in-memory backends): for a file WAL, one
+    /// per group commit, plus those of idle syncs, sealed segments, compaction and
+    /// `flush`. Fewer syncs than appended records is group commit at work.
+    #[serde(default)]
+    pub syncs: u64,
 }
 
 /// Resolves when an appended record is durable: what [`Wal::append`] answers.

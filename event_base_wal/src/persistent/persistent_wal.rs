@@ -58,6 +58,7 @@ pub struct PersistentWal {
     policy: SyncPolicy,
     max_record_bytes: usize,
     disk_bytes: Arc<AtomicU64>,
+    syncs: Arc<AtomicU64>,
     dir: PathBuf,
     report: RecoveryReport,
 }
@@ -170,6 +171,7 @@ impl PersistentWalBuilder {
             }
         };
         let disk_bytes = Arc::new(AtomicU64::new(sizes.values().sum()));
+        let syncs = Arc::new(AtomicU64::new(0));
         let mut live = BTreeMap::new();
         for seq in rec.anchors.values() {
             *live.entry(*seq).or_insert(0u64) += 1;
@@ -191,6 +193,7 @@ impl PersistentWalBuilder {
             live,
             written: rec.written,
             disk_bytes: disk_bytes.clone(),
+            syncs: syncs.clone(),
             _lock: lock,
             buf: Vec::with_capacity(64 << 10),
             unsynced: false,
@@ -210,6 +213,7 @@ impl PersistentWalBuilder {
             policy: self.policy,
             max_record_bytes: self.max_record_bytes,
             disk_bytes,
+            syncs,
             dir,
             report,
         })
@@ -431,6 +435,7 @@ impl Wal for PersistentWal {
     fn stats(&self) -> WalStats {
         WalStats {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
             ..self.index.stats()
         }
     }

@@ -72,6 +72,8 @@ pub(crate) struct Writer {
     /// Anchor records written per segment in all.
     pub(crate) written: BTreeMap<u64, u64>,
     pub(crate) disk_bytes: Arc<AtomicU64>,
+    /// `fdatasync` calls made on the active segment (what `WalStats::syncs` reports).
+    pub(crate) syncs: Arc<AtomicU64>,
     /// Held for the writer's lifetime: one process per WAL directory.
     pub(crate) _lock: DirLock,
     pub(crate) buf: Vec<u8>,
@@ -265,6 +267,7 @@ impl Writer {
         self.file
             .sync_data()
             .map_err(|e| io_err(&path_of(&self.dir, self.active), e))?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         self.unsynced = false;
         Ok(())
     }
