@@ -1,5 +1,5 @@
 //! Crash safety: every message a killed process accepted is delivered after a restart on the
-//! same `PersistentWal` directory, and completed ones (almost) never again.
+//! same `PersistentWal` directory, and completed ones never again.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -69,11 +69,15 @@ fn restart_and_check(policy: &str) {
             missing, 0,
             "{missing} accepted messages were lost by the crash"
         );
+        // None of the 100 completed messages comes back. The worker writes a message's
+        // Complete record before it stops counting as in flight, so when the child's
+        // `wait_idle` returns all 100 are in the writer's queue ahead of the 500 later
+        // appends, which the writer takes in order; the child is killed only after those
+        // appends' commits returned, so every Complete was written (and, under either
+        // policy, synced) by then. A completion can only be lost by a kill that comes
+        // before the next write, which this test does not do (`kill_during_sends.rs` does).
         let again = done.intersection(&seen).count();
-        assert!(
-            again <= 5,
-            "{again} completed messages were delivered again"
-        );
+        assert_eq!(again, 0, "{again} completed messages were delivered again");
         assert_eq!(probe.count(), seen.len(), "each replayed message once");
         bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
             .await
