@@ -1,6 +1,8 @@
 //! The two globals behind `start_system!`, `send_msg!` and [`TopicRouter::global`]: the
 //! default bus, and the send path's lock-free view of it. They are only the default
-//! instance; every bus built with `EventBus::builder()` works without them.
+//! instance; every bus built with `EventBus::builder()` works without them. Inside a handler,
+//! `TopicRouter::global()` does not read them at all: it sends into the bus running the
+//! handler, which the message context carries (`message/context.rs`).
 //!
 //! [`TopicRouter::global`]: crate::TopicRouter::global
 

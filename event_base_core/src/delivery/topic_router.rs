@@ -14,6 +14,7 @@ use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
+use crate::message::context::handling_bus;
 use crate::message::emessage::{EMessage, IntoMessage};
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
@@ -50,9 +51,20 @@ impl TopicRouter {
         }
     }
 
-    /// The router of the global system that `start_system!` installed. Without one, every
-    /// send fails with [`CoreError::NotStarted`].
+    /// The router of the bus this code runs in: inside a handler, the bus that runs the
+    /// handler (an isolated one built with `EventBus::builder()`, or a `TestBus`, as well as
+    /// the global one); anywhere else (including a task a handler spawned), the global system
+    /// that `start_system!` (or [`EventBus::install_global`](crate::EventBus::install_global))
+    /// installed. Without either, every send fails with [`CoreError::NotStarted`].
+    ///
+    /// `send_msg!` sends through it, so it follows the same rule.
     pub fn global() -> TopicRouter {
+        if let Some(bus) = handling_bus() {
+            // Always a `BusShared`: only workers set the context, with their own bus.
+            if let Ok(shared) = bus.downcast::<BusShared>() {
+                return TopicRouter::for_system(&shared);
+            }
+        }
         TopicRouter {
             shared: global::router_shared().map(|s| Arc::downgrade(&s)),
         }

@@ -7,17 +7,27 @@
 //! followed end to end.
 //! The handler also runs inside a tracing span `event_base.handle` carrying the message's id,
 //! topic, attempt, trace id and correlation id. The context also holds the handler's
-//! `retries`, which [`Ack::retry`](crate::Ack::retry) puts into the `NoAck` it makes.
+//! `retries`, which [`Ack::retry`](crate::Ack::retry) puts into the `NoAck` it makes, and the
+//! bus that runs the handler, which `TopicRouter::global()` (and so `send_msg!`) sends into
+//! instead of the installed global bus: a handler of an isolated bus (a `TestBus`, say)
+//! reaches its own bus.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::emessage::EMessage;
 
-/// What a handler runs with: the message, and its handler's retry limit.
+/// The bus that runs a handler, as this layer sees it: opaque, because the contracts know no
+/// running bus. It is a clone of the `Arc` the worker already holds (one reference count, no
+/// allocation per delivery); `delivery/topic_router.rs` downcasts it back.
+pub(crate) type HandlingBus = Arc<dyn Any + Send + Sync>;
+
+/// What a handler runs with: the message, its handler's retry limit, and the bus running it.
 struct Current {
     message: Arc<EMessage>,
     retries: u32,
+    bus: HandlingBus,
 }
 
 tokio::task_local! {
@@ -41,13 +51,29 @@ pub(crate) fn handler_retries() -> u32 {
         .unwrap_or(DEFAULT_MAX_RETRIES)
 }
 
-/// Runs `fut` with `message` as the current message, for a handler with `retries`.
+/// The bus running the handler the current task runs, if it is a handler.
+pub(crate) fn handling_bus() -> Option<HandlingBus> {
+    CURRENT.try_with(|c| c.bus.clone()).ok()
+}
+
+/// Runs `fut` with `message` as the current message, for a handler with `retries` that `bus`
+/// runs.
 pub(crate) async fn with_current<F: std::future::Future>(
     message: Arc<EMessage>,
     retries: u32,
+    bus: HandlingBus,
     fut: F,
 ) -> F::Output {
-    CURRENT.scope(Current { message, retries }, fut).await
+    CURRENT
+        .scope(
+            Current {
+                message,
+                retries,
+                bus,
+            },
+            fut,
+        )
+        .await
 }
 
 /// Fills a new message's provenance from the message being handled, if any.

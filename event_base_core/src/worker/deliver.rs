@@ -67,10 +67,12 @@ impl Worker {
         // Without a subscriber that wants the span, skip wrapping the handler's future in it:
         // entering a disabled span on every poll is pure cost.
         let retries = self.policy.retries.unwrap_or(DEFAULT_MAX_RETRIES);
+        // The handler's `TopicRouter::global()` and `send_msg!` reach this bus.
+        let bus = self.shared.clone();
         let outcome = if span.is_disabled() {
-            with_current(message.clone(), retries, run).await
+            with_current(message.clone(), retries, bus, run).await
         } else {
-            with_current(message.clone(), retries, run.instrument(span)).await
+            with_current(message.clone(), retries, bus, run.instrument(span)).await
         };
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {
