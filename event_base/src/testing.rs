@@ -41,9 +41,21 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A `TestBus` installs itself as the global system (so handlers that use `send_msg!` or
-//! `TopicRouter::global()` reach it); tests that use one therefore run one at a time per
-//! process, or each in its own test binary. [`TestBus::stop`] uninstalls it.
+//! # Isolation
+//!
+//! Every `TestBus` is a bus of its own, built with [`EventBus::builder`] and never installed
+//! as the process-wide global, so tests that use one run in parallel under plain `cargo test`.
+//! Its handlers still reach it with `send_msg!` and `TopicRouter::global()`: inside a handler
+//! those send into the bus that runs the handler (the message context carries it), not the
+//! global one. Outside a handler (the test body, or a task a handler spawned) they mean the
+//! global bus, as always; send to a `TestBus` from there with [`TestBus::publish`] or
+//! `t.bus().router()`.
+//!
+//! A `TestBus` ends when it is dropped, also when the test panics before [`TestBus::stop`]:
+//! its bus refuses further sends and its workers are cancelled, and nothing of it is left in
+//! the process for the next test. (A clone of [`TestBus::bus`] kept elsewhere keeps the bus
+//! running until that clone is dropped too.) [`TestBus::stop`] is the orderly end: it drains
+//! and reports.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -131,10 +143,10 @@ impl TestBusBuilder {
         self
     }
 
-    /// Starts the system and installs it as the global one.
+    /// Starts the bus: an isolated one, not installed as the global bus (see the
+    /// [module docs](self)).
     pub async fn start(self) -> Result<TestBus, CoreError> {
         let bus = self.builder.build().await?;
-        bus.install_global()?;
         Ok(TestBus {
             bus,
             captured: self.captured,
@@ -158,7 +170,11 @@ impl EHandler for Capture {
     }
 }
 
-/// A running system for tests, with questions a test asks about it.
+/// A running bus for tests, with questions a test asks about it.
+///
+/// Isolated: its own bus, not the global one, so tests using one run in parallel; its
+/// handlers' `send_msg!` and `TopicRouter::global()` reach it. Dropping it (a panicking test
+/// drops it too) ends the bus. See the [module docs](self).
 pub struct TestBus {
     bus: EventBus,
     captured: Captured,
@@ -187,7 +203,8 @@ impl TestBus {
         }
     }
 
-    /// The system itself.
+    /// The bus itself (its router, metrics, workers, WAL). A clone kept past the `TestBus`
+    /// keeps the bus running.
     pub fn bus(&self) -> &EventBus {
         &self.bus
     }
@@ -256,7 +273,8 @@ impl TestBus {
             .unwrap_or_default()
     }
 
-    /// Stops the system (everything settles first) and uninstalls it as the global one.
+    /// Stops the bus: everything accepted settles first (up to the settle timeout), then its
+    /// workers stop. Dropping the `TestBus` instead ends it at once, without a report.
     pub async fn stop(self) -> Result<ShutdownReport, CoreError> {
         self.bus
             .shutdown(ShutdownStrategy::Drain {
