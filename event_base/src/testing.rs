@@ -56,6 +56,15 @@
 //! the process for the next test. (A clone of [`TestBus::bus`] kept elsewhere keeps the bus
 //! running until that clone is dropped too.) [`TestBus::stop`] is the orderly end: it drains
 //! and reports.
+//!
+//! # Captured topics
+//!
+//! [`TestBusBuilder::capture`] *replaces* the topic's handlers: a handler given with
+//! [`handler`](TestBusBuilder::handler) or found by
+//! [`with_registered_handlers`](TestBusBuilder::with_registered_handlers) for a captured topic
+//! is not started, and every message sent to the topic is kept, acked, for
+//! [`TestBus::captured`]. So a test runs the handler under test and captures what it sends
+//! downstream, whatever handlers the binary registers for those topics.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,8 +72,8 @@ use std::time::Duration;
 
 use event_base_core::{
     async_trait, Ack, AuditEvent, AuditOutcome, AuditRecord, CoreError, DeadLetterMessage,
-    EHandler, EMessage, EventBus, EventBusBuilder, HandlerSpec, IntoMessage, MessageId,
-    ShutdownReport, ShutdownStrategy,
+    EHandler, EMessage, EventBus, EventBusBuilder, HandlerRegistration, HandlerSpec, IntoMessage,
+    MessageId, ShutdownReport, ShutdownStrategy, HANDLER_REGISTRY,
 };
 
 type Captured = Arc<Mutex<HashMap<String, Vec<EMessage>>>>;
@@ -88,6 +97,10 @@ fn captured_counts(captured: &Captured) -> Vec<(String, usize)> {
 #[must_use = "a builder does nothing until `build().await`"]
 pub struct TestBusBuilder {
     builder: EventBusBuilder,
+    /// Handlers given by value; those of captured topics are left out at start.
+    handlers: Vec<HandlerSpec>,
+    /// Whether to add every `#[handler]` of the binary (those of captured topics left out).
+    registered: bool,
     captured: Captured,
     settle_timeout: Duration,
 }
@@ -101,6 +114,8 @@ impl std::fmt::Debug for TestBusBuilder {
             .map(|(t, _)| t)
             .collect();
         f.debug_struct("TestBusBuilder")
+            .field("handlers", &self.handlers)
+            .field("registered", &self.registered)
             .field("captured_topics", &topics)
             .field("settle_timeout", &self.settle_timeout)
             .finish_non_exhaustive()
@@ -108,32 +123,27 @@ impl std::fmt::Debug for TestBusBuilder {
 }
 
 impl TestBusBuilder {
-    /// Adds a handler by value.
+    /// Adds a handler by value (left out if its topic is [captured](Self::capture)).
     pub fn handler(mut self, spec: HandlerSpec) -> Self {
-        self.builder = self.builder.handler(spec);
+        self.handlers.push(spec);
         self
     }
 
-    /// Adds every `#[handler]` of the binary.
+    /// Adds every `#[handler]` of the binary, except those of [captured](Self::capture)
+    /// topics.
     pub fn with_registered_handlers(mut self) -> Self {
-        self.builder = self.builder.with_registered_handlers();
+        self.registered = true;
         self
     }
 
-    /// Keeps every message sent to `topic` (which must not have a handler of its own here).
-    pub fn capture(mut self, topic: &str) -> Self {
-        let store = self.captured.clone();
-        if let Ok(mut m) = store.lock() {
+    /// Captures `topic`: every message sent to it is kept (and acked) for
+    /// [`TestBus::captured`], and the topic's own handlers, given with
+    /// [`handler`](Self::handler) or registered with `#[handler]`, are *not* started: the
+    /// capture replaces them, whichever order the calls come in.
+    pub fn capture(self, topic: &str) -> Self {
+        if let Ok(mut m) = self.captured.lock() {
             m.entry(topic.to_owned()).or_default();
         }
-        self.builder = self.builder.handler(HandlerSpec::new(
-            format!("capture:{topic}"),
-            topic,
-            Capture {
-                topic: topic.to_owned(),
-                store,
-            },
-        ));
         self
     }
 
@@ -145,8 +155,40 @@ impl TestBusBuilder {
 
     /// Starts the bus: an isolated one, not installed as the global bus (see the
     /// [module docs](self)).
+    ///
+    /// Fails as [`EventBusBuilder::build`] does: outside a tokio runtime, with two handlers
+    /// of one name, or (with [`with_registered_handlers`](Self::with_registered_handlers)) when
+    /// the binary has no `#[handler]` and nothing else was given.
     pub async fn start(self) -> Result<TestBus, CoreError> {
-        let bus = self.builder.build().await?;
+        let captured_topics: Vec<String> = captured_counts(&self.captured)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        let is_captured = |topic: &str| captured_topics.iter().any(|t| t == topic);
+        let mut builder = self.builder;
+        let mut specs = self.handlers;
+        if self.registered {
+            if HANDLER_REGISTRY.is_empty() {
+                // Nothing to filter: the core's own check says what is missing and the fix.
+                builder = builder.with_registered_handlers();
+            } else {
+                specs.extend(HANDLER_REGISTRY.iter().map(HandlerRegistration::to_spec));
+            }
+        }
+        for spec in specs.into_iter().filter(|s| !is_captured(s.topic.as_str())) {
+            builder = builder.handler(spec);
+        }
+        for topic in &captured_topics {
+            builder = builder.handler(HandlerSpec::new(
+                format!("capture:{topic}"),
+                topic.as_str(),
+                Capture {
+                    topic: topic.clone(),
+                    store: self.captured.clone(),
+                },
+            ));
+        }
+        let bus = builder.build().await?;
         Ok(TestBus {
             bus,
             captured: self.captured,
@@ -198,6 +240,8 @@ impl TestBus {
     pub fn builder() -> TestBusBuilder {
         TestBusBuilder {
             builder: crate::builder().audit(1 << 16),
+            handlers: Vec::new(),
+            registered: false,
             captured: Arc::default(),
             settle_timeout: Duration::from_secs(10),
         }
@@ -264,7 +308,8 @@ impl TestBus {
         self.bus.dead_letters().await
     }
 
-    /// The messages sent to a captured topic, in arrival order.
+    /// The messages sent to a [captured](TestBusBuilder::capture) topic, in arrival order
+    /// (empty for a topic that is not captured).
     pub fn captured(&self, topic: &str) -> Vec<EMessage> {
         self.captured
             .lock()
