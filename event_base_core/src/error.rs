@@ -49,6 +49,14 @@ pub enum WalError {
         /// The WAL's limit.
         limit: usize,
     },
+    /// The WAL's directory path, or a part of it, is a file: a file WAL needs a directory.
+    #[error("the WAL path {path} is not a directory ({file} is a file); give the WAL the path of a directory (it is created if missing), or move that file away")]
+    NotADirectory {
+        /// The directory the WAL was given.
+        path: PathBuf,
+        /// The file in its way: `path` itself, or one of its parents.
+        file: PathBuf,
+    },
     /// A backend (e.g. Redis) failed; the source says how.
     #[error("WAL backend error")]
     Backend(#[source] BoxError),

@@ -134,7 +134,7 @@ impl PersistentWalBuilder {
     pub fn open(self) -> Result<PersistentWal, WalError> {
         let dir = self.dir;
         let fs = self.fs;
-        fs.create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        create_dir(&*fs, &dir)?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = match fs.lock(&lock_path) {
             Ok(lock) => lock,
@@ -217,6 +217,25 @@ impl PersistentWalBuilder {
             dir,
             report,
         })
+    }
+}
+
+/// Creates `dir` if it is missing. A file where the directory (or one of its parents) should
+/// be is [`WalError::NotADirectory`], naming the file, not the bare I/O error ("File exists",
+/// "Not a directory") `create_dir_all` gives.
+fn create_dir(fs: &dyn WalFs, dir: &Path) -> Result<(), WalError> {
+    let Err(e) = fs.create_dir_all(dir) else {
+        return Ok(());
+    };
+    // The nearest existing part of the path decides: a file there is in the way. (Asked of
+    // the real file system: the simulated one never fails to create a directory.)
+    let existing = dir.ancestors().find(|p| p.exists());
+    match existing.filter(|p| !p.is_dir()) {
+        Some(file) => Err(WalError::NotADirectory {
+            path: dir.to_owned(),
+            file: file.to_owned(),
+        }),
+        None => Err(io_err(dir, e)),
     }
 }
 
