@@ -1,12 +1,16 @@
 //! `#[handler]`: turns an `async fn(&EMessage) -> Ack` into a registered event_base handler.
 //!
-//! ```ignore
+//! Applications use it as `event_base::handler` (in `event_base::prelude`); the parameters
+//! and a compiling example are on [`macro@handler`].
+//!
+//! ```
 //! use event_base::prelude::*;
 //!
 //! #[handler(topic = "order.created", workers = 4, timeout = 30, retries = 5)]
 //! async fn handle_order(msg: &EMessage) -> Ack {
 //!     Ack::Ack
 //! }
+//! # fn main() {}
 //! ```
 //!
 //! The function stays callable as written. Beside it the macro generates a unit struct named
@@ -37,7 +41,78 @@ use syn::ItemFn;
 mod expand;
 mod parse;
 
-/// Declares an event_base handler. See the crate docs for the parameters.
+/// Declares an event_base handler: an `async fn(msg: &EMessage) -> Ack` that every bus started
+/// with `start_system!` (or built with `.with_registered_handlers()`) runs for its topic.
+///
+/// ```text
+/// #[handler(topic = "..", workers = n, timeout = secs, retries = n, shutdown_timeout = secs, middleware = [..])]
+/// ```
+///
+/// # Parameters
+///
+/// Each at most once, in any order; only `topic` is required.
+///
+/// | parameter | value | default | meaning |
+/// |---|---|---|---|
+/// | `topic` | string literal, **required** | — | the topic to subscribe to. Not empty; a name under the reserved `_system.` prefix only if it is one of the bus's system topics (`_system.dead_letter`, `_system.audit`, ..) |
+/// | `workers` | whole number, at least 1 | `1` | how many workers run this handler, i.e. how many deliveries of the topic run at once |
+/// | `timeout` | whole seconds, at least 1 | none (no limit) | per-delivery time limit: a handler past it is cancelled and the delivery counts as failed (retried, then a dead letter with `DeadReason::Timeout`) |
+/// | `retries` | whole number | `3` | retries after the first delivery for panics and timeouts, and the `max_retries` that `Ack::retry()` and `Ack::retry_after(..)` answer with |
+/// | `shutdown_timeout` | whole seconds | none (the strategy's own limit) | the longest a shutdown waits for each of this handler's workers to finish its message; past it the worker is cancelled and the message is left in the WAL for the next start |
+/// | `middleware` | a list of expressions, `[A, B::new(..)]` | none | middleware values (each an `impl Middleware`) wrapped around this handler, outermost first, inside the bus-wide middleware of `EventBusBuilder::middleware` |
+///
+/// Any other name is a compile error that lists these. Every mistake (an unknown or repeated
+/// parameter, a value of the wrong type, `workers = 0`, `timeout = 0`, an empty or reserved
+/// topic, a function that is not `async`, takes other arguments, is a method or is generic) is
+/// a compile error spanned on the offending token, never a panic at start-up.
+///
+/// # What it generates
+///
+/// The function stays callable as written. Beside it: a unit struct named after it in
+/// PascalCase with a `Handler` suffix (`handle_order` → `HandleOrderHandler`) that implements
+/// `EHandler`, and a `HandlerRegistration` in `HANDLER_REGISTRY` (handler name: the function's
+/// name; workers are named `<name>-0`, `<name>-1`, ..). The registry is filled by the linker:
+/// when handlers live in a library crate, name it in the binary (`use my_handlers as _;`).
+///
+/// # Example
+///
+/// Every parameter (`LoggerMiddleware` needs event_base's `middleware` feature):
+///
+/// ```
+/// use event_base::prelude::*;
+/// use std::time::Duration;
+///
+/// #[handler(
+///     topic = "order.created",
+///     workers = 2,
+///     timeout = 30,
+///     retries = 5,
+///     shutdown_timeout = 10,
+///     middleware = [LoggerMiddleware]
+/// )]
+/// async fn handle_order(msg: &EMessage) -> Ack {
+///     if msg.payload.0.is_empty() {
+///         return Ack::dead(); // bad input: a dead letter now
+///     }
+///     Ack::Ack
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), CoreError> {
+///     // The function is still a function, and the generated struct an `EHandler`.
+///     let msg = EMessage::standard("order.created", b"#1".to_vec());
+///     assert_eq!(handle_order(&msg).await, Ack::Ack);
+///     assert_eq!(HandleOrderHandler.handler(&msg).await, Ack::Ack);
+///
+///     let bus = event_base::builder().with_registered_handlers().build().await?;
+///     assert_eq!(bus.workers("order.created"), ["handle_order-0", "handle_order-1"]);
+///     bus.send("order.created", b"#2".to_vec()).await?;
+///     bus.wait_idle(Duration::from_secs(5)).await?;
+///     assert_eq!(bus.metrics().topic("order.created").unwrap().acked, 1);
+///     bus.shutdown(ShutdownStrategy::Force).await?;
+///     Ok(())
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn handler(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = match syn::parse::<ItemFn>(item) {
