@@ -33,8 +33,12 @@
 //! ## What is where
 //!
 //! - Everything of [`event_base_core`] is re-exported here: [`EMessage`], [`Ack`],
-//!   [`EHandler`], [`EventBus`], [`TopicRouter`], the [`Wal`] and [`QueueFactory`] traits.
-//!   It is always there, whatever the features.
+//!   [`EHandler`], [`EventBus`], [`TopicRouter`], [`CoreError`] and the rest an application
+//!   uses. It is always there, whatever the features.
+//! - [`backend`]: for authors of WAL and queue backends only (and tools that drive a WAL
+//!   directly): the [`Wal`](backend::Wal) and [`QueueFactory`](backend::QueueFactory)
+//!   contracts and the types that cross them (`WalRecord`, `WalCommit`, `EConsumer`,
+//!   `Claimed`, ...), kept out of the names above.
 //! - `wal`: WAL backends (`MemoryWal`, `PersistentWal`). `queue`: queue backends
 //!   (`FlumeQueueFactory`, `MpmcQueueFactory`).
 //! - Macros: `#[handler]`, `send_msg!`, `start_system!`.
@@ -74,6 +78,8 @@
 #![deny(unsafe_code)]
 
 pub use event_base_core::*;
+// Named as well as globbed, so that readers of this file see where it comes from.
+pub use event_base_core::backend;
 #[cfg(feature = "macro")]
 pub use event_base_macro_attr::handler;
 #[cfg(feature = "macro")]

@@ -2,12 +2,15 @@
 //!
 //! Applications normally use the `event_base` umbrella crate, which re-exports everything here
 //! together with the default backends and the macros. This crate knows no backend: WALs and
-//! queues plug in through the [`Wal`] and [`QueueFactory`] traits.
+//! queues plug in through the [`Wal`](backend::Wal) and [`QueueFactory`](backend::QueueFactory)
+//! traits of the [`backend`] module, which is for backend authors only.
 //!
 //! # Where things are
 //!
 //! Modules are private and every public name is re-exported here, so paths stay short
-//! (`event_base_core::EMessage`) while the files nest by concern. Each folder's `mod.rs` says
+//! (`event_base_core::EMessage`) while the files nest by concern; the one exception is
+//! [`backend`], public so that what only backend authors need (the WAL and queue contracts) is
+//! not mixed into the names applications use. Each folder's `mod.rs` says
 //! what it holds and what it may import; no file imports a file that imports it back
 //! (`event_base_test/tests/core_module_graph.rs` checks it).
 //!
@@ -15,7 +18,7 @@
 //! |---|---|---|
 //! | `message/` | what travels | [`EMessage`], [`Ack`], [`DeadReason`], [`DeadLetterMessage`] |
 //! | `handler/` | handlers and what wraps them | [`EHandler`], [`HandlerSpec`], [`Middleware`], [`Pipeline`], [`Backoff`] |
-//! | `backend/` | the contracts backends implement | [`Wal`], [`QueueFactory`] |
+//! | `backend/` | the contracts backends implement (public: `event_base_core::backend`) | [`Wal`](backend::Wal), [`QueueFactory`](backend::QueueFactory) |
 //! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
 //! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
 //! | `bus/` | one running bus | [`EventBus`], [`EventBusBuilder`] |
@@ -73,7 +76,7 @@
 
 #![deny(unsafe_code)]
 
-mod backend;
+pub mod backend;
 mod bus;
 mod delivery;
 mod error;
@@ -87,10 +90,6 @@ mod worker;
 
 pub mod constant;
 
-pub use backend::queue::{
-    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
-};
-pub use backend::wal::{Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};
 pub use bus::builder::EventBusBuilder;
 pub use bus::event_bus::EventBus;
 pub use delivery::consumer_router::ConsumerRouter;

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use event_base_core::{
-    Claimed, EConsumer, EMessage, EProducer, MessageTopic, QueueError, QueueFactory, Receipt,
-    TopicQueue, TrySendError,
+use event_base_core::backend::{
+    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
 };
+use event_base_core::{EMessage, MessageTopic, QueueError};
 
 use crate::DEFAULT_QUEUE_BOUND;
 

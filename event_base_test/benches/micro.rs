@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use event_base::backend::Wal;
 use event_base::{
     async_trait, Ack, EHandler, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, MemoryWal,
-    PersistentWal, SyncPolicy, Wal,
+    PersistentWal, SyncPolicy,
 };
 use tokio::sync::Notify;
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use event_base::{DeadReason, EMessage, PersistentWal, Wal, WalRecordState};
+use event_base::backend::{Wal, WalRecordState};
+use event_base::{DeadReason, EMessage, PersistentWal};
 
 #[tokio::test]
 async fn state_survives_a_reopen() {

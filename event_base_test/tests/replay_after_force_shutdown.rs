@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use event_base::{Ack, MemoryWal, ShutdownStrategy, Wal};
+use event_base::backend::Wal;
+use event_base::{Ack, MemoryWal, ShutdownStrategy};
 use event_base_test::{Gate, Probe, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

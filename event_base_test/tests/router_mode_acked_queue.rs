@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use event_base::backend::{Claimed, EConsumer, QueueFactory, TopicQueue};
 use event_base::{
-    async_trait, Ack, Claimed, DeliveryMode, EConsumer, EMessage, FlumeQueueFactory, MemoryWal,
-    MessageTopic, QueueError, QueueFactory, TopicQueue,
+    async_trait, Ack, DeliveryMode, EMessage, FlumeQueueFactory, MemoryWal, MessageTopic,
+    QueueError,
 };
 use event_base_test::{Probe, WAIT};
 

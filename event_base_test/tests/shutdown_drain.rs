@@ -32,7 +32,7 @@ async fn drain_finishes_the_backlog_but_not_the_future() {
     );
     assert_eq!(s.probe.finished().len(), 30);
     assert_eq!(report.left_for_replay, 1);
-    let wal_live: Vec<_> = event_base::Wal::pending(&*s.wal).await.unwrap();
+    let wal_live: Vec<_> = event_base::backend::Wal::pending(&*s.wal).await.unwrap();
     assert_eq!(wal_live.len(), 1);
     assert_eq!(wal_live[0].message.id, later);
 }

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use event_base::backend::{Wal, WalCommit, WalRecord, WalStats};
 use event_base::{
-    async_trait, Ack, DeadLetterMessage, DeadReason, EMessage, MemoryWal, ShutdownStrategy, Wal,
-    WalCommit, WalError, WalRecord, WalStats,
+    async_trait, Ack, DeadLetterMessage, DeadReason, EMessage, MemoryWal, ShutdownStrategy,
+    WalError,
 };
 use event_base_test::Probe;
 

@@ -10,7 +10,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use event_base::{EMessage, PersistentWal, Wal, WalError};
+use event_base::backend::Wal;
+use event_base::{EMessage, PersistentWal, WalError};
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use event_base::{DeadReason, EMessage, PersistentWal, Wal, WalRecordState};
+use event_base::backend::{Wal, WalRecordState};
+use event_base::{DeadReason, EMessage, PersistentWal};
 
 const PENDING: &str = "11111111-1111-4111-8111-111111111111";
 const PROCESSING: &str = "22222222-2222-4222-8222-222222222222";

@@ -5,10 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use event_base_core::{
-    DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalError, WalRecord, WalRecordState,
-    WalStats,
-};
+use event_base_core::backend::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use hashbrown::hash_table::{Entry, HashTable};
 
@@ -133,7 +131,8 @@ fn rehash(r: &Record) -> u64 {
 ///
 /// ```
 /// use event_base_wal::MemoryWal;
-/// use event_base_core::{EMessage, Wal};
+/// use event_base_core::backend::Wal;
+/// use event_base_core::EMessage;
 /// use std::sync::Arc;
 ///
 /// let wal = MemoryWal::new();

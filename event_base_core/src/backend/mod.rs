@@ -1,14 +1,35 @@
-//! The contracts the backend crates implement: the write-ahead log ([`Wal`](crate::Wal)) and
-//! the per-topic queues ([`QueueFactory`](crate::QueueFactory)). `event_base_wal` and
-//! `event_base_queue` hold the implementations; the conformance suites in `event_base_test`
-//! (`wal_conformance.rs`, `queue_conformance.rs`) check every one against the same cases.
+//! For authors of WAL and queue backends: the contracts a backend implements, and the types
+//! that cross them.
+//!
+//! An application does not need these names. It hands a WAL (`MemoryWal`, `PersistentWal`)
+//! and a queue factory (`FlumeQueueFactory`, `MpmcQueueFactory`) to the builder or to
+//! `start_system!`, and the bus does the rest. Write against this module to add a backend of
+//! your own (a database WAL, a broker-backed queue), or to drive a WAL directly (tools,
+//! tests): [`Wal`] is the write-ahead log, [`QueueFactory`] makes the per-topic queues.
+//! `event_base_wal` and `event_base_queue` hold the implementations; the conformance suites in
+//! the repository's `event_base_test` (`wal_conformance.rs`, `queue_conformance.rs`) check
+//! every one against the same cases, and a new backend can run them too.
+//!
+//! | name | what it is |
+//! |---|---|
+//! | [`Wal`] | the write-ahead log: append, state changes, replay, dead letters |
+//! | [`WalRecord`], [`WalRecordState`] | one logged message and its state (pending, processing, complete, failed) |
+//! | [`WalCommit`], [`WalCommitter`] | when an append is durable: what the sender awaits, and what the backend answers it with |
+//! | [`WalStats`] | a WAL's counters (also `EventBus::wal_stats`) |
+//! | [`QueueFactory`], [`TopicQueue`] | one queue per topic |
+//! | [`EProducer`], [`EConsumer`] | the two ends of a topic's queue |
+//! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
+//! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
 //!
 //! May import: `message/`, `constant`, `error`. Nothing here knows a running bus.
 //!
 //! | file | holds |
 //! |---|---|
-//! | `wal.rs` | `Wal`, `WalCommit`, `WalRecord`, `WalRecordState`, `WalStats` |
+//! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats` |
 //! | `queue.rs` | `QueueFactory`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
 
 pub(crate) mod queue;
 pub(crate) mod wal;
+
+pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
+pub use wal::{Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

@@ -87,7 +87,7 @@ pub struct WalStats {
 ///
 /// ```
 /// # async fn demo() -> Result<(), event_base_core::WalError> {
-/// use event_base_core::WalCommit;
+/// use event_base_core::backend::WalCommit;
 /// let (commit, committer) = WalCommit::pending();
 /// assert!(!commit.is_durable());
 /// committer.answer(Ok(())); // e.g. from the writer thread, after its fsync

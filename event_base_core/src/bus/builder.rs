@@ -33,6 +33,7 @@ use crate::worker::registry::WorkerRegistry;
 ///
 /// ```
 /// # use event_base_core::*;
+/// # use event_base_core::backend::{QueueFactory, Wal};
 /// # fn demo(wal: impl Wal, queue: impl QueueFactory) {
 /// let builder = EventBus::builder()
 ///     .wal(wal)

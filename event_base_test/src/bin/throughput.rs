@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use event_base::backend::{Wal, WalCommit, WalRecord, WalStats};
 use event_base::{
     async_trait, Ack, Bytes, DeadLetterMessage, DeadReason, EHandler, EMessage, EventBus,
-    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, TopicRouter, Wal,
-    WalCommit, WalError, WalRecord, WalStats,
+    FlumeQueueFactory, HandlerSpec, MemoryWal, PersistentWal, SyncPolicy, TopicRouter, WalError,
 };
 use tokio::sync::Notify;
 

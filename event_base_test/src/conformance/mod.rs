@@ -1,7 +1,7 @@
 //! Conformance suites: the same cases run over every backend of a contract.
 //!
-//! - [`wal`]: the [`Wal`](event_base::Wal) contract, over a [`wal::WalBackend`].
-//! - [`queue`]: the [`QueueFactory`](event_base::QueueFactory) contract, over a function
+//! - [`wal`]: the [`Wal`](event_base::backend::Wal) contract, over a [`wal::WalBackend`].
+//! - [`queue`]: the [`QueueFactory`](event_base::backend::QueueFactory) contract, over a function
 //!   that makes a factory with a given bound.
 //!
 //! Each case is a public `async fn` that panics on the first broken promise, so it can be

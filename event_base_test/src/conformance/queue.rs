@@ -1,9 +1,9 @@
-//! The queue contract ([`QueueFactory`], [`EProducer`](event_base::EProducer),
+//! The queue contract ([`QueueFactory`], [`EProducer`](event_base::backend::EProducer),
 //! [`EConsumer`]), case by case, for any backend.
 //!
 //! A backend is given as a function from a bound to a factory (`FlumeQueueFactory::bounded`),
 //! so the cases can make small queues to fill. What is checked is what
-//! `event_base_core::queue` promises: FIFO order from one producer, a bounded queue
+//! `event_base::backend` promises: FIFO order from one producer, a bounded queue
 //! (`try_send` hands a message back when full, `send` waits), `claim_batch` waiting for one
 //! message then taking up to `max`, `try_claim` never waiting, acknowledgement as the backend
 //! declares it needs, one queue per topic, a queue whose producers are all dropped delivering
@@ -16,9 +16,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use event_base::{
-    Claimed, EConsumer, EMessage, MessageTopic, QueueError, QueueFactory, TopicQueue, TrySendError,
-};
+use event_base::backend::{Claimed, EConsumer, QueueFactory, TopicQueue, TrySendError};
+use event_base::{EMessage, MessageTopic, QueueError};
 
 use super::finishes_at_once;
 

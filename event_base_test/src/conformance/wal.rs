@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use event_base::{DeadReason, EMessage, Wal, WalRecord, WalRecordState};
+use event_base::backend::{Wal, WalRecord, WalRecordState};
+use event_base::{DeadReason, EMessage};
 
 /// A WAL backend under test.
 pub trait WalBackend {

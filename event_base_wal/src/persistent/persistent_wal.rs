@@ -8,10 +8,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::{
-    DeadLetterMessage, DeadReason, EMessage, Wal, WalCommit, WalCommitter, WalError, WalRecord,
-    WalStats,
-};
+use event_base_core::backend::{Wal, WalCommit, WalCommitter, WalRecord, WalStats};
+use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};

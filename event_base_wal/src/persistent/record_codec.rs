@@ -48,9 +48,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use event_base_core::backend::WalRecordState;
 use event_base_core::{
     DeadReason, DeliveryMode, EMessage, MessageMetadata, MessagePayload, MessageTopic,
-    WalRecordState,
 };
 use uuid::Uuid;
 

@@ -24,7 +24,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use event_base_core::{Wal, WalError, WalRecord, WalRecordState};
+use event_base_core::backend::{Wal, WalRecord, WalRecordState};
+use event_base_core::WalError;
 
 use super::fs::WalFs;
 use super::record_codec::{read_frame, Entry, Frame};

@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use event_base_core::{WalCommitter, WalError};
+use event_base_core::backend::WalCommitter;
+use event_base_core::WalError;
 
 use super::fs::{DirLock, WalFile, WalFs};
 use super::group_commit::GroupCommit;
@@ -284,7 +285,9 @@ impl Writer {
     fn account(&mut self, entry: &Entry) {
         let finished = match entry {
             Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => true,
-            Entry::Snapshot { state, .. } => *state == event_base_core::WalRecordState::Complete,
+            Entry::Snapshot { state, .. } => {
+                *state == event_base_core::backend::WalRecordState::Complete
+            }
             _ => false,
         };
         if finished {

@@ -1,7 +1,8 @@
 //! Without `memory`, the macros' expansions must still resolve: `#[handler]`, `send_msg!`, and
 //! `start_system!` with both backends given.
 
-use event_base::{Ack, EMessage, QueueFactory, Wal};
+use event_base::backend::{QueueFactory, Wal};
+use event_base::{Ack, EMessage};
 
 #[event_base::handler(topic = "probe")]
 async fn probe(_msg: &EMessage) -> Ack {

@@ -1,6 +1,6 @@
 //! Without `memory`, `start_system!` with `wal:` but no `queue:` must not compile.
 
-use event_base::Wal;
+use event_base::backend::Wal;
 
 #[allow(dead_code)]
 fn start(wal: impl Wal) {
