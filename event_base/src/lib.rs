@@ -76,19 +76,30 @@
 //! are the `guide/` folder of this package; in the repository, `docs/README.md` is the index).
 
 #![deny(unsafe_code)]
+// docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use event_base_core::*;
 // Named as well as globbed, so that readers of this file see where it comes from.
 pub use event_base_core::backend;
+// Named too, so that its docs say which feature it needs (a glob re-export carries no badge).
+#[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
+pub use event_base_core::TraceLayer;
 #[cfg(feature = "macro")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macro")))]
 pub use event_base_macro_attr::handler;
 #[cfg(feature = "macro")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macro")))]
 pub use event_base_macro_func::{send_msg, start_system};
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use event_base_queue::{FlumeQueueFactory, MpmcQueueFactory};
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use event_base_wal::MemoryWal;
 #[cfg(feature = "persistent")]
+#[cfg_attr(docsrs, doc(cfg(feature = "persistent")))]
 pub use event_base_wal::{PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy};
 
 /// WAL backends: `MemoryWal` (feature `memory`), `PersistentWal` (feature `persistent`).
@@ -97,26 +108,31 @@ pub use event_base_wal::{PersistentWal, PersistentWalBuilder, RecoveryReport, Sy
 /// included: the crate has no switch of its own for it. Only the crate root's re-export of
 /// `MemoryWal` follows `memory`.
 #[cfg(any(feature = "memory", feature = "persistent"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "memory", feature = "persistent"))))]
 pub mod wal {
     pub use event_base_wal::*;
 }
 
 /// Queue backends (feature `memory`): bounded in-memory channels per topic.
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub mod queue {
     pub use event_base_queue::*;
 }
 
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub mod testing;
 
 /// Built-in middleware (feature `middleware`).
 #[cfg(feature = "middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "middleware")))]
 pub mod middleware {
     pub use event_base_middleware::*;
 }
 
 #[cfg(feature = "middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "middleware")))]
 pub use event_base_middleware::{
     LoggerMiddleware, MetricsMiddleware, RetryPolicyMiddleware, TimeoutMiddleware,
 };
@@ -124,6 +140,7 @@ pub use event_base_middleware::{
 /// Audit writers (feature `audit`). The in-memory audit ring ([`AuditLog`], `bus.audit()`)
 /// is part of the core and always there.
 #[cfg(feature = "audit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "audit")))]
 pub mod audit {
     pub use event_base_audit::*;
 }
@@ -131,6 +148,7 @@ pub mod audit {
 /// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate, a placeholder with
 /// nothing public until its issue lands.
 #[cfg(feature = "gRPC")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gRPC")))]
 pub use event_base_grpc as grpc;
 
 /// The names most programs need: `use event_base::prelude::*;`. Every name the guide's
@@ -175,6 +193,7 @@ pub mod prelude {
 /// # Ok(()) }
 /// ```
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub fn builder() -> EventBusBuilder {
     EventBus::builder()
         .wal(MemoryWal::new())
@@ -287,6 +306,7 @@ macro_rules! __event_base_backends {
 /// compiled and run as a doctest. Its examples use the default features (`memory`, `macro`); a
 /// page that needs more is included only with those features (`full` includes every page).
 #[cfg(all(feature = "memory", feature = "macro"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "memory", feature = "macro"))))]
 pub mod guide {
     #[doc = include_str!("../guide/quick-start.md")]
     pub mod quick_start {}

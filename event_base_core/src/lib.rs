@@ -75,6 +75,8 @@
 //! matters, for example by remembering `msg.id`.
 
 #![deny(unsafe_code)]
+// docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
 mod bus;
@@ -117,6 +119,7 @@ pub use observe::metrics_manager::MetricsManager;
 pub use observe::metrics_store::MetricsStore;
 pub use observe::snapshot::{MetricsSnapshot, NodeMetrics, TopicMetrics, WorkerMetrics};
 #[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
 pub use observe::trace_layer::TraceLayer;
 pub use observe::trace_layer::TraceRecord;
 pub use shutdown::strategy::{

@@ -12,6 +12,8 @@
 //! arrives with the distributed-mode issue.
 
 #![deny(unsafe_code)]
+// docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod flume_queue;
 #[cfg(feature = "kanal")]
@@ -19,6 +21,7 @@ mod kanal_queue;
 
 pub use flume_queue::FlumeQueueFactory;
 #[cfg(feature = "kanal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kanal")))]
 pub use kanal_queue::MpmcQueueFactory;
 
 /// Messages a topic's queue holds before senders wait, unless set otherwise.

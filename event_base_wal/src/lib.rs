@@ -18,6 +18,8 @@
 //! `RedisWal` arrives with the distributed-mode issue.
 
 #![deny(unsafe_code)]
+// docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod memory_wal;
 #[cfg(feature = "persistent")]
@@ -38,6 +40,7 @@ pub mod sim {
     pub use crate::persistent::{PowerCut, SimFs};
 }
 #[cfg(feature = "persistent")]
+#[cfg_attr(docsrs, doc(cfg(feature = "persistent")))]
 pub use persistent::{
     PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SEGMENT_BYTES,

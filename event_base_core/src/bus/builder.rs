@@ -178,6 +178,7 @@ impl EventBusBuilder {
     /// Publishes the system's metrics to the `metrics` facade every `interval` (feature
     /// `metrics`); see [`MetricsManager`](crate::MetricsManager).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn export_metrics(mut self, interval: Duration) -> Self {
         self.export_metrics = Some(interval);
         self

@@ -291,6 +291,7 @@ impl EventBus {
     /// # Ok(()) }
     /// ```
     #[cfg(feature = "signal")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signal")))]
     pub fn run_until_signal(
         &self,
         strategy: ShutdownStrategy,

@@ -44,6 +44,7 @@ impl MetricsManager {
 
     /// Publishes the current figures to the `metrics` facade.
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn export(&self) {
         let snap = self.snapshot();
         let bus = snap.bus.clone();
