@@ -30,7 +30,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use event_base::{DeadReason, EMessage, PersistentWal, SyncPolicy, Wal, WalError};
+use event_base::backend::Wal;
+use event_base::{DeadReason, EMessage, PersistentWal, SyncPolicy, WalError};
 use event_base_wal::sim::SimFs;
 
 const DIR: &str = "/sim/wal";
