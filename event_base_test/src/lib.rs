@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod shutdown_scenario;
 pub mod span_capture;
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,17 +124,27 @@ impl Probe {
     /// Waits until at least `n` deliveries were recorded; panics with the count after
     /// `timeout`.
     pub async fn wait_for(&self, n: usize, timeout: Duration) {
+        self.wait_until(&format!("{n} deliveries"), timeout, |seen| seen.len() >= n)
+            .await;
+    }
+
+    /// Waits until `done` holds for the deliveries recorded so far (checked after each new
+    /// one); panics naming `what` after `timeout`.
+    pub async fn wait_until<F>(&self, what: &str, timeout: Duration, done: F)
+    where
+        F: Fn(&[Seen]) -> bool,
+    {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.count() >= n {
+            if self.seen.lock().map(|v| done(&v)).unwrap_or(false) {
                 return;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 panic!(
-                    "expected {n} deliveries within {timeout:?}, saw {}",
+                    "expected {what} within {timeout:?}, saw {} deliveries",
                     self.count()
                 );
             }
@@ -161,7 +172,7 @@ where
             payload: msg.payload.0.to_vec(),
         });
         if let Some(gate) = &self.gate {
-            gate.wait().await;
+            gate.wait_for_message(&msg.id).await;
         }
         let answer = (self.answer)(msg);
         if let Ok(mut f) = self.probe.finished.lock() {
@@ -171,10 +182,24 @@ where
     }
 }
 
-/// Holds handlers until opened.
+/// Holds handlers until opened; [`Gate::release`] lets single messages through first.
 #[derive(Debug, Clone)]
 pub struct Gate {
-    tx: Arc<watch::Sender<bool>>,
+    tx: Arc<watch::Sender<GateState>>,
+}
+
+/// Which messages a [`Gate`] lets through.
+#[derive(Debug, Clone, Default)]
+struct GateState {
+    open: bool,
+    /// Let through while the gate is still closed.
+    released: HashSet<String>,
+}
+
+impl GateState {
+    fn passes(&self, id: Option<&str>) -> bool {
+        self.open || id.is_some_and(|id| self.released.contains(id))
+    }
 }
 
 impl Default for Gate {
@@ -187,19 +212,39 @@ impl Gate {
     /// A closed gate.
     pub fn new() -> Gate {
         Gate {
-            tx: Arc::new(watch::channel(false).0),
+            tx: Arc::new(watch::channel(GateState::default()).0),
         }
     }
 
     /// Lets every waiting and future handler through.
     pub fn open(&self) {
-        self.tx.send_replace(true);
+        self.tx.send_modify(|state| state.open = true);
+    }
+
+    /// Lets the handlers of the messages `ids` through, while the gate stays closed to the
+    /// others.
+    pub fn release<I, S>(&self, ids: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tx
+            .send_modify(|state| state.released.extend(ids.into_iter().map(Into::into)));
     }
 
     /// Waits until the gate is open.
     pub async fn wait(&self) {
+        self.wait_as(None).await;
+    }
+
+    /// Waits until the gate lets the message `id` through.
+    pub async fn wait_for_message(&self, id: &str) {
+        self.wait_as(Some(id)).await;
+    }
+
+    async fn wait_as(&self, id: Option<&str>) {
         let mut rx = self.tx.subscribe();
-        let _ = rx.wait_for(|open| *open).await;
+        let _ = rx.wait_for(|state| state.passes(id)).await;
     }
 }
 
