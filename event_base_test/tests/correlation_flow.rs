@@ -60,7 +60,8 @@ async fn ids_follow_a_chain_of_events() {
     let first_id = bus.send("orders", first).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
 
-    let seen = seen.lock().unwrap().clone();
+    let handled = seen;
+    let seen = handled.lock().unwrap().clone();
     assert_eq!(seen.len(), 3);
     let invoice = seen
         .iter()
@@ -80,9 +81,17 @@ async fn ids_follow_a_chain_of_events() {
     );
     assert_eq!(audit.metadata.trace_id.as_deref(), Some("trace-7"));
     assert_eq!(audit.metadata.causation_id, Some(first_id.to_string()));
-    // Outside a handler nothing is inherited.
+    // Outside a handler nothing is inherited: not from the message handled last, nor on
+    // the thread that handled it.
+    assert!(event_base::current_message().is_none());
     let plain = bus.send("billing", b"plain".to_vec()).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
-    let _ = plain;
-    assert!(event_base::current_message().is_none());
+    let seen = handled.lock().unwrap().clone();
+    let plain = seen
+        .iter()
+        .find(|m| m.id == plain.as_str())
+        .expect("the plain message was handled");
+    assert_eq!(plain.metadata.trace_id, None);
+    assert_eq!(plain.metadata.correlation_id, None);
+    assert_eq!(plain.metadata.causation_id, None);
 }
