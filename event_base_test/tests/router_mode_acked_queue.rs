@@ -4,7 +4,7 @@
 //! every mode and acked exactly once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_base::backend::{Claimed, EConsumer, QueueFactory, TopicQueue};
@@ -12,18 +12,29 @@ use event_base::{
     async_trait, Ack, DeliveryMode, EMessage, FlumeQueueFactory, MemoryWal, MessageTopic,
     QueueError,
 };
-use event_base_test::{Probe, WAIT};
+use event_base_test::{Gate, Probe, WAIT};
+use tokio::sync::watch;
+
+/// What the router did with the queue of topic `t`.
+#[derive(Default)]
+struct Calls {
+    /// Entries acked, over all `ack` calls.
+    acked: watch::Sender<usize>,
+    /// `ack` calls.
+    acks: AtomicUsize,
+    /// The size of every batch claimed, in order.
+    batches: Mutex<Vec<usize>>,
+}
 
 struct AckingFactory {
     inner: FlumeQueueFactory,
-    acked: Arc<AtomicUsize>,
-    batches: Arc<AtomicUsize>,
+    calls: Arc<Calls>,
 }
 
 struct AckingConsumer {
     inner: Arc<dyn EConsumer>,
-    acked: Arc<AtomicUsize>,
-    batches: Arc<AtomicUsize>,
+    /// Only topic `t` is counted (the bus has system topics of its own).
+    calls: Option<Arc<Calls>>,
 }
 
 impl QueueFactory for AckingFactory {
@@ -33,8 +44,7 @@ impl QueueFactory for AckingFactory {
             producer: q.producer,
             consumer: Arc::new(AckingConsumer {
                 inner: q.consumer,
-                acked: self.acked.clone(),
-                batches: self.batches.clone(),
+                calls: (topic.as_str() == "t").then(|| self.calls.clone()),
             }),
         })
     }
@@ -48,14 +58,19 @@ impl EConsumer for AckingConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         let n = self.inner.claim_batch(max, out).await?;
         assert!(n <= max);
-        self.batches.fetch_add(1, Ordering::SeqCst);
+        if let Some(calls) = &self.calls {
+            calls.batches.lock().unwrap().push(n);
+        }
         Ok(n)
     }
     fn requires_ack(&self) -> bool {
         true
     }
     async fn ack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
-        self.acked.fetch_add(claimed.len(), Ordering::SeqCst);
+        if let Some(calls) = &self.calls {
+            calls.acked.send_modify(|n| *n += claimed.len());
+            calls.acks.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(())
     }
     async fn nack(&self, _claimed: &[Claimed]) -> Result<(), QueueError> {
@@ -73,19 +88,25 @@ impl EConsumer for AckingConsumer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_router_task_claims_routes_and_acks_every_message() {
-    let acked = Arc::new(AtomicUsize::new(0));
-    let batches = Arc::new(AtomicUsize::new(0));
+    const BATCH: usize = 16;
+    let calls = Arc::new(Calls::default());
     let probe = Probe::new();
+    // The handlers are held while everything is sent, so a backlog builds up in the queue
+    // and the router has full batches to claim once they go on.
+    let gate = Gate::new();
     let bus = event_base::EventBus::builder()
         .wal(MemoryWal::new())
         .queue(AckingFactory {
             inner: FlumeQueueFactory::default(),
-            acked: acked.clone(),
-            batches: batches.clone(),
+            calls: calls.clone(),
         })
-        .batch_size(16)
-        .handler(probe.handler("a", "t", |_| Ack::Ack).workers(2))
-        .handler(probe.handler("b", "t", |_| Ack::Ack))
+        .batch_size(BATCH)
+        .handler(
+            probe
+                .gated_handler("a", "t", &gate, |_| Ack::Ack)
+                .workers(2),
+        )
+        .handler(probe.gated_handler("b", "t", &gate, |_| Ack::Ack))
         .build()
         .await
         .unwrap();
@@ -113,6 +134,7 @@ async fn a_router_task_claims_routes_and_acks_every_message() {
         )
         .await
         .unwrap();
+    gate.open();
     bus.wait_idle(WAIT).await.unwrap();
     // Handlers `a` and `b` each receive every message: standard ones once per handler, the
     // broadcast once per worker (2 + 1), Repeated(5) five times per handler, and the one
@@ -129,10 +151,33 @@ async fn a_router_task_claims_routes_and_acks_every_message() {
             .collect::<Vec<_>>(),
         vec!["b"]
     );
+    // Each handler's queue has its own copy of every message but the one addressed to b-0.
+    const ENTRIES: usize = 2 * 1002 + 1;
+    let batches = calls.batches.lock().unwrap().clone();
+    let claimed: usize = batches.iter().sum();
+    assert_eq!(claimed, ENTRIES, "every copy claimed once");
+    // A batch is acked once routed, which can be after its messages were handled.
+    let mut acked = calls.acked.subscribe();
+    tokio::time::timeout(WAIT, acked.wait_for(|&n| n >= ENTRIES))
+        .await
+        .expect("every claimed entry acked")
+        .unwrap();
     assert_eq!(
-        acked.load(Ordering::SeqCst),
-        2 * 1002 + 1,
-        "every claimed entry acked once (each handler's queue has its own copy)"
+        *calls.acked.borrow(),
+        ENTRIES,
+        "every claimed entry acked once"
     );
-    assert!(batches.load(Ordering::SeqCst) <= 2 * 1002 + 1);
+    // Claimed in batches of up to `batch_size`, and acked a batch at a time. Only while
+    // the workers take the first messages can a claim find fewer waiting than a batch:
+    // after that the backlog fills every claim but the last.
+    assert!(
+        batches.iter().all(|&n| (1..=BATCH).contains(&n)),
+        "{batches:?}"
+    );
+    let full = batches.iter().filter(|&&n| n == BATCH).count();
+    assert!(full * BATCH * 10 >= ENTRIES * 9, "{batches:?}");
+    assert!(
+        calls.acks.load(Ordering::SeqCst) <= batches.len(),
+        "one ack per batch at most"
+    );
 }
