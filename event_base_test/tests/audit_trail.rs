@@ -66,7 +66,7 @@ async fn a_retried_then_dead_message_tells_its_whole_story() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_json_lines_writer_rotates_and_every_line_parses() {
+async fn the_json_lines_writer_rotates_and_keeps_the_newest_records() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let writer = JsonLinesWriter::open(&path)
@@ -75,6 +75,7 @@ async fn the_json_lines_writer_rotates_and_every_line_parses() {
         .keep(2);
     let probe = Probe::new();
     let bus = event_base::builder()
+        .audit(1000)
         .audit_writer(writer)
         .handler(probe.handler("h", "t", |_| Ack::Ack).workers(2))
         .build()
@@ -86,33 +87,39 @@ async fn the_json_lines_writer_rotates_and_every_line_parses() {
     bus.wait_idle(WAIT).await.unwrap();
     bus.audit().flush().await;
 
-    let mut files = vec![path.clone()];
-    for n in 1..=2 {
+    // Oldest first: `.2`, `.1`, then the file being written.
+    let rotated = |n: usize| {
         let mut name = path.as_os_str().to_owned();
         name.push(format!(".{n}"));
-        files.push(name.into());
-    }
-    let mut lines = 0;
+        std::path::PathBuf::from(name)
+    };
+    let files = [rotated(2), rotated(1), path.clone()];
+    let mut kept: Vec<AuditRecord> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        for line in text.lines() {
-            let r: AuditRecord = serde_json_parse(line);
-            assert_eq!(&*r.topic, "t");
-            lines += 1;
-        }
+        kept.extend(text.lines().map(serde_json_parse));
         assert!(
             std::fs::metadata(f).unwrap().len() < 4096 + 1024,
             "{} did not rotate",
             f.display()
         );
     }
-    let mut third = path.as_os_str().to_owned();
-    third.push(".3");
+    assert!(!rotated(3).exists(), "only two rotated files are kept");
+
+    // What the files keep is the newest records, contiguous and in the order the bus
+    // numbered them: the tail of everything it recorded (its ring holds all 200).
+    let mut all = bus.audit().recent(1000);
+    all.sort_by_key(|r| r.seq);
+    assert_eq!(all.len(), 200, "a start and a finish per message");
     assert!(
-        !std::path::Path::new(&third).exists(),
-        "only two rotated files are kept"
+        !kept.is_empty() && kept.len() < all.len(),
+        "{} of {} records kept: the oldest must have been rotated away",
+        kept.len(),
+        all.len()
     );
-    assert!(lines > 0 && lines <= 200);
+    let seqs = |records: &[AuditRecord]| records.iter().map(|r| r.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&kept), seqs(&all[all.len() - kept.len()..]));
+    assert!(kept.iter().all(|r| &*r.topic == "t"));
 }
 
 fn serde_json_parse(line: &str) -> AuditRecord {
