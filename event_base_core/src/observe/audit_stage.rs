@@ -53,6 +53,15 @@ pub(crate) struct StartMark {
     at: SystemTime,
 }
 
+/// A worker that ends without going idle (cancelled: declared dead while a handler hung, or
+/// aborted by a forced shutdown) hands over what it staged, so the start of the delivery it
+/// was stuck on stays in the message's story.
+impl Drop for AuditStage {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 impl AuditStage {
     pub(crate) fn new(names: AuditNames, ring: Arc<AuditRing>) -> AuditStage {
         AuditStage {
