@@ -1,14 +1,16 @@
 //! Worker discovery and topic sync inside one process: workers announce joining, leaving and
-//! dying on `_system.worker_discovery`; a request on `_system.topic_discovery` is answered on
-//! `_system.topic_sync` with the node's topic table.
+//! dying on `_system.worker_discovery` (dying: `stale_worker_redelivery.rs`); a request on
+//! `_system.topic_discovery` is answered on `_system.topic_sync` with the node's topic table;
+//! `_system.worker_heartbeat` says what every worker is doing, every heartbeat interval.
 
 use std::time::Duration;
 
-use event_base::constant::{TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
+use event_base::constant::{TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY, WORKER_HEARTBEAT};
 use event_base::{
     Ack, DiscoveryEvent, EMessage, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
+    WorkerInfo, WorkerStatus,
 };
-use event_base_test::{decode, Probe, WAIT};
+use event_base_test::{decode, Gate, Probe, Seen, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_announce_themselves_and_topics_are_discoverable() {
@@ -70,4 +72,79 @@ async fn workers_announce_themselves_and_topics_are_discoverable() {
     let first = syncs.first().expect("a topic sync at start");
     let orders = first.topics.iter().find(|t| t.topic == "orders").unwrap();
     assert_eq!(orders.workers.len(), 2);
+}
+
+/// The heartbeats published so far, oldest first.
+fn beats(seen: &[Seen]) -> Vec<Vec<WorkerInfo>> {
+    seen.iter()
+        .filter(|s| s.label == "beat")
+        .map(|s| decode(&s.payload))
+        .collect()
+}
+
+/// The line of worker `name` in a heartbeat.
+fn line<'a>(beat: &'a [WorkerInfo], name: &str) -> Option<&'a WorkerInfo> {
+    beat.iter().find(|w| w.name == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_say_what_each_worker_is_doing_every_interval() {
+    let probe = Probe::new();
+    let watch = Probe::new();
+    let gate = Gate::new();
+    let bus = event_base::builder()
+        .heartbeat(Duration::from_millis(20), Duration::from_secs(60))
+        .handler(
+            probe
+                .gated_handler("orders", "orders", &gate, |_| Ack::Ack)
+                .workers(2),
+        )
+        .handler(watch.handler("beat", WORKER_HEARTBEAT, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let id = bus.send("orders", "x").await.unwrap();
+    probe.wait_for(1, WAIT).await;
+    let busy = bus
+        .registry()
+        .list()
+        .into_iter()
+        .find(|w| w.current_message.as_deref() == Some(id.as_str()))
+        .expect("a worker holds the message")
+        .name;
+    let idle = if busy == "orders-0" {
+        "orders-1"
+    } else {
+        "orders-0"
+    };
+
+    // While the handler is held, beat after beat says so.
+    let working = |beat: &[WorkerInfo]| {
+        line(beat, &busy).is_some_and(|w| {
+            w.status == WorkerStatus::Working && w.current_message.as_deref() == Some(id.as_str())
+        }) && line(beat, idle).is_some_and(|w| w.status == WorkerStatus::Idle)
+    };
+    watch
+        .wait_until("three heartbeats of the held worker", WAIT, |seen| {
+            beats(seen).iter().filter(|b| working(b)).count() >= 3
+        })
+        .await;
+    for beat in beats(&watch.seen()) {
+        assert!(beat.iter().all(|w| w.node == bus.node_name()), "{beat:?}");
+    }
+
+    // Once it is done, a later beat shows it idle again, with the delivery counted.
+    gate.open();
+    watch
+        .wait_until("a heartbeat of the worker idle again", WAIT, |seen| {
+            beats(seen).iter().any(|b| {
+                line(b, &busy).is_some_and(|w| {
+                    w.status == WorkerStatus::Idle
+                        && w.current_message.is_none()
+                        && w.processed == 1
+                })
+            })
+        })
+        .await;
+    bus.shutdown(ShutdownStrategy::Force).await.unwrap();
 }
