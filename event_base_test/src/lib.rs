@@ -257,3 +257,9 @@ pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
 
 /// The default time a test waits for an event before it fails.
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The README's examples, compiled and run as this crate's doctests, so that the first code a
+/// reader sees is code that works (`cargo test -p event_base_test --doc`).
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
