@@ -1,26 +1,70 @@
-//! A backlog waiting for a stuck worker, and an idle bus, burn no CPU: every loop waits on a
+//! A backlog waiting for a stuck worker, and an idle bus, do no work: every loop waits on a
 //! channel, a notify or a timer.
+//!
+//! Measured without a clock. On a paused tokio clock time moves only when every task waits,
+//! so a minute passes only if nothing is left to run; the runtime's park count then says how
+//! many times the bus woke up in that minute. The monitor's heartbeat (once a second) is the
+//! only timer the bus may keep: a loop that polls (sleep, retry) wakes it thousands of times,
+//! and one that spins never lets the minute pass at all, which the watchdog reports. How much
+//! CPU an idle bus burns on a real clock is the throughput binary's `idle` scenario.
 
+use std::sync::mpsc;
 use std::time::Duration;
 
 use event_base::Ack;
 use event_base_test::{Gate, Probe, WAIT};
 
-/// User + system CPU time of this process, in clock ticks (Linux `/proc/self/stat`).
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+/// How long the bus is watched, on the paused clock.
+const WINDOW: Duration = Duration::from_secs(60);
+/// The monitor's interval (the default).
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// Parks allowed in `WINDOW`: a few per heartbeat (a paused runtime parks about three times
+/// to let a timer fire and go idle again), and a few to settle. A loop that polls every
+/// millisecond would park some 60,000 times.
+const ALLOWED: u64 = 4 * (WINDOW.as_secs() / HEARTBEAT.as_secs()) + 10;
+
+/// Fails the test if it has not finished after a long while of real time: a spinning task
+/// keeps the paused clock from ever moving, and the test would otherwise hang. Dropped with
+/// the test, it lets the thread go.
+struct Watchdog {
+    _alive: mpsc::Sender<()>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+impl Watchdog {
+    fn start() -> Watchdog {
+        let (tx, rx) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(60)) {
+                eprintln!("no_busy_wait: the runtime never went idle: something spins");
+                std::process::abort();
+            }
+        });
+        Watchdog { _alive: tx }
+    }
+}
+
+/// How often this (current-thread) runtime has parked, waiting for something to do.
+fn parks() -> u64 {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .worker_park_count(0)
+}
+
+/// Parks of the runtime while `WINDOW` passes on the paused clock.
+async fn wake_ups_in_a_window() -> u64 {
+    let before = parks();
+    tokio::time::sleep(WINDOW).await;
+    parks() - before
+}
+
+#[tokio::test(start_paused = true)]
 async fn messages_waiting_for_a_busy_worker_do_not_spin() {
+    let _watchdog = Watchdog::start();
     let probe = Probe::new();
     let gate = Gate::new();
     let bus = event_base::builder()
+        // Stuck is what the test wants: the worker is not to be declared dead meanwhile.
+        .heartbeat(HEARTBEAT, Duration::from_secs(3600))
         .handler(probe.gated_handler("one", "busy", &gate, |_| Ack::Ack))
         .build()
         .await
@@ -30,17 +74,40 @@ async fn messages_waiting_for_a_busy_worker_do_not_spin() {
     }
     probe.wait_for(1, WAIT).await;
 
-    // The measurement window is a sleep on purpose: we measure what the bus does while
-    // nothing can make progress. A spinning loop would burn the whole window (~100 ticks).
-    let before = cpu_ticks();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let burned = cpu_ticks() - before;
+    let woke = wake_ups_in_a_window().await;
     assert!(
-        burned <= 10,
-        "the waiting bus burned {burned} ticks (1/100 s) of CPU in 1 s"
+        woke <= ALLOWED,
+        "a bus waiting for a stuck worker woke {woke} times in {WINDOW:?}"
     );
+    assert_eq!(probe.count(), 1, "still stuck on the first message");
 
     gate.open();
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_bus_does_not_spin() {
+    let _watchdog = Watchdog::start();
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .heartbeat(HEARTBEAT, Duration::from_secs(60))
+        .handler(probe.handler("h", "t", |_| Ack::Ack).workers(4))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        bus.send("t", b"x".to_vec()).await.unwrap();
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+
+    let woke = wake_ups_in_a_window().await;
+    assert!(
+        woke <= ALLOWED,
+        "an idle bus woke {woke} times in {WINDOW:?}"
+    );
+    // And it still works.
+    bus.send("t", b"x".to_vec()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), 101);
 }
