@@ -506,19 +506,17 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let n = opts.scale(1_000_000, 20_000);
-        // The floor of the topics and payload scenarios (0 when the memory path did not run).
-        let mut memory_path_rate = 0.0;
-        if opts.run("memory") || opts.run("topics") || opts.run("payload") {
-            memory_path_rate = memory_path(&opts, n).await;
+        if opts.run("memory") {
+            memory_path(&opts, n).await;
         }
         if opts.run("observability") {
             observability(&opts).await;
         }
         if opts.run("topics") {
-            topics(&opts, n, memory_path_rate).await;
+            topics(&opts, n).await;
         }
         if opts.run("payload") {
-            payload_64k(&opts, memory_path_rate).await;
+            payload_64k(&opts).await;
         }
         if opts.run("latency") {
             latency(&opts).await;
@@ -539,8 +537,8 @@ fn main() {
 }
 
 /// The single-topic memory path against bare flume, with and without a WAL, and with the
-/// sender as a task; returns the memory path's rate.
-async fn memory_path(opts: &Opts, n: u64) -> f64 {
+/// sender as a task.
+async fn memory_path(opts: &Opts, n: u64) {
     // Warm up every path once, then take the best of a few interleaved rounds: on a
     // shared machine other load only ever slows a run down.
     flume_floor(n / 10, PAYLOAD, SendFrom::MainThread).await;
@@ -587,7 +585,7 @@ async fn memory_path(opts: &Opts, n: u64) -> f64 {
     drop(no_wal);
     let floor_rate = n as f64 / floor.secs;
     let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
-    let single_topic_rate = line(
+    line(
         "memory_path",
         n,
         with_wal.secs,
@@ -616,7 +614,6 @@ async fn memory_path(opts: &Opts, n: u64) -> f64 {
         n as f64 / task_floor.secs,
         " floor=bare_flume_task_sender",
     );
-    single_topic_rate
 }
 
 /// The defaults (audit ring and latency histograms on) against the audit ring off, and
@@ -663,14 +660,22 @@ async fn observability(opts: &Opts) {
     );
 }
 
-/// 1,000 topics against the single-topic memory path.
-async fn topics(opts: &Opts, n: u64, memory_path_rate: f64) {
+/// 1,000 topics against the single-topic memory path, in interleaved rounds: each round
+/// drives the one-topic bus and then the 1,000-topic bus, and each reports its best, so both
+/// see the same machine.
+async fn topics(opts: &Opts, n: u64) {
     let counter = Counter::new(0);
+    let reference = memory_bus(&counter, 1).await;
     let bus = memory_bus(&counter, 1000).await;
-    // The best of as many rounds as the memory path it is compared with.
-    let mut best = Best::default();
+    drive(&reference, &counter, n / 10, PAYLOAD, 1).await;
+    drive(&bus, &counter, n / 10, PAYLOAD, 1000).await;
+    let (mut one, mut many) = (Best::default(), Best::default());
     for _ in 0..opts.scale(3, 1) {
-        best.add(
+        one.add(
+            drive(&reference, &counter, n, PAYLOAD, 1).await.0,
+            Duration::ZERO,
+        );
+        many.add(
             drive(&bus, &counter, n, PAYLOAD, 1000).await.0,
             Duration::ZERO,
         );
@@ -678,20 +683,26 @@ async fn topics(opts: &Opts, n: u64, memory_path_rate: f64) {
     line(
         "topics_1000x1",
         n,
-        best.secs,
-        memory_path_rate,
-        " floor=memory_path",
+        many.secs,
+        n as f64 / one.secs,
+        " floor=memory_path_same_rounds",
     );
 }
 
-/// 64 KiB payloads against the 64-byte memory path.
-async fn payload_64k(opts: &Opts, memory_path_rate: f64) {
+/// 64 KiB payloads against 64-byte ones on the same bus, in interleaved rounds.
+async fn payload_64k(opts: &Opts) {
     let n64k = opts.scale(200_000, 5_000);
     let counter = Counter::new(0);
     let bus = memory_bus(&counter, 1).await;
-    let mut best = Best::default();
+    drive(&bus, &counter, n64k / 10, PAYLOAD, 1).await;
+    drive(&bus, &counter, n64k / 10, 64 << 10, 1).await;
+    let (mut small, mut large) = (Best::default(), Best::default());
     for _ in 0..opts.scale(3, 1) {
-        best.add(
+        small.add(
+            drive(&bus, &counter, n64k, PAYLOAD, 1).await.0,
+            Duration::ZERO,
+        );
+        large.add(
             drive(&bus, &counter, n64k, 64 << 10, 1).await.0,
             Duration::ZERO,
         );
@@ -699,9 +710,9 @@ async fn payload_64k(opts: &Opts, memory_path_rate: f64) {
     line(
         "payload_64k",
         n64k,
-        best.secs,
-        memory_path_rate,
-        " floor=memory_path_64b",
+        large.secs,
+        n64k as f64 / small.secs,
+        " floor=payload_64b_same_rounds",
     );
 }
 
@@ -781,20 +792,42 @@ async fn wal_policies(opts: &Opts) {
     }
 }
 
-/// `send_batch` of 1,000 messages on a `PersistentWal`.
-async fn send_batch(opts: &Opts) {
-    // One sender, batches of 1,000, SyncPolicy::Always: one fdatasync per batch.
-    let batches = opts.scale(20, 2);
-    let dir = tempdir();
+/// What one batch of 1,000 costs the disk alone: one `write` of 1,000 records of 128 bytes
+/// and one `fdatasync`, on the WAL's disk. Returns batches per second over `batches` batches.
+fn batch_fsync_floor(dir: &std::path::Path, batches: u64) -> f64 {
+    let path = dir.join("floor.bin");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let batch = vec![1u8; 1000 * 128];
+    let started = Instant::now();
+    for _ in 0..batches {
+        f.write_all(&batch).unwrap();
+        f.sync_data().unwrap();
+    }
+    let rate = batches as f64 / started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    rate
+}
+
+/// `batches` calls of `send_batch` with 1,000 messages each on a `PersistentWal`
+/// (`SyncPolicy::Always`: one fdatasync per batch), from the first call until every message
+/// was handled. Returns seconds.
+async fn send_batches(dir: &std::path::Path, batches: u64) -> f64 {
     let counter = Counter::new(batches * 1000);
     let bus = EventBus::builder()
-        .wal(PersistentWal::open(&dir).unwrap())
+        .wal(PersistentWal::open(dir).unwrap())
         .queue(FlumeQueueFactory::bounded(BOUND))
         .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
         .build()
         .await
         .unwrap();
     let data = payload(PAYLOAD);
+    let done = counter.done.notified();
+    tokio::pin!(done);
+    done.as_mut().enable();
     let started = Instant::now();
     for _ in 0..batches {
         let batch = (0..1000)
@@ -802,32 +835,84 @@ async fn send_batch(opts: &Opts) {
             .collect();
         bus.send_batch("bench", batch).await.unwrap();
     }
+    done.await;
     let secs = started.elapsed().as_secs_f64();
     bus.wait_idle(Duration::from_secs(60)).await.unwrap();
-    drop(bus);
-    let _ = std::fs::remove_dir_all(&dir);
-    let n = batches * 1000;
-    println!(
-        "scenario=send_batch_1000 msgs={n} secs={secs:.3} msgs_per_sec={:.0} target_msgs_per_sec=100000",
-        n as f64 / secs
+    secs
+}
+
+/// `send_batch` of 1,000 messages on a `PersistentWal` against its floor, the disk's cost
+/// of a batch (one write of 1,000 records and one fdatasync), in interleaved rounds.
+async fn send_batch(opts: &Opts) {
+    let batches = opts.scale(20, 2);
+    let (mut bus, mut floor) = (Best::default(), 0.0f64);
+    for _ in 0..opts.scale(5, 1) {
+        let dir = tempdir();
+        floor = floor.max(batch_fsync_floor(&dir, batches) * 1000.0);
+        let _ = std::fs::remove_dir_all(&dir);
+        let dir = tempdir();
+        bus.add(send_batches(&dir, batches).await, Duration::ZERO);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    line(
+        "send_batch_1000",
+        batches * 1000,
+        bus.secs,
+        floor,
+        " floor=write+fdatasync_per_1000 target_msgs_per_sec=100000",
     );
 }
 
-/// CPU used by an idle bus.
-async fn idle(opts: &Opts) {
-    let counter = Counter::new(0);
-    let bus = memory_bus(&counter, 10).await;
-    let window = Duration::from_secs(if opts.quick { 1 } else { 5 });
+/// A handler that waits until released: holds its worker so a backlog builds up.
+struct Stuck(tokio::sync::watch::Sender<bool>);
+
+#[async_trait]
+impl EHandler for Stuck {
+    async fn handler(&self, _msg: &EMessage) -> Ack {
+        let _ = self.0.subscribe().wait_for(|released| *released).await;
+        Ack::Ack
+    }
+}
+
+/// CPU used over `window` of real time.
+async fn cpu_over(window: Duration) -> Duration {
     let before = cpu_time();
     tokio::time::sleep(window).await;
-    let used = cpu_time() - before;
+    cpu_time() - before
+}
+
+fn idle_line(name: &str, window: Duration, used: Duration) {
     println!(
-        "scenario=idle secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
+        "scenario={name} secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
         window.as_secs(),
         used.as_millis(),
         used.as_secs_f64() / window.as_secs_f64() * 100.0
     );
+}
+
+/// CPU used by an idle bus, and by one whose only worker is stuck with 500 messages
+/// waiting for it (the tests count wake-ups on a paused clock; this is the real cost).
+async fn idle(opts: &Opts) {
+    let window = Duration::from_secs(if opts.quick { 1 } else { 5 });
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 10).await;
+    idle_line("idle", window, cpu_over(window).await);
     drop(bus);
+
+    let stuck = Arc::new(Stuck(tokio::sync::watch::channel(false).0));
+    let bus = EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::bounded(BOUND))
+        .handler(HandlerSpec::new("stuck", "stuck", stuck.clone()))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..500 {
+        send_one(&bus.router(), "stuck", &payload(PAYLOAD)).await;
+    }
+    idle_line("idle_backlog", window, cpu_over(window).await);
+    stuck.0.send_replace(true);
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
 }
 
 /// Resident memory before and after many messages: it must stay flat.
