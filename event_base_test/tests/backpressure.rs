@@ -2,9 +2,9 @@
 //! held, a bounded queue fills up, `try_send` is refused, and a plain `send` waits (it does
 //! not grow a buffer) until the handler frees room; then it is delivered, last.
 
+use event_base::backend::QueueFactory;
 use event_base::{
-    Ack, CoreError, EMessage, FlumeQueueFactory, MemoryWal, MpmcQueueFactory, QueueFactory,
-    SendOptions,
+    Ack, CoreError, EMessage, FlumeQueueFactory, MemoryWal, MpmcQueueFactory, SendOptions,
 };
 use event_base_test::conformance::finishes_at_once;
 use event_base_test::{Gate, Probe, WAIT};

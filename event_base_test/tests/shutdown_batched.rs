@@ -151,7 +151,7 @@ async fn a_later_group_keeps_working_after_the_first_has_stopped() {
 /// announcements, which the shutdown does not wait for); a second system delivers them.
 async fn replay_the_rest(s: Scenario, left_for_replay: u64) {
     let finished = s.probe.finished().len();
-    let left_jobs = event_base::Wal::pending(&*s.wal)
+    let left_jobs = event_base::backend::Wal::pending(&*s.wal)
         .await
         .unwrap()
         .into_iter()

@@ -147,7 +147,7 @@ async fn every_send_during_drain_is_either_handled_or_refused() {
     // handle everything queued, is a known race: the accepting check and the in-flight
     // count are not one step, so the drain can see nothing in flight, or even finish,
     // before such a send has counted itself. The report does not count it then.)
-    let left: Vec<String> = event_base::Wal::pending(&*s.wal)
+    let left: Vec<String> = event_base::backend::Wal::pending(&*s.wal)
         .await
         .unwrap()
         .into_iter()
