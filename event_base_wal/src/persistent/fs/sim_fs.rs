@@ -34,7 +34,8 @@ use super::{DirLock, WalFile, WalFs};
 /// ```
 /// use event_base_wal::sim::SimFs;
 /// use event_base_wal::PersistentWal;
-/// use event_base_core::{EMessage, Wal};
+/// use event_base_core::backend::Wal;
+/// use event_base_core::EMessage;
 /// use std::sync::Arc;
 ///
 /// # fn main() -> Result<(), event_base_core::WalError> {
