@@ -159,9 +159,9 @@ pub mod prelude {
     pub use crate::LoggerMiddleware;
     pub use crate::{
         async_trait, set_node_name, set_node_type, Ack, CoreError, DeadLetterMessage, DeadReason,
-        DeliveryMode, EHandler, EMessage, EventBus, HandlerSpec, JsonPayload, MessageMetadata,
-        MessagePayload, MessageTopic, Middleware, Next, NodeType, SendOptions, ShutdownStrategy,
-        TopicRouter,
+        DeliveryMode, EHandler, EMessage, EventBus, HandlerSpec, Json, JsonPayload,
+        MessageMetadata, MessagePayload, MessageTopic, Middleware, Next, NodeType, SendOptions,
+        ShutdownStrategy, TopicRouter,
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};
@@ -205,11 +205,11 @@ pub fn builder() -> EventBusBuilder {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__event_base_backends as backends;
-    pub use event_base_core::__private::linkme;
+    pub use event_base_core::__private::{decode_param, linkme};
     pub use event_base_core::async_trait;
 
     use crate::{
-        CoreError, EMessage, EventBus, EventBusBuilder, IntoMessage, MessageId, TopicRouter,
+        CoreError, EMessage, EventBus, EventBusBuilder, MessageId, TopicRouter, TryIntoMessage,
     };
     use std::time::Duration;
 
@@ -223,10 +223,10 @@ pub mod __private {
         Ok(bus)
     }
 
-    /// `send_msg!(topic, msg_or_payload)`.
+    /// `send_msg!(topic, msg_or_payload)`, also `send_msg!(topic, Json(&value))`.
     pub async fn send_msg(
         topic: impl AsRef<str>,
-        message: impl IntoMessage,
+        message: impl TryIntoMessage,
     ) -> Result<MessageId, CoreError> {
         TopicRouter::global().publish(topic, message).await
     }

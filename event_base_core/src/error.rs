@@ -162,7 +162,7 @@ pub enum CoreError {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A value could not be encoded as a JSON payload.
-    #[error("could not encode the payload as JSON")]
+    #[error("could not encode the value as a JSON payload (JSON maps need string keys, and the value's Serialize impl must not fail); nothing was sent")]
     Encode(#[source] serde_json::Error),
     /// A payload could not be decoded into the expected type.
     #[error("could not decode the payload as {what}")]

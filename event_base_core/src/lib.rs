@@ -106,8 +106,9 @@ pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
 pub use message::delivery_mode::DeliveryMode;
-pub use message::emessage::{EMessage, IntoMessage, JsonPayload, MESSAGE_VERSION};
+pub use message::emessage::{EMessage, IntoMessage, JsonPayload, TryIntoMessage, MESSAGE_VERSION};
 pub use message::id::{new_message_id, MessageId};
+pub use message::json::Json;
 pub use message::metadata::MessageMetadata;
 pub use message::payload::MessagePayload;
 pub use message::topic::MessageTopic;
@@ -137,5 +138,6 @@ pub use uuid::Uuid;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::message::json::decode_param;
     pub use linkme;
 }

@@ -146,10 +146,11 @@ fn expand_send(input: TokenStream2) -> syn::Result<TokenStream2> {
     }
 }
 
-/// Sends through the global system; a future of `Result<Uuid, CoreError>`.
+/// Sends through the global system; a future of `Result<MessageId, CoreError>`.
 ///
-/// - `send_msg!(topic, msg_or_payload)`: an `EMessage`, or bytes (`Vec<u8>`, `&'static [u8]`,
-///   `Bytes`, `String`) that become a standard message. Waits while the queue is full.
+/// - `send_msg!(topic, msg_or_payload)`: an `EMessage`, bytes (`Vec<u8>`, `&'static [u8]`,
+///   `Bytes`, `String`) that become a standard message, or `Json(&value)`, encoded as JSON
+///   (anything `TryIntoMessage`). Waits while the queue is full.
 /// - `send_msg!(topic, msg, try_send, timeout)`: `try_send: Option<bool>`,
 ///   `timeout: Option<Duration>`, as in `TopicRouter::send`.
 #[proc_macro]

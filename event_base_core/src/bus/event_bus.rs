@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
 use crate::bus::shared::BusShared;
@@ -10,8 +12,9 @@ use crate::bus::tasks::BusTasks;
 use crate::delivery::topic_router::{routed, SendOptions, TopicRouter};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
-use crate::message::emessage::{EMessage, IntoMessage};
+use crate::message::emessage::{EMessage, TryIntoMessage};
 use crate::message::id::MessageId;
+use crate::message::json::Json;
 use crate::observe::audit_log::AuditLog;
 use crate::observe::metrics_manager::MetricsManager;
 use crate::observe::metrics_store::MetricsStore;
@@ -65,7 +68,8 @@ impl EventBus {
         TopicRouter::for_system(&self.shared)
     }
 
-    /// Sends a message or payload to `topic`, waiting for room in its queue.
+    /// Sends a message or payload to `topic`, waiting for room in its queue: anything
+    /// [`TryIntoMessage`], i.e. every [`IntoMessage`](crate::IntoMessage) and `Json(&value)`.
     ///
     /// Shorthand for `router().send(topic, msg, None, None)`.
     ///
@@ -74,12 +78,36 @@ impl EventBus {
     pub async fn send(
         &self,
         topic: impl AsRef<str>,
-        message: impl IntoMessage,
+        message: impl TryIntoMessage,
     ) -> Result<MessageId, CoreError> {
         let topic = topic.as_ref();
-        let message = routed(&self.shared, topic, message);
+        let message = routed(&self.shared, topic, message)?;
         let (entry, message) = self.shared.admit(topic, message, true)?;
         self.shared.accept(entry, message, false, None).await
+    }
+
+    /// Sends `value` encoded as JSON as a standard message, waiting for room: the sending side
+    /// of a `Json<T>` handler parameter. A value that does not serialize is refused with
+    /// [`CoreError::Encode`] before anything is written. The same as
+    /// `send(topic, Json(value))`.
+    ///
+    /// ```
+    /// use event_base_core::{Ack, EMessage, EventBus, HandlerSpec, Json, handler_fn};
+    /// # async fn demo(bus: EventBus) -> Result<(), event_base_core::CoreError> {
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Order { id: u32 }
+    /// bus.send_json("orders", &Order { id: 7 }).await?;
+    /// bus.send("orders", Json(&Order { id: 8 })).await?; // the same
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Cancel safety: as [`send`](Self::send).
+    pub async fn send_json<T: Serialize + ?Sized>(
+        &self,
+        topic: impl AsRef<str>,
+        value: &T,
+    ) -> Result<MessageId, CoreError> {
+        self.send(topic, Json(value)).await
     }
 
     /// Sends many messages with one WAL commit (see [`TopicRouter::send_batch`]).

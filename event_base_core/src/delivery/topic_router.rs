@@ -10,13 +10,16 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::context::handling_bus;
-use crate::message::emessage::{EMessage, IntoMessage};
+use crate::message::emessage::{EMessage, TryIntoMessage};
 use crate::message::id::MessageId;
+use crate::message::json::Json;
 use crate::message::topic::MessageTopic;
 
 /// Sends messages into a system. Cheap to clone.
@@ -153,23 +156,52 @@ impl TopicRouter {
         shared.send_batch(topic.as_ref(), messages).await
     }
 
-    /// Sends a message or a payload (anything [`IntoMessage`]), waiting for room. Checked
-    /// when called, written and queued when first polled, as [`send`](Self::send).
+    /// Sends a message or a payload (anything [`TryIntoMessage`]: every
+    /// [`IntoMessage`](crate::IntoMessage), and `Json(&value)`), waiting for room. Checked
+    /// (and a `Json` value encoded) when called, written and queued when first polled, as
+    /// [`send`](Self::send).
     #[must_use = "a send does nothing until awaited"]
     pub fn publish(
         &self,
         topic: impl AsRef<str>,
-        message: impl IntoMessage,
+        message: impl TryIntoMessage,
     ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
         let admitted = self.shared().and_then(|shared| {
             let topic = topic.as_ref();
-            let message = routed(&shared, topic, message);
+            let message = routed(&shared, topic, message)?;
             admit_owned(shared, topic, message)
         });
         async move {
             let (shared, route, message) = admitted?;
             shared.accept(&route, message, false, None).await
         }
+    }
+
+    /// Sends `value` encoded as JSON as a standard message, waiting for room: the sending side
+    /// of a `Json<T>` handler parameter. A value that does not serialize is refused with
+    /// [`CoreError::Encode`] before anything is written. The same as
+    /// `publish(topic, Json(value))`.
+    ///
+    /// ```
+    /// # async fn demo(router: event_base_core::TopicRouter) -> Result<(), event_base_core::CoreError> {
+    /// #[derive(serde::Serialize)]
+    /// struct Order { id: u32 }
+    /// let id = router.send_json("orders", &Order { id: 7 }).await?;
+    /// # let _ = id; Ok(()) }
+    /// ```
+    #[must_use = "a send does nothing until awaited"]
+    pub fn send_json<T: Serialize + ?Sized>(
+        &self,
+        topic: impl AsRef<str>,
+        value: &T,
+    ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
+        // Encoded and admitted now, as `publish`; the future owns nothing of `value`.
+        let admitted = self.shared().and_then(|shared| {
+            let topic = topic.as_ref();
+            let message = routed(&shared, topic, Json(value))?;
+            admit_owned(shared, topic, message)
+        });
+        accept_admitted(admitted)
     }
 
     /// Delivers again every message the WAL holds as `Pending` or `Processing` (those were
@@ -237,16 +269,27 @@ impl SendOptions {
     }
 }
 
-/// `message` (or a payload) as a message for `topic`.
-pub(crate) fn routed(shared: &BusShared, topic: &str, message: impl IntoMessage) -> EMessage {
+/// `message` (or a payload) as a message for `topic`; fails if it cannot be one (a `Json`
+/// value that does not serialize).
+pub(crate) fn routed(
+    shared: &BusShared,
+    topic: &str,
+    message: impl TryIntoMessage,
+) -> Result<EMessage, CoreError> {
     match shared.topic(topic) {
-        Some(route) => message.into_message(&route.topic),
-        None => message.into_message(&MessageTopic::from(topic)),
+        Some(route) => message.try_into_message(&route.topic),
+        None => message.try_into_message(&MessageTopic::from(topic)),
     }
 }
 
 /// Admits `message` and hands back what the send future needs to own.
 type Admitted = (Arc<BusShared>, Arc<Route>, Arc<EMessage>);
+
+/// Accepts an admitted message (or returns the admission's error) when first polled.
+async fn accept_admitted(admitted: Result<Admitted, CoreError>) -> Result<MessageId, CoreError> {
+    let (shared, route, message) = admitted?;
+    shared.accept(&route, message, false, None).await
+}
 
 fn admit_owned(
     shared: Arc<BusShared>,

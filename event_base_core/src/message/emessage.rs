@@ -215,6 +215,23 @@ pub trait IntoMessage {
     fn into_message(self, topic: &MessageTopic) -> EMessage;
 }
 
+/// Anything a send turns into a message, where the turning may fail: every [`IntoMessage`]
+/// (which cannot fail), and [`Json`](crate::Json) values, encoded on the way. What
+/// `EventBus::send`, `TopicRouter::publish` and `send_msg!(topic, ..)` take.
+///
+/// A conversion that fails refuses the send with its error before anything is written.
+pub trait TryIntoMessage {
+    /// Turns `self` into a message for `topic`.
+    fn try_into_message(self, topic: &MessageTopic) -> Result<EMessage, CoreError>;
+}
+
+impl<M: IntoMessage> TryIntoMessage for M {
+    #[inline]
+    fn try_into_message(self, topic: &MessageTopic) -> Result<EMessage, CoreError> {
+        Ok(self.into_message(topic))
+    }
+}
+
 impl IntoMessage for EMessage {
     fn into_message(self, _topic: &MessageTopic) -> EMessage {
         self

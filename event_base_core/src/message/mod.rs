@@ -6,7 +6,8 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `emessage.rs` | `EMessage`, `IntoMessage`, `JsonPayload`, `MESSAGE_VERSION` |
+//! | `emessage.rs` | `EMessage`, `IntoMessage`, `TryIntoMessage`, `JsonPayload`, `MESSAGE_VERSION` |
+//! | `json.rs` | `Json<T>`: a payload as a typed value, both ways |
 //! | `topic.rs` | `MessageTopic` |
 //! | `payload.rs` | `MessagePayload` |
 //! | `metadata.rs` | `MessageMetadata` |
@@ -22,6 +23,7 @@ pub(crate) mod dead_letter;
 pub(crate) mod delivery_mode;
 pub(crate) mod emessage;
 pub(crate) mod id;
+pub(crate) mod json;
 pub(crate) mod metadata;
 pub(crate) mod payload;
 pub(crate) mod topic;
