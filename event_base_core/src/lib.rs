@@ -36,7 +36,7 @@
 //! send ─▶ WAL append (Pending) ─▶ topic queue ─▶ ConsumerRouter (claims ≤ 64) ─▶ worker
 //!                                                                                 │
 //!           Complete ◀── Ack ◀── handler ◀── middleware ◀── WAL: Processing ◀────┘
-//!           retry (Pending, via the scheduler) ◀── NoAck / panic / timeout
+//!           retry (Pending, via the scheduler) ◀── NoAck / panic / timeout / Err
 //!           Failed (dead letter) ◀── Dead / retries used up
 //! ```
 //!
@@ -58,8 +58,9 @@
 //! - `Ack::Dead`: a permanent failure (bad input); a dead letter now, kept for inspection and
 //!   replay.
 //!
-//! Panics and timeouts are failed deliveries too: retried with backoff (100 ms, doubling) up to
-//! the handler's `retries` (default 3), then dead-lettered. The worker keeps serving.
+//! Panics, timeouts and a typed handler's `Err` ([`IntoAck`]) are failed deliveries too:
+//! retried with backoff (100 ms, doubling) up to the handler's `retries` (default 3), then
+//! dead-lettered. The worker keeps serving.
 //!
 //! # Choosing a WAL
 //!
@@ -99,6 +100,7 @@ pub use delivery::topic_router::{SendOptions, TopicRouter};
 pub use error::{BoxError, CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
 pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
+pub use handler::into_ack::IntoAck;
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};
 pub use handler::pipeline::Pipeline;
 pub use handler::spec::{HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};

@@ -8,6 +8,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `ehandler.rs` | `EHandler`, `handler_fn`, `FnHandler` |
+//! | `into_ack.rs` | `IntoAck`: what a handler function returns (`Ack`, `Result<(), E>`, `Result<Ack, E>`) as an `Ack` |
 //! | `spec.rs` | `HandlerSpec`, `HandlerRegistration`, `HANDLER_REGISTRY` |
 //! | `middleware.rs` | `Middleware`, `Next`, `BoxAckFuture` |
 //! | `pipeline.rs` | `Pipeline`: a handler inside its middleware |
@@ -16,6 +17,7 @@
 
 pub(crate) mod backoff;
 pub(crate) mod ehandler;
+pub(crate) mod into_ack;
 pub(crate) mod middleware;
 pub(crate) mod pipeline;
 pub(crate) mod runtime;

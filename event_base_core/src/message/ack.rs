@@ -7,13 +7,14 @@
 //! | [`Ack::retry()`](Ack::retry), [`Ack::retry_after(d)`](Ack::retry_after) | `NoAck` with the handler's own `retries` (`#[handler(retries = n)]`, default 3) as `max_retries` |
 //! | `Ack::Dead { dead_reason }` | a dead letter at once |
 //!
-//! A panic or a timeout in the handler counts as a failed delivery and follows the handler's
-//! retry policy (by default 3 retries with a backoff from 100 ms, doubling).
+//! A panic or a timeout in the handler, and an `Err` from a handler function that returns a
+//! `Result` (see [`IntoAck`](crate::IntoAck)), count as a failed delivery and follow the
+//! handler's retry policy (by default 3 retries with a backoff from 100 ms, doubling).
 //!
-//! `#[handler(retries = n)]` is that policy: the limit for panics and timeouts, and what the
-//! shorthands put into the `NoAck` they make. A `NoAck` written out in full means exactly what
-//! it says: `Ack::NoAck { retry_after: None, max_retries: 5 }` allows five retries whatever
-//! the handler's `retries`.
+//! `#[handler(retries = n)]` is that policy: the limit for panics, timeouts and `Err`s, and
+//! what the shorthands put into the `NoAck` they make. A `NoAck` written out in full means
+//! exactly what it says: `Ack::NoAck { retry_after: None, max_retries: 5 }` allows five
+//! retries whatever the handler's `retries`.
 //!
 //! ```
 //! use event_base_core::Ack;
@@ -98,7 +99,8 @@ pub enum DeadReason {
     NoHandler,
     /// The message named a worker (`to_worker`) that does not exist.
     UnknownWorker(String),
-    /// Anything else, e.g. `"panic: index out of bounds"`.
+    /// Anything else, e.g. `"panic: index out of bounds"`, the text of a handler's last `Err`,
+    /// or a `Json<T>` payload that did not decode (naming `T` and serde's message).
     Other(String),
 }
 

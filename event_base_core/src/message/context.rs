@@ -10,9 +10,12 @@
 //! `retries`, which [`Ack::retry`](crate::Ack::retry) puts into the `NoAck` it makes, and the
 //! bus that runs the handler, which `TopicRouter::global()` (and so `send_msg!`) sends into
 //! instead of the installed global bus: a handler of an isolated bus (a `TestBus`, say)
-//! reaches its own bus.
+//! reaches its own bus. It also holds the text of a failed delivery the handler reported by
+//! returning `Err` (see [`IntoAck`](crate::IntoAck)), which the worker reads when the answer
+//! is `NoAck`.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
@@ -23,11 +26,15 @@ use crate::message::emessage::EMessage;
 /// allocation per delivery); `delivery/topic_router.rs` downcasts it back.
 pub(crate) type HandlingBus = Arc<dyn Any + Send + Sync>;
 
-/// What a handler runs with: the message, its handler's retry limit, and the bus running it.
+/// What a handler runs with: the message, its handler's retry limit, the bus running it, and
+/// the failure the handler reported, if any.
 struct Current {
     message: Arc<EMessage>,
     retries: u32,
     bus: HandlingBus,
+    /// Set by an `Err` answer ([`report_failure`]), taken by the worker ([`take_failure`]).
+    /// A `RefCell`: one task reads and writes it, never at once.
+    failure: RefCell<Option<String>>,
 }
 
 tokio::task_local! {
@@ -56,6 +63,24 @@ pub(crate) fn handling_bus() -> Option<HandlingBus> {
     CURRENT.try_with(|c| c.bus.clone()).ok()
 }
 
+/// Records (`Some`) or clears (`None`) the failure of the delivery the current task is
+/// handling. Returns `false` outside a handler's task, where there is nothing to record it in.
+pub(crate) fn report_failure(text: Option<String>) -> bool {
+    CURRENT
+        .try_with(|c| {
+            *c.failure.borrow_mut() = text;
+        })
+        .is_ok()
+}
+
+/// Takes the failure the handler reported, if it did (and the task is a handler's).
+pub(crate) fn take_failure() -> Option<String> {
+    CURRENT
+        .try_with(|c| c.failure.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
 /// Runs `fut` with `message` as the current message, for a handler with `retries` that `bus`
 /// runs.
 pub(crate) async fn with_current<F: std::future::Future>(
@@ -64,16 +89,13 @@ pub(crate) async fn with_current<F: std::future::Future>(
     bus: HandlingBus,
     fut: F,
 ) -> F::Output {
-    CURRENT
-        .scope(
-            Current {
-                message,
-                retries,
-                bus,
-            },
-            fut,
-        )
-        .await
+    let current = Current {
+        message,
+        retries,
+        bus,
+        failure: RefCell::new(None),
+    };
+    CURRENT.scope(current, fut).await
 }
 
 /// Fills a new message's provenance from the message being handled, if any.

@@ -28,11 +28,11 @@ pub enum AuditEvent {
 pub enum AuditOutcome {
     /// `Ack::Ack`.
     Acked,
-    /// Scheduled again (`NoAck`, a panic, a timeout).
+    /// Scheduled again (`NoAck`, a panic, a timeout, an `Err`).
     Retried {
         /// Wait before the next delivery.
         after: Duration,
-        /// Why, for panics and timeouts.
+        /// Why, for panics, timeouts and `Err`s (the error's text).
         reason: Option<String>,
     },
     /// Dead-lettered.

@@ -8,7 +8,8 @@ use std::time::SystemTime;
 use tracing::Instrument;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
-use crate::message::context::with_current;
+use crate::message::ack::Ack;
+use crate::message::context::{take_failure, with_current};
 use crate::message::emessage::EMessage;
 use crate::worker::catch_unwind::CatchUnwind;
 use crate::worker::outcome::Outcome;
@@ -52,7 +53,7 @@ impl Worker {
         );
         let call = CatchUnwind(self.pipeline.call(message));
         let run = async {
-            match self.timeout {
+            let outcome = match self.timeout {
                 None => match call.await {
                     Ok(ack) => Outcome::Answered(ack),
                     Err(panic) => Outcome::Panicked(panic),
@@ -62,6 +63,15 @@ impl Worker {
                     Ok(Err(panic)) => Outcome::Panicked(panic),
                     Err(_) => Outcome::TimedOut,
                 },
+            };
+            // An `Err` return answers `NoAck` and leaves its text in the context (`IntoAck`);
+            // read here, inside the context's scope. Other answers never look.
+            match outcome {
+                Outcome::Answered(Ack::NoAck { retry_after, .. }) => match take_failure() {
+                    Some(text) => Outcome::Failed { text, retry_after },
+                    None => outcome,
+                },
+                other => other,
             }
         };
         // Without a subscriber that wants the span, skip wrapping the handler's future in it:

@@ -18,6 +18,12 @@ pub(crate) enum Outcome {
     Panicked(String),
     /// The handler ran past its `timeout`.
     TimedOut,
+    /// The handler returned `Err` with this text (see `IntoAck`); `retry_after` is the wait a
+    /// middleware put on the `NoAck` that carried it, if any.
+    Failed {
+        text: String,
+        retry_after: Option<Duration>,
+    },
 }
 
 /// What happens to the message next.
@@ -37,8 +43,8 @@ pub(crate) enum Decision {
 /// The retry policy of one handler: `#[handler(retries = n)]` and its backoff.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RetryPolicy {
-    /// Retries after the first delivery (default [`DEFAULT_MAX_RETRIES`]): the limit for panics
-    /// and timeouts. (`NoAck` carries its own limit.)
+    /// Retries after the first delivery (default [`DEFAULT_MAX_RETRIES`]): the limit for
+    /// panics, timeouts and `Err` returns. (`NoAck` carries its own limit.)
     pub(crate) retries: Option<u32>,
     /// Backoff between failed attempts; `NoAck` without `retry_after` and no backoff retries
     /// at once.
@@ -75,10 +81,20 @@ pub(crate) fn decide(outcome: Outcome, attempts: u32, policy: RetryPolicy) -> De
             policy,
         ),
         Outcome::TimedOut => failed(DeadReason::Timeout, attempts, policy),
+        Outcome::Failed { text, retry_after } => {
+            match failed(DeadReason::Other(text), attempts, policy) {
+                Decision::Retry { delay, reason } => Decision::Retry {
+                    delay: retry_after.unwrap_or(delay),
+                    reason,
+                },
+                dead => dead,
+            }
+        }
     }
 }
 
-/// A panic or a timeout: retried with backoff while retries remain, then dead for `reason`.
+/// A panic, a timeout or an `Err`: retried with backoff while retries remain, then dead for
+/// `reason`.
 fn failed(reason: DeadReason, attempts: u32, policy: RetryPolicy) -> Decision {
     let max = policy.retries.unwrap_or(DEFAULT_MAX_RETRIES);
     if attempts > max {
@@ -199,6 +215,43 @@ mod tests {
         assert_eq!(
             decide(Outcome::TimedOut, last_retry + 1, default),
             Decision::Dead(DeadReason::Timeout)
+        );
+    }
+
+    fn failed_with(text: &str, retry_after: Option<Duration>) -> Outcome {
+        Outcome::Failed {
+            text: text.into(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn an_err_is_a_failed_delivery_with_its_text_kept() {
+        // Retried under the handler's limit and backoff (the default one here), the text as
+        // the reason, whatever the carrying NoAck's own limit was.
+        let default_backoff = RetryPolicy {
+            retries: Some(2),
+            backoff: None,
+        };
+        assert_eq!(
+            decide(failed_with("db down", None), 1, default_backoff),
+            Decision::Retry {
+                delay: Backoff::default().delay(1),
+                reason: Some("db down".into())
+            }
+        );
+        assert_eq!(
+            decide(failed_with("db down", None), 3, default_backoff),
+            Decision::Dead(DeadReason::Other("db down".into()))
+        );
+        // A wait a middleware put on the NoAck holds.
+        let after = Duration::from_millis(7);
+        assert_eq!(
+            decide(failed_with("db down", Some(after)), 2, default_backoff),
+            Decision::Retry {
+                delay: after,
+                reason: Some("db down".into())
+            }
         );
     }
 }
