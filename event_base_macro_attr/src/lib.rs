@@ -13,6 +13,10 @@
 //! # fn main() {}
 //! ```
 //!
+//! The function may also take the payload decoded (`order: Json<Order>`, alone or with
+//! `msg: &EMessage`) and return `Result<(), E>` or `Result<Ack, E>`; see
+//! [Typed handlers](macro@handler#typed-handlers).
+//!
 //! The function stays callable as written. Beside it the macro generates a unit struct named
 //! after it in PascalCase with a `Handler` suffix (`HandleOrderHandler`) that implements
 //! `EHandler`, and a `HandlerRegistration` in `HANDLER_REGISTRY`, which `start_system!` reads.
@@ -22,17 +26,18 @@
 //! | `topic = "name"` | topic to subscribe to (required) | — |
 //! | `workers = n` | concurrent workers, at least 1 | 1 |
 //! | `timeout = secs` | per-delivery timeout; a handler past it is cancelled and retried | none |
-//! | `retries = n` | retries for panics and timeouts, and the `max_retries` of `Ack::retry()` | 3 |
+//! | `retries = n` | retries for panics, timeouts and `Err` returns, and the `max_retries` of `Ack::retry()` | 3 |
 //! | `shutdown_timeout = secs` | time to finish the current message at shutdown | none |
 //! | `middleware = [A, B::new()]` | middleware values, outermost first | none |
 //!
 //! Every mistake (unknown or repeated parameter, wrong type, a topic under the reserved
-//! `_system.` prefix that is not a system topic, a function that is not `async` or takes other
-//! arguments) is a compile error pointing at the offending part.
+//! `_system.` prefix that is not a system topic, a function that is not `async`, a parameter
+//! that is not `Json<T>` or `&EMessage`, a return type that is not an answer) is a compile
+//! error pointing at the offending part.
 //!
 //! The crate is two steps: `parse` checks the arguments and the function into a plain
-//! `HandlerSpec` (every error found there), `expand` turns that into tokens. This file is
-//! only the entry point.
+//! `HandlerSpec` (every error found there; the function's signature in `signature`), `expand`
+//! turns that into tokens. This file is only the entry point.
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -40,9 +45,11 @@ use syn::ItemFn;
 
 mod expand;
 mod parse;
+mod signature;
 
-/// Declares an event_base handler: an `async fn(msg: &EMessage) -> Ack` that every bus started
-/// with `start_system!` (or built with `.with_registered_handlers()`) runs for its topic.
+/// Declares an event_base handler: an `async fn(msg: &EMessage) -> Ack` (or one of the
+/// [typed forms](#typed-handlers)) that every bus started with `start_system!` (or built with
+/// `.with_registered_handlers()`) runs for its topic.
 ///
 /// ```text
 /// #[handler(topic = "..", workers = n, timeout = secs, retries = n, shutdown_timeout = secs, middleware = [..])]
@@ -57,14 +64,71 @@ mod parse;
 /// | `topic` | string literal, **required** | — | the topic to subscribe to. Not empty; a name under the reserved `_system.` prefix only if it is one of the bus's system topics (`_system.dead_letter`, `_system.audit`, ..) |
 /// | `workers` | whole number, at least 1 | `1` | how many workers run this handler, i.e. how many deliveries of the topic run at once |
 /// | `timeout` | whole seconds, at least 1 | none (no limit) | per-delivery time limit: a handler past it is cancelled and the delivery counts as failed (retried, then a dead letter with `DeadReason::Timeout`) |
-/// | `retries` | whole number | `3` | retries after the first delivery for panics and timeouts, and the `max_retries` that `Ack::retry()` and `Ack::retry_after(..)` answer with |
+/// | `retries` | whole number | `3` | retries after the first delivery for panics, timeouts and `Err` returns, and the `max_retries` that `Ack::retry()` and `Ack::retry_after(..)` answer with |
 /// | `shutdown_timeout` | whole seconds | none (the strategy's own limit) | the longest a shutdown waits for each of this handler's workers to finish its message; past it the worker is cancelled and the message is left in the WAL for the next start |
 /// | `middleware` | a list of expressions, `[A, B::new(..)]` | none | middleware values (each an `impl Middleware`) wrapped around this handler, outermost first, inside the bus-wide middleware of `EventBusBuilder::middleware` |
 ///
 /// Any other name is a compile error that lists these. Every mistake (an unknown or repeated
 /// parameter, a value of the wrong type, `workers = 0`, `timeout = 0`, an empty or reserved
-/// topic, a function that is not `async`, takes other arguments, is a method or is generic) is
-/// a compile error spanned on the offending token, never a panic at start-up.
+/// topic, a function that is not `async`, is a method or is generic, a parameter that is
+/// neither `Json<T>` nor `&EMessage`, a return type that is not an answer) is a compile error
+/// spanned on the offending token, never a panic at start-up.
+///
+/// # Typed handlers
+///
+/// | the function takes | it gets |
+/// |---|---|
+/// | `msg: &EMessage` | the delivered message |
+/// | `order: Json<Order>` (`Order: Deserialize`) | the payload decoded from JSON; `Json(order): Json<Order>` unpacks it |
+/// | both, in either order | both |
+///
+/// A payload that does not decode is a dead letter at once (no retries: bad input does not
+/// get better), with `DeadReason::Other` naming the type and serde's message; the function
+/// does not run.
+///
+/// | the function returns | the bus does |
+/// |---|---|
+/// | `Ack` | what it says (the function is called and nothing else) |
+/// | `Result<(), E>`, `Result<Ack, E>` with `E: Display` | `Ok(())` is `Ack::Ack`, `Ok(ack)` is `ack`; `Err(e)` is a failed delivery, as a panic is: retried under `retries` with the handler's backoff, then a dead letter with `DeadReason::Other(e.to_string())` |
+///
+/// The `Err` text is also each retry's audit reason. The conversion is `event_base::IntoAck`.
+/// Types are recognised as written (`Json<..>`, `&EMessage`, `Ack`, `Result<..>`, so
+/// `anyhow::Result<()>` works), and a type alias of your own for one of them is refused:
+/// write it out.
+///
+/// ```
+/// use event_base::prelude::*;
+/// use std::time::Duration;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Order {
+///     id: u32,
+/// }
+///
+/// #[handler(topic = "order.placed", retries = 0)]
+/// async fn place_order(Json(order): Json<Order>, msg: &EMessage) -> Result<(), String> {
+///     if order.id == 0 {
+///         return Err(format!("message {}: order 0 does not exist", msg.id));
+///     }
+///     Ok(())
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), CoreError> {
+///     let bus = event_base::builder().with_registered_handlers().build().await?;
+///     bus.send("order.placed", r#"{"id":7}"#).await?;
+///     let missing = bus.send("order.placed", r#"{"id":0}"#).await?;
+///     bus.send("order.placed", "not an order").await?;
+///     bus.wait_idle(Duration::from_secs(5)).await?;
+///     let mut reasons: Vec<String> =
+///         bus.dead_letters().await?.iter().map(|d| d.reason.to_string()).collect();
+///     reasons.sort();
+///     assert!(reasons[0].starts_with("could not decode the payload as"));
+///     assert_eq!(reasons[1], format!("message {missing}: order 0 does not exist"));
+///     bus.shutdown(ShutdownStrategy::Force).await?;
+///     Ok(())
+/// }
+/// ```
 ///
 /// # What it generates
 ///

@@ -7,12 +7,15 @@
 //!
 //! Checks run in a fixed order and the first failure is the one reported: the argument
 //! syntax, then each parameter in the order written, then the missing `topic`, then the
-//! signature (`async`, one argument, not a method, not generic).
+//! signature (`async`, not a method, not generic, parameters it can bind, a return type it
+//! can answer with; see [`signature`](crate::signature)).
 
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, ItemFn, Lit, LitInt, LitStr, Token};
+
+use crate::signature::{signature, Signature};
 
 /// Prefix of the reserved topics (the same as `event_base_core::constant::SYSTEM_PREFIX`).
 pub(crate) const SYSTEM_PREFIX: &str = "_system.";
@@ -44,6 +47,8 @@ const TOPIC_EXAMPLE: &str = "`topic` must be a string literal, e.g. `topic = \"o
 pub(crate) struct HandlerSpec {
     /// The function the attribute is on, unchanged.
     pub(crate) item: ItemFn,
+    /// What its parameters bind and what it returns.
+    pub(crate) signature: Signature,
     /// `topic = ".."` (required, not empty, not an unknown `_system.` topic).
     pub(crate) topic: LitStr,
     /// `workers = n`, at least 1; 1 when not given.
@@ -68,9 +73,10 @@ pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec
             "missing `topic`: write `#[handler(topic = \"order.created\")]`",
         )
     })?;
-    check_signature(&item)?;
+    let signature = signature(&item)?;
     Ok(HandlerSpec {
         item,
+        signature,
         topic,
         workers: settings.workers.unwrap_or(1),
         timeout: settings.timeout,
@@ -231,36 +237,6 @@ fn lit_int(e: &Expr, what: &str) -> syn::Result<LitInt> {
     }
 }
 
-/// The function must be `async fn name(msg: &EMessage) -> Ack`: async, one argument that is
-/// not `self`, no generics.
-fn check_signature(item: &ItemFn) -> syn::Result<()> {
-    if item.sig.asyncness.is_none() {
-        return Err(syn::Error::new_spanned(
-            item.sig.fn_token,
-            "a handler must be an `async fn(msg: &EMessage) -> Ack`",
-        ));
-    }
-    if item.sig.inputs.len() != 1 {
-        return Err(syn::Error::new_spanned(
-            &item.sig.inputs,
-            "a handler takes exactly one argument: `msg: &EMessage`",
-        ));
-    }
-    if let Some(syn::FnArg::Receiver(r)) = item.sig.inputs.first() {
-        return Err(syn::Error::new_spanned(
-            r,
-            "a handler is a free function, not a method; implement `EHandler` for a type instead",
-        ));
-    }
-    if !item.sig.generics.params.is_empty() {
-        return Err(syn::Error::new_spanned(
-            &item.sig.generics,
-            "a handler cannot be generic",
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,7 +331,7 @@ mod tests {
             }
         ));
         let e = error_of(quote!(topic = "t"), two_args);
-        assert!(e.contains("exactly one argument"), "{e}");
+        assert!(e.starts_with("expected `Json<T>` or `&EMessage`"), "{e}");
         let generic = item(quote!(
             async fn h<T>(a: &EMessage) -> Ack {
                 Ack::Ack
@@ -365,5 +341,115 @@ mod tests {
             error_of(quote!(topic = "t"), generic),
             "a handler cannot be generic"
         );
+    }
+
+    fn sig_of(f: TokenStream2) -> Signature {
+        match parse(quote!(topic = "t"), item(f)) {
+            Ok(spec) => spec.signature,
+            Err(e) => panic!("expected a valid handler: {e}"),
+        }
+    }
+
+    #[test]
+    fn the_forms_bind_their_parameters_in_order() {
+        use crate::signature::{Input, Output};
+        let s = sig_of(quote!(
+            async fn h(msg: &EMessage) -> Ack {
+                Ack::Ack
+            }
+        ));
+        assert!(matches!(s.inputs[..], [Input::Message]));
+        assert!(matches!(s.output, Output::Ack));
+        let s = sig_of(quote!(
+            async fn h(Json(o): Json<Order>, m: &event_base::EMessage) -> Result<(), String> {
+                Ok(())
+            }
+        ));
+        assert!(matches!(s.inputs[..], [Input::Json(_), Input::Message]));
+        assert!(matches!(s.output, Output::Result(_)));
+        let s = sig_of(quote!(
+            async fn h(o: Json<Order>) -> anyhow::Result<Ack> {
+                Ok(Ack::Ack)
+            }
+        ));
+        assert!(matches!(s.inputs[..], [Input::Json(_)]));
+        assert!(matches!(s.output, Output::Result(_)));
+    }
+
+    #[test]
+    fn parameters_and_returns_it_cannot_bind() {
+        let cases = [
+            (
+                quote!(
+                    async fn h() -> Ack {}
+                ),
+                "a handler takes `msg: &EMessage`",
+            ),
+            (
+                quote!(
+                    async fn h(o: Order) -> Ack {}
+                ),
+                "expected `Json<T>` or `&EMessage`",
+            ),
+            (
+                quote!(
+                    async fn h(m: EMessage) -> Ack {}
+                ),
+                "take the message by reference",
+            ),
+            (
+                quote!(
+                    async fn h(m: &mut EMessage) -> Ack {}
+                ),
+                "not `&mut EMessage`",
+            ),
+            (
+                quote!(
+                    async fn h(o: &Json<Order>) -> Ack {}
+                ),
+                "take the payload by value",
+            ),
+            (
+                quote!(
+                    async fn h(o: Json) -> Ack {}
+                ),
+                "name the payload's type",
+            ),
+            (
+                quote!(
+                    async fn h(a: Json<A>, b: Json<B>) -> Ack {}
+                ),
+                "one `Json<T>` parameter",
+            ),
+            (
+                quote!(
+                    async fn h(a: &EMessage, b: &EMessage) -> Ack {}
+                ),
+                "the message is passed once",
+            ),
+            (
+                quote!(
+                    async fn h(a: Json<A>, b: &EMessage, c: &EMessage) -> Ack {}
+                ),
+                "at most two parameters",
+            ),
+            (
+                quote!(
+                    async fn h(m: &EMessage) {}
+                ),
+                "add `-> Ack`",
+            ),
+            (
+                quote!(
+                    async fn h(m: &EMessage) -> bool {}
+                ),
+                "a handler returns `Ack`, `Result<(), E>` or `Result<Ack, E>`",
+            ),
+        ];
+        for (f, expected) in cases {
+            let shown = f.to_string();
+            let e = error_of(quote!(topic = "t"), item(f));
+            assert!(e.contains(expected), "{shown}: {e}");
+        }
     }
 }

@@ -1,0 +1,6 @@
+use event_base::prelude::*;
+
+#[handler(topic = "orders")]
+async fn on_order(_msg: &EMessage) {}
+
+fn main() {}
