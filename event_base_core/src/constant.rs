@@ -44,6 +44,10 @@ pub const SYSTEM_TOPICS: &[&str] = &[
 
 /// Messages the consumer router claims at once (`batch_size`).
 pub const DEFAULT_BATCH_SIZE: usize = 64;
+
+/// How long a completed message's id keeps refusing sends of the same id, by default
+/// (`EventBusBuilder::dedup_window`).
+pub const DEFAULT_DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
 /// Retries for panics and timeouts, and what `Ack::retry()` allows, when the handler sets no
 /// `retries`.
 pub const DEFAULT_MAX_RETRIES: u32 = 3;

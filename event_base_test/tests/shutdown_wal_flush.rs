@@ -30,6 +30,9 @@ impl Wal for FlushFails {
     fn complete(&self, id: &str) -> Result<(), WalError> {
         self.inner.complete(id)
     }
+    fn append_unique(&self, m: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        self.inner.append_unique(m)
+    }
     fn retry(&self, m: &Arc<EMessage>) -> Result<(), WalError> {
         self.inner.retry(m)
     }

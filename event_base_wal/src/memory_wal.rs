@@ -189,6 +189,27 @@ impl MemoryWal {
         })
     }
 
+    /// Puts a new live record in under `message`'s id unless there is a record with that id
+    /// already (live or dead); whether it did.
+    pub(crate) fn put_new(&self, message: &Arc<EMessage>) -> bool {
+        let hash = hash_id(&message.id);
+        let mut shard = self.shard(hash);
+        match shard.entry(hash, is(&message.id), rehash) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(v) => {
+                v.insert(Record {
+                    message: message.clone(),
+                    hash,
+                    slot: Slot::live(None),
+                });
+                drop(shard);
+                self.appended.fetch_add(1, Ordering::Relaxed);
+                self.live.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
     /// Puts `slot` in under `message`'s id, replacing (and un-counting) what was there; the
     /// record's message becomes `message`.
     fn put(&self, message: &Arc<EMessage>, slot: Slot) -> Option<Slot> {
@@ -335,6 +356,10 @@ impl Wal for MemoryWal {
         self.appended.fetch_add(1, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::Relaxed);
         Ok(WalCommit::durable())
+    }
+
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        Ok(self.put_new(message).then(WalCommit::durable))
     }
 
     fn begin(&self, id: &str) -> Result<bool, WalError> {

@@ -185,6 +185,41 @@ pub trait Wal: Send + Sync + 'static {
         Ok(WalCommit::all(commits))
     }
 
+    /// Records a newly accepted message as `Pending`, unless the WAL holds a record with its
+    /// id (pending, processing, or a dead letter): then nothing is written and the answer is
+    /// `Ok(None)`. The check and the append are one step, so of two concurrent calls with one
+    /// id exactly one appends. Idempotent sends are built on it.
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError>;
+
+    /// [`append_unique`](Self::append_unique) for several messages with one commit; the
+    /// flags say which were appended. The default calls `append_unique` for each and waits
+    /// for all; backends with a single ordered writer override it so the batch costs one
+    /// durable write.
+    fn append_batch_unique(
+        &self,
+        messages: &[Arc<EMessage>],
+    ) -> Result<(WalCommit, Vec<bool>), WalError> {
+        let mut commits = Vec::with_capacity(messages.len());
+        let mut appended = Vec::with_capacity(messages.len());
+        for m in messages {
+            let commit = self.append_unique(m)?;
+            appended.push(commit.is_some());
+            commits.extend(commit);
+        }
+        Ok((WalCommit::all(commits), appended))
+    }
+
+    /// Messages completed at or after `since`, with their completion times, so that a bus
+    /// started on this WAL can go on refusing their ids as duplicates (the dedup window). A
+    /// backend that does not keep completions answers none (the default).
+    async fn recent_completions(
+        &self,
+        since: SystemTime,
+    ) -> Result<Vec<(String, SystemTime)>, WalError> {
+        let _ = since;
+        Ok(Vec::new())
+    }
+
     /// Marks the message `Processing` before a handler runs. Returns `false` if the record is
     /// gone or `Complete` (the send was withdrawn, or the message is finished): the caller must
     /// then not deliver it. A dead letter (`Failed`) answers `true` and keeps its state, so the
@@ -240,6 +275,21 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
         (**self).append_batch(messages)
+    }
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        (**self).append_unique(message)
+    }
+    fn append_batch_unique(
+        &self,
+        messages: &[Arc<EMessage>],
+    ) -> Result<(WalCommit, Vec<bool>), WalError> {
+        (**self).append_batch_unique(messages)
+    }
+    async fn recent_completions(
+        &self,
+        since: SystemTime,
+    ) -> Result<Vec<(String, SystemTime)>, WalError> {
+        (**self).recent_completions(since).await
     }
     fn begin(&self, id: &str) -> Result<bool, WalError> {
         (**self).begin(id)

@@ -14,9 +14,10 @@ use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::{
-    DEFAULT_AUDIT_CAPACITY, DEFAULT_BATCH_SIZE, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_STALE_AFTER,
-    SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
+    DEFAULT_AUDIT_CAPACITY, DEFAULT_BATCH_SIZE, DEFAULT_DEDUP_WINDOW, DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
+use crate::delivery::dedup::DedupWindow;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
@@ -48,6 +49,7 @@ pub struct EventBusBuilder {
     wal: Option<Arc<dyn Wal>>,
     queue: Option<Arc<dyn QueueFactory>>,
     batch_size: usize,
+    dedup_window: Duration,
     handlers: Vec<HandlerSpec>,
     registered: bool,
     global_middleware: Vec<Arc<dyn Middleware>>,
@@ -72,6 +74,7 @@ impl std::fmt::Debug for EventBusBuilder {
             .field("wal_set", &self.wal.is_some())
             .field("queue", &self.queue.as_ref().map(|q| q.name()))
             .field("batch_size", &self.batch_size)
+            .field("dedup_window", &self.dedup_window)
             .field("handlers", &self.handlers)
             .field("registered", &self.registered)
             .field("middleware", &self.global_middleware.len())
@@ -105,6 +108,7 @@ impl EventBusBuilder {
             wal: None,
             queue: None,
             batch_size: DEFAULT_BATCH_SIZE,
+            dedup_window: DEFAULT_DEDUP_WINDOW,
             handlers: Vec::new(),
             registered: false,
             global_middleware: Vec::new(),
@@ -136,6 +140,25 @@ impl EventBusBuilder {
     /// Messages the consumer router claims at once (default 64).
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = n;
+        self
+    }
+
+    /// How long the id of a completed message keeps refusing sends of the same id (default
+    /// two minutes; `Duration::ZERO` turns deduplication off).
+    ///
+    /// A send whose id the WAL still holds (pending, processing, a dead letter), or whose
+    /// message completed within the window, is answered `Ok` with that id and not delivered
+    /// again: set an application id (`EMessage::with_id("order-42-created")`) and a sender
+    /// may retry a send whose answer it missed. With `PersistentWal` the window survives a
+    /// restart. Memory is bounded by the messages completed within one window (about 40
+    /// bytes each).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = event_base_core::EventBus::builder().dedup_window(Duration::from_secs(600));
+    /// ```
+    pub fn dedup_window(mut self, window: Duration) -> Self {
+        self.dedup_window = window;
         self
     }
 
@@ -268,6 +291,7 @@ impl EventBusBuilder {
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
         let shared = Arc::new(BusShared {
             fan_outs: Default::default(),
+            dedup: DedupWindow::new(self.dedup_window),
             wal,
             topics,
             registry: WorkerRegistry::default(),
@@ -304,6 +328,13 @@ impl EventBusBuilder {
         }
         if let Some(cells) = &cells {
             cells.set(&bus.tasks);
+        }
+        // What completed within the dedup window before this start is still a duplicate.
+        if bus.shared.dedup.enabled() {
+            let since = std::time::SystemTime::now() - bus.shared.dedup.window();
+            for (id, at) in bus.shared.wal.recent_completions(since).await? {
+                bus.shared.dedup.completed_at(&id, at);
+            }
         }
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
+use crate::delivery::dedup::DedupWindow;
 use crate::delivery::fan_out::FanOuts;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
@@ -24,12 +25,15 @@ use crate::worker::registry::{WorkerRegistry, WorkerState};
 /// - `topics`: one [`Route`] per subscribed topic, with a subscription per handler (queue,
 ///   worker channels, counters).
 /// - `fan_outs`: messages of topics with several handlers whose copies are not all final.
+/// - `dedup`: ids completed within the dedup window, so a send of one is not delivered again.
 /// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
 /// - `accepting`: cleared when shutdown begins; every send checks it.
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
     pub(crate) topics: TopicTable,
     pub(crate) fan_outs: FanOuts,
+    /// Ids completed within the dedup window (idempotent sends).
+    pub(crate) dedup: DedupWindow,
     pub(crate) registry: WorkerRegistry,
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,

@@ -93,15 +93,25 @@ impl BusShared {
     ) -> Result<MessageId, CoreError> {
         let Some(entry) = route.single() else {
             let targets = targets(route, &message);
-            let commit = self.wal.append(&message)?;
+            let commit = match self.append_new(&message)? {
+                Appended::New(commit) => commit,
+                Appended::Duplicate(withdrawal) => {
+                    return Box::pin(self.duplicate(route, message, withdrawal)).await
+                }
+            };
             self.accepted(route, targets, &message);
             return Box::pin(
                 self.accept_waiting(route, targets, message, commit, try_send, timeout, None),
             )
             .await;
         };
+        let commit = match self.append_new(&message)? {
+            Appended::New(commit) => commit,
+            Appended::Duplicate(withdrawal) => {
+                return Box::pin(self.duplicate(route, message, withdrawal)).await
+            }
+        };
         let id = MessageId::from(&message.id);
-        let commit = self.wal.append(&message)?;
         self.in_flight.add();
         entry.counters.accepted();
         // The common case waits for nothing: the WAL answers at once (in memory, or
@@ -122,6 +132,68 @@ impl BusShared {
         };
         Box::pin(self.accept_waiting(route, &route.subs, message, commit, try_send, timeout, None))
             .await
+    }
+
+    /// Appends `message` to the WAL, unless its id is a duplicate: held by the WAL, or
+    /// completed within the dedup window (`delivery/dedup.rs` says why this order has no race).
+    #[inline]
+    fn append_new(&self, message: &Arc<EMessage>) -> Result<Appended, CoreError> {
+        if !self.dedup.enabled() {
+            return Ok(Appended::New(self.wal.append(message)?));
+        }
+        let Some(commit) = self.wal.append_unique(message)? else {
+            return Ok(Appended::Duplicate(None));
+        };
+        if self.dedup.contains(&message.id) {
+            // Completed a moment ago: take back the record just written.
+            return Ok(Appended::Duplicate(self.wal.cancel(&message.id)?));
+        }
+        Ok(Appended::New(commit))
+    }
+
+    /// [`append_new`](Self::append_new) for a batch, with one commit: the messages that are
+    /// new, and their commit. Duplicates are counted and dropped from the batch.
+    async fn append_batch_new(
+        &self,
+        route: &Route,
+        batch: Vec<Arc<EMessage>>,
+    ) -> Result<(WalCommit, Vec<Arc<EMessage>>), CoreError> {
+        if !self.dedup.enabled() {
+            return Ok((self.wal.append_batch(&batch)?, batch));
+        }
+        let (commit, appended) = self.wal.append_batch_unique(&batch)?;
+        let mut fresh = Vec::with_capacity(batch.len());
+        let mut withdrawals = Vec::new();
+        for (message, appended) in batch.into_iter().zip(appended) {
+            if !appended {
+                route.counters().duplicate();
+            } else if self.dedup.contains(&message.id) {
+                route.counters().duplicate();
+                withdrawals.extend(self.wal.cancel(&message.id)?);
+            } else {
+                fresh.push(message);
+            }
+        }
+        for w in withdrawals {
+            w.wait().await?;
+        }
+        Ok((commit, fresh))
+    }
+
+    /// A duplicate send: answered with its id, delivered nothing. Waits for the withdrawal
+    /// of a record appended meanwhile to be durable, so a crash cannot bring it back.
+    async fn duplicate(
+        &self,
+        route: &Route,
+        message: Arc<EMessage>,
+        withdrawal: Option<WalCommit>,
+    ) -> Result<MessageId, CoreError> {
+        route.counters().duplicate();
+        tracing::debug!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %route.topic, "duplicate send: the id was sent before (dedup window); not delivered again");
+        if let Some(commit) = withdrawal {
+            commit.wait().await?;
+        }
+        Ok(MessageId::from(&message.id))
     }
 
     /// Counts an appended message as accepted (by its topic, and by each handler it goes to)
@@ -273,7 +345,7 @@ impl BusShared {
             .map(|m| prepare(route, m))
             .collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<MessageId> = batch.iter().map(|m| MessageId::from(&m.id)).collect();
-        let commit = self.wal.append_batch(&batch)?;
+        let (commit, batch) = self.append_batch_new(route, batch).await?;
         for message in &batch {
             self.accepted(route, targets(route, message), message);
         }
@@ -414,6 +486,15 @@ impl BusShared {
             }
         }
     }
+}
+
+/// What [`BusShared::append_new`] did.
+enum Appended {
+    /// Appended: a new message.
+    New(WalCommit),
+    /// A duplicate, not delivered again; the commit of the withdrawal of a record appended
+    /// meanwhile, if there was one.
+    Duplicate(Option<WalCommit>),
 }
 
 /// Whether the message is to be delivered later than now.

@@ -24,6 +24,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
+pub(crate) mod dedup;
 pub(crate) mod fan_out;
 pub(crate) mod job;
 pub(crate) mod job_channel;

@@ -22,10 +22,16 @@ use crate::message::emessage::EMessage;
 pub(crate) struct Dead(Vec<Failure>);
 
 impl BusShared {
-    /// A delivery finished with `Ack`. Returns the dead letter to settle when this ended the
-    /// message but an earlier delivery of it had died (a broadcast copy, another handler's).
+    /// A delivery finished with `Ack` (at `ended`, if the worker read the clock). Returns the
+    /// dead letter to settle when this ended the message but an earlier delivery of it had
+    /// died (a broadcast copy, another handler's).
     #[inline]
-    pub(crate) fn finish_ok(&self, entry: &TopicEntry, job: &Job) -> Option<Dead> {
+    pub(crate) fn finish_ok(
+        &self,
+        entry: &TopicEntry,
+        job: &Job,
+        ended: Option<SystemTime>,
+    ) -> Option<Dead> {
         let failure = match &job.group {
             None => None,
             Some(group) => {
@@ -37,7 +43,7 @@ impl BusShared {
         };
         match self.copy_ended(entry, &job.message, failure)? {
             Ok(()) => {
-                self.complete(&job.message.id);
+                self.complete(&job.message.id, ended);
                 self.message_final(entry);
                 None
             }
@@ -65,7 +71,7 @@ impl BusShared {
             Some(Ok(())) => {
                 // Not reached (this copy died, so the outcome carries a failure); kept so
                 // the message is final whatever happens.
-                self.complete(&message.id);
+                self.complete(&message.id, None);
                 self.message_final(entry);
             }
             Some(Err(dead)) => self.settle_dead(entry, dead).await,
@@ -145,7 +151,9 @@ impl BusShared {
         self.in_flight.done();
     }
 
-    fn complete(&self, id: &str) {
+    fn complete(&self, id: &str, at: Option<SystemTime>) {
+        // Into the dedup window before the record leaves the WAL (see `dedup.rs`).
+        self.dedup.completed(id, at);
         if let Err(e) = self.wal.complete(id) {
             tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");
         }

@@ -30,6 +30,9 @@ pub struct TopicMetrics {
     /// Messages the WAL held unfinished when the bus started (sent by an earlier run), delivered
     /// again by the start-up replay. Only goes up.
     pub replayed: u64,
+    /// Sends whose id was sent before (still in the WAL, or completed within the dedup
+    /// window), answered `Ok` with that id and not delivered again. Only goes up.
+    pub duplicates: u64,
     /// Deliveries handed to a handler.
     pub handled: u64,
     /// Deliveries answered `Ack::Ack`.

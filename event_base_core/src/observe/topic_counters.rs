@@ -37,6 +37,8 @@ struct SenderCounts {
     refused: AtomicU64,
     /// Messages the WAL held unfinished at start, delivered again.
     replayed: AtomicU64,
+    /// Sends answered as duplicates (dedup window), not delivered again.
+    duplicates: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +61,11 @@ impl TopicCounters {
     #[inline]
     pub(crate) fn accepted(&self) {
         Self::add(&self.sender.accepted);
+    }
+
+    /// A send was a duplicate: its id was sent before, within the dedup window.
+    pub(crate) fn duplicate(&self) {
+        Self::add(&self.sender.duplicates);
     }
 
     /// A message the WAL held unfinished at start is delivered again.
@@ -135,6 +142,7 @@ impl TopicCounters {
             accepted,
             refused,
             replayed,
+            duplicates: self.sender.duplicates.load(Ordering::Relaxed),
             handled: self.worker.handled.load(Ordering::Relaxed),
             acked: self.worker.acked.load(Ordering::Relaxed),
             retried: self.worker.retried.load(Ordering::Relaxed),

@@ -314,20 +314,28 @@ impl Worker {
                 }
             }
         }
+        // When the delivery ended, from the clock reads already made (for the dedup window).
+        let ended = started.map(|t| t + took);
         let audit = (mark, took);
-        self.apply(job, decision, audit).await;
+        self.apply(job, decision, audit, ended).await;
         true
     }
 
     /// Carries out a [`Decision`]: WAL state, counters, audit, and the next delivery.
-    async fn apply(&self, job: Job, decision: Decision, audit: (Option<StartMark>, Duration)) {
+    async fn apply(
+        &self,
+        job: Job,
+        decision: Decision,
+        audit: (Option<StartMark>, Duration),
+        ended: Option<SystemTime>,
+    ) {
         let (mark, took) = audit;
         match decision {
             Decision::Complete => {
                 self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
                 self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-                if let Some(dead) = self.shared.finish_ok(&self.entry, &job) {
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, ended) {
                     self.shared.settle_dead(&self.entry, dead).await;
                 }
             }

@@ -183,6 +183,9 @@ impl Wal for NoWal {
     fn retry(&self, _: &Arc<EMessage>) -> Result<(), WalError> {
         Ok(())
     }
+    fn append_unique(&self, _: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        Ok(Some(WalCommit::durable()))
+    }
     fn fail(&self, _: &Arc<EMessage>, _: &DeadReason, _: &[String]) -> Result<(), WalError> {
         Ok(())
     }

@@ -164,6 +164,48 @@ pub async fn retry_returns_to_pending_with_attempts(b: &impl WalBackend) {
     assert_eq!(wal.stats().live, 1);
 }
 
+/// `append_unique` appends an id it does not hold, and refuses (writing nothing) one it
+/// holds live or dead, alone or in a batch; a completed id is free again.
+pub async fn append_unique_refuses_an_id_it_holds(b: &impl WalBackend) {
+    let wal = b.open();
+    let (m0, m1, m2) = (msg(0), msg(1), msg(2));
+    wal.append_unique(&m0)
+        .unwrap()
+        .expect("new")
+        .wait()
+        .await
+        .unwrap();
+    assert!(wal.append_unique(&m0).unwrap().is_none(), "pending: held");
+    assert!(wal.begin(&m0.id).unwrap());
+    assert!(
+        wal.append_unique(&m0).unwrap().is_none(),
+        "processing: held"
+    );
+    wal.fail(&m0, &DeadReason::Explicit, &[]).unwrap();
+    assert!(
+        wal.append_unique(&m0).unwrap().is_none(),
+        "a dead letter: held"
+    );
+    let (commit, appended) = wal
+        .append_batch_unique(&[m1.clone(), m0.clone(), m1.clone(), m2.clone()])
+        .unwrap();
+    commit.wait().await.unwrap();
+    assert_eq!(appended, [true, false, false, true]);
+    assert!(wal.begin(&m2.id).unwrap());
+    wal.complete(&m2.id).unwrap();
+    let again = wal.append_unique(&m2).unwrap();
+    assert!(again.is_some(), "completed: the WAL no longer holds it");
+    again.unwrap().wait().await.unwrap();
+    assert_eq!(
+        live(&wal).await,
+        vec![
+            (1, WalRecordState::Pending, 0),
+            (2, WalRecordState::Pending, 0)
+        ]
+    );
+    assert_eq!(wal.stats().dead, 1);
+}
+
 /// `fail` turns the record into a dead letter with its reason, attempts and the handlers
 /// whose copy died; it leaves `pending()`.
 pub async fn fail_makes_a_dead_letter(b: &impl WalBackend) {
@@ -487,6 +529,7 @@ macro_rules! wal_conformance {
                 purge_removes_every_dead_letter,
                 append_over_a_dead_letter_replaces_it,
                 append_batch_appends_all,
+                append_unique_refuses_an_id_it_holds,
                 stats_follow_every_transition,
                 concurrent_callers_lose_nothing,
                 state_survives_a_reopen,

@@ -19,10 +19,12 @@
 //! | `segment.rs` | segment file names, header and listing |
 //! | `fs/` | the file layer every file operation goes through: `std::fs`, or a simulated disk for power-loss tests |
 //! | `recovery.rs` | rebuilding the state from the segments on open, torn tails and corruption |
+//! | `completion_log.rs` | completions of compacted segments still within the dedup window |
 //! | `codec_bench.rs` | hidden entry points into the codec for the benchmarks |
 
 #[doc(hidden)]
 pub mod codec_bench;
+mod completion_log;
 mod fs;
 mod group_commit;
 mod persistent_wal;

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use event_base_core::backend::{Wal, WalCommit, WalCommitter, WalRecord, WalStats};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
+use super::completion_log::CompletionLog;
 use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::{recover, RecoveryReport};
@@ -80,6 +81,7 @@ pub struct PersistentWalBuilder {
     max_record_bytes: usize,
     skip_corrupt: bool,
     idle_sync: Duration,
+    completion_retention: Duration,
     fs: Arc<dyn WalFs>,
 }
 
@@ -110,6 +112,17 @@ impl PersistentWalBuilder {
     /// default.
     pub fn skip_corrupt(mut self, skip: bool) -> Self {
         self.skip_corrupt = skip;
+        self
+    }
+
+    /// How long completions stay in the log (default two minutes, the bus's default dedup
+    /// window; `Duration::ZERO`: no longer than the log needs them), so that a bus started on
+    /// this WAL after a restart still refuses their ids as duplicates
+    /// (`EventBusBuilder::dedup_window`). Compaction carries completions younger than this
+    /// into the newest segment before deleting an old one; the cost is about 50 bytes of disk
+    /// and of memory per message completed within the time.
+    pub fn completion_retention(mut self, retention: Duration) -> Self {
+        self.completion_retention = retention;
         self
     }
 
@@ -177,7 +190,17 @@ impl PersistentWalBuilder {
         let stats = index.stats();
         tracing::info!(target: event_base_core::constant::target::WAL, dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
 
+        let mut completions: BTreeMap<u64, Vec<(Box<str>, SystemTime)>> = BTreeMap::new();
+        if !self.completion_retention.is_zero() {
+            for (id, (seq, at)) in rec.completions {
+                completions.entry(seq).or_default().push((id, at));
+            }
+        }
+        let side = CompletionLog::load(&*fs, &dir, self.max_record_bytes)?;
         let writer = Writer {
+            completions,
+            side,
+            retention: self.completion_retention,
             fs,
             dir: dir.clone(),
             policy: self.policy,
@@ -252,6 +275,7 @@ impl PersistentWal {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             skip_corrupt: false,
             idle_sync: Duration::from_millis(50),
+            completion_retention: event_base_core::constant::DEFAULT_DEDUP_WINDOW,
             fs: Arc::new(StdFs),
         }
     }
@@ -353,9 +377,59 @@ impl Wal for PersistentWal {
 
     fn complete(&self, id: &str) -> Result<(), WalError> {
         if let Some(message) = self.index.complete_live_record(id) {
-            self.send(Entry::Complete(RecordId::Message(message)), None)?;
+            let at = SystemTime::now();
+            self.send(Entry::Complete(RecordId::Message(message), at), None)?;
         }
         Ok(())
+    }
+
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        self.check_size(message)?;
+        if !self.index.put_new(message) {
+            return Ok(None);
+        }
+        self.send_durable(Entry::Append(message.clone())).map(Some)
+    }
+
+    /// As `append_batch`: only the last record appended carries a waiter.
+    fn append_batch_unique(
+        &self,
+        messages: &[Arc<EMessage>],
+    ) -> Result<(WalCommit, Vec<bool>), WalError> {
+        for m in messages {
+            self.check_size(m)?;
+        }
+        let appended: Vec<bool> = messages.iter().map(|m| self.index.put_new(m)).collect();
+        let last = appended.iter().rposition(|a| *a);
+        let mut commit = WalCommit::durable();
+        for (i, m) in messages.iter().enumerate() {
+            if !appended[i] {
+                continue;
+            }
+            if Some(i) == last {
+                commit = self.send_durable(Entry::Append(m.clone()))?;
+            } else {
+                self.send(Entry::Append(m.clone()), None)?;
+            }
+        }
+        Ok((commit, appended))
+    }
+
+    async fn recent_completions(
+        &self,
+        since: SystemTime,
+    ) -> Result<Vec<(String, SystemTime)>, WalError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
+        let (reply, answer) = flume::bounded(1);
+        tx.send(WriterOp::Completions { since, reply })
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))?;
+        answer
+            .recv_async()
+            .await
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {

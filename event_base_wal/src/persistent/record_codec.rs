@@ -18,14 +18,15 @@
 //! Version 1, written before message ids became text, had the id as its 16 UUID bytes at
 //! offset 2 (and `causation_id` as 16 bytes too). It is still read: its ids come back as the
 //! UUIDs' hyphenated text, so a log written by an older build replays unchanged. Version 2 is
-//! version 3 without the `handlers` of `Failed` and `Snapshot` records (they read as none).
+//! version 3 without the `handlers` of `Failed` and `Snapshot` records (they read as none)
+//! and without the `at` of `Complete` records (read as unknown).
 //! New records are always version 3; a log may hold all three.
 //!
 //! | kind | name | fields after the id | effect on replay |
 //! |---|---|---|---|
 //! | 1 | Append | message | record is `Pending` |
 //! | 2 | Processing | — | record is `Processing` |
-//! | 3 | Complete | — | record is gone |
+//! | 3 | Complete | at u64 (version 3 on) | record is gone; `at` is when it completed |
 //! | 4 | Retry | message | record is `Pending` with the new `attempts`/`deliver_at` |
 //! | 5 | Failed | died_at u64, reason, handlers, message | record is a dead letter |
 //! | 6 | Cancel | — | record is gone (a refused send) |
@@ -74,7 +75,8 @@ const MAX_ID: usize = event_base_core::constant::MAX_ID_BYTES;
 pub(crate) enum Entry {
     Append(Arc<EMessage>),
     Processing(RecordId),
-    Complete(RecordId),
+    /// The record completed at the given time (`UNIX_EPOCH`: unknown, before version 3).
+    Complete(RecordId, SystemTime),
     Retry(Arc<EMessage>),
     Failed {
         message: Arc<EMessage>,
@@ -98,9 +100,10 @@ impl Entry {
         match self {
             Entry::Append(m) | Entry::Retry(m) => &m.id,
             Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => &message.id,
-            Entry::Processing(id) | Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
-                id.as_str()
-            }
+            Entry::Processing(id)
+            | Entry::Complete(id, _)
+            | Entry::Cancel(id)
+            | Entry::Purge(id) => id.as_str(),
         }
     }
 
@@ -111,9 +114,10 @@ impl Entry {
             Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => {
                 RecordId::Message(message.clone())
             }
-            Entry::Processing(id) | Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
-                id.clone()
-            }
+            Entry::Processing(id)
+            | Entry::Complete(id, _)
+            | Entry::Cancel(id)
+            | Entry::Purge(id) => id.clone(),
         }
     }
 
@@ -121,7 +125,7 @@ impl Entry {
         match self {
             Entry::Append(_) => 1,
             Entry::Processing(_) => 2,
-            Entry::Complete(_) => 3,
+            Entry::Complete(..) => 3,
             Entry::Retry(_) => 4,
             Entry::Failed { .. } => 5,
             Entry::Cancel(_) => 6,
@@ -176,7 +180,8 @@ pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
             put_handlers(out, handlers);
             put_message(out, message);
         }
-        Entry::Processing(_) | Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => {}
+        Entry::Complete(_, at) => put_u64(out, nanos(*at)),
+        Entry::Processing(_) | Entry::Cancel(_) | Entry::Purge(_) => {}
     }
     let body_len = (out.len() - start - FRAME_HEADER) as u32;
     let crc = crc32fast::hash(&out[start + FRAME_HEADER..]);
@@ -420,7 +425,14 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
     let entry = match kind {
         1 => Entry::Append(Arc::new(get_message(&mut c, id, version)?)),
         2 => Entry::Processing(text(id)),
-        3 => Entry::Complete(text(id)),
+        3 => {
+            let at = if version >= FORMAT_VERSION {
+                c.time("at")?
+            } else {
+                UNIX_EPOCH
+            };
+            Entry::Complete(text(id), at)
+        }
         4 => Entry::Retry(Arc::new(get_message(&mut c, id, version)?)),
         5 => {
             let died_at = c.time("died_at")?;
@@ -686,10 +698,25 @@ mod tests {
                 }
             }),
             arb_id().prop_map(|id| Entry::Processing(RecordId::Text(id.into()))),
-            arb_id().prop_map(|id| Entry::Complete(RecordId::Text(id.into()))),
+            arb_id().prop_map(move |id| Entry::Complete(RecordId::Text(id.into()), t)),
             arb_id().prop_map(|id| Entry::Cancel(RecordId::Text(id.into()))),
             arb_id().prop_map(|id| Entry::Purge(RecordId::Text(id.into()))),
         ]
+    }
+
+    /// A version 2 `Complete` (no time) is still read, its time unknown (the epoch).
+    #[test]
+    fn a_version_2_completion_reads_with_no_time() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut v3 = Vec::new();
+        encode(&Entry::Complete(RecordId::Text("abc".into()), at), &mut v3);
+        let mut body = v3[FRAME_HEADER..].to_vec();
+        body[0] = FORMAT_V2;
+        body.truncate(body.len() - 8);
+        assert_eq!(
+            decode_body(&body),
+            Ok(Entry::Complete(RecordId::Text("abc".into()), UNIX_EPOCH))
+        );
     }
 
     /// A version 2 dead letter (no handler list) is still read, with no handlers.
@@ -750,7 +777,10 @@ mod tests {
     #[test]
     fn a_truncated_frame_is_torn() {
         let mut buf = Vec::new();
-        encode(&Entry::Complete(RecordId::Text("x".into())), &mut buf);
+        encode(
+            &Entry::Complete(RecordId::Text("x".into()), UNIX_EPOCH),
+            &mut buf,
+        );
         for cut in 0..buf.len() {
             assert!(
                 matches!(read_frame(&buf[..cut], 1 << 20), Frame::Torn),

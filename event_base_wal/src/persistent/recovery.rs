@@ -23,6 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use event_base_core::backend::{Wal, WalRecord, WalRecordState};
 use event_base_core::WalError;
@@ -83,6 +84,9 @@ pub(crate) struct Recovered {
     pub(crate) disk_bytes: u64,
     /// The summary for the user.
     pub(crate) report: RecoveryReport,
+    /// Messages whose newest record is a `Complete` with its time (version 3 on): the
+    /// segment holding it and when it completed, for the bus's dedup window.
+    pub(crate) completions: HashMap<Box<str>, (u64, SystemTime)>,
 }
 
 /// Moves a file recovery does not understand aside, to `<name>.corrupt` (or
@@ -269,6 +273,8 @@ fn fill_gaps(
 }
 
 fn anchor(out: &mut Recovered, id: RecordId, seq: u64) {
+    // Live or dead again: no longer a completed message.
+    out.completions.remove(id.as_str());
     // Removed first so that the key is the newest record's message, not an older copy.
     out.anchors.remove(id.as_str());
     out.anchors.insert(id, seq);
@@ -291,7 +297,14 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
         Entry::Processing(id) => {
             let _ = index.begin(id.as_str());
         }
-        Entry::Complete(id) | Entry::Cancel(id) | Entry::Purge(id) => {
+        Entry::Complete(id, at) => {
+            index.forget_record(id.as_str());
+            out.anchors.remove(id.as_str());
+            if at > UNIX_EPOCH {
+                out.completions.insert(id.as_str().into(), (seq, at));
+            }
+        }
+        Entry::Cancel(id) | Entry::Purge(id) => {
             index.forget_record(id.as_str());
             out.anchors.remove(id.as_str());
         }

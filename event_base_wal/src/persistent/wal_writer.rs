@@ -24,11 +24,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use event_base_core::backend::WalCommitter;
 use event_base_core::WalError;
 
+use super::completion_log::CompletionLog;
 use super::fs::{DirLock, WalFile, WalFs};
 use super::group_commit::GroupCommit;
 use super::record_codec::{encode, Entry, FRAME_HEADER};
@@ -54,6 +55,11 @@ pub(crate) enum WriterOp {
     },
     /// Sync everything written so far, then answer.
     Flush(Waiter),
+    /// Answer the completions kept (see `Writer::completions`) at or after `since`.
+    Completions {
+        since: SystemTime,
+        reply: flume::Sender<Vec<(String, SystemTime)>>,
+    },
 }
 
 pub(crate) struct Writer {
@@ -88,6 +94,14 @@ pub(crate) struct Writer {
     pub(crate) failed: Option<String>,
     /// Under `Always`: how many waiters to gather before a sync (see [`GroupCommit`]).
     pub(crate) group: GroupCommit,
+    /// How long completions are kept in the log, for a bus's dedup window after a restart
+    /// (zero: not kept past their segment).
+    pub(crate) retention: Duration,
+    /// Per segment, the completions written into it (id, time), while `retention` is set.
+    /// Compaction moves the recent ones into `side` before deleting their segment.
+    pub(crate) completions: BTreeMap<u64, Vec<(Box<str>, SystemTime)>>,
+    /// The completion log: recent completions of segments already deleted.
+    pub(crate) side: CompletionLog,
 }
 
 impl Writer {
@@ -171,6 +185,10 @@ impl Writer {
                 let waiter = match op {
                     WriterOp::Write { waiter, .. } => waiter,
                     WriterOp::Flush(w) => Some(w),
+                    WriterOp::Completions { since, reply } => {
+                        let _ = reply.send(self.completions_since(since));
+                        None
+                    }
                 };
                 if let Some(w) = waiter {
                     w.answer(Err(WalError::Closed(reason.clone())));
@@ -184,6 +202,9 @@ impl Writer {
         let mut result = Ok(());
         for op in ops.drain(..) {
             match op {
+                WriterOp::Completions { since, reply } => {
+                    let _ = reply.send(self.completions_since(since));
+                }
                 WriterOp::Write { entry, waiter } => {
                     let start = self.buf.len();
                     encode(&entry, &mut self.buf);
@@ -283,8 +304,16 @@ impl Writer {
     }
 
     fn account(&mut self, entry: &Entry) {
+        if let Entry::Complete(id, at) = entry {
+            if !self.retention.is_zero() {
+                self.completions
+                    .entry(self.active)
+                    .or_default()
+                    .push((id.as_str().into(), *at));
+            }
+        }
         let finished = match entry {
-            Entry::Complete(_) | Entry::Cancel(_) | Entry::Purge(_) => true,
+            Entry::Complete(..) | Entry::Cancel(_) | Entry::Purge(_) => true,
             Entry::Snapshot { state, .. } => {
                 *state == event_base_core::backend::WalRecordState::Complete
             }
@@ -334,6 +363,9 @@ impl Writer {
             }
             let live = self.live.get(&oldest).copied().unwrap_or(0);
             if live == 0 {
+                if !self.carry_completions(oldest) {
+                    return;
+                }
                 let path = path_of(&self.dir, oldest);
                 if let Err(e) = self.fs.remove(&path) {
                     tracing::error!(target: event_base_core::constant::target::WAL, file = %path.display(), error = %e, "could not delete a finished WAL segment");
@@ -366,10 +398,45 @@ impl Writer {
             let worth_it = live.saturating_mul(4) <= written
                 || total > live_bytes.saturating_mul(2) + self.segment_bytes.saturating_mul(2)
                 || self.sizes.len() > MAX_SEGMENTS;
-            if !worth_it || !self.snapshot(oldest) {
+            if !worth_it || !self.carry_completions(oldest) || !self.snapshot(oldest) {
                 return;
             }
         }
+    }
+
+    /// Moves the completions of segment `seq` younger than the retention into the completion
+    /// log (synced), so deleting `seq` keeps them; skips ids that are live or dead again.
+    /// Returns whether `seq` may go.
+    fn carry_completions(&mut self, seq: u64) -> bool {
+        let Some(list) = self.completions.remove(&seq) else {
+            return true;
+        };
+        let oldest = SystemTime::now()
+            .checked_sub(self.retention)
+            .unwrap_or(UNIX_EPOCH);
+        let recent: Vec<(Box<str>, SystemTime)> = list
+            .into_iter()
+            .filter(|(id, at)| *at >= oldest && !self.anchors.contains_key(&**id))
+            .collect();
+        match self.side.append(&*self.fs, recent, self.retention) {
+            Ok(()) => true,
+            Err(e) => {
+                // Only dedup information is at stake: keep the segment, and try again later.
+                tracing::warn!(target: event_base_core::constant::target::WAL, error = %e, "could not write the completion log; the segment is kept for now");
+                false
+            }
+        }
+    }
+
+    /// The completions kept, at or after `since`, of messages not live or dead again.
+    fn completions_since(&self, since: SystemTime) -> Vec<(String, SystemTime)> {
+        self.side
+            .entries
+            .iter()
+            .chain(self.completions.values().flatten())
+            .filter(|(id, at)| *at >= since && !self.anchors.contains_key(&**id))
+            .map(|(id, at)| (id.to_string(), *at))
+            .collect()
     }
 
     /// Writes the current state of every message anchored in `seq` into the active segment.

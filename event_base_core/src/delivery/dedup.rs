@@ -1,0 +1,274 @@
+//! Idempotent sends: the ids of messages completed within the dedup window.
+//!
+//! A send whose id the WAL still holds (pending, processing, a dead letter) is a duplicate;
+//! the WAL answers that itself ([`Wal::append_unique`](crate::backend::Wal::append_unique)).
+//! What the WAL no longer holds, completed messages, is kept here: a 128-bit hash of each id,
+//! in shards, each shard in three generations of half a window. A completion goes into the
+//! generation of its time; a generation is dropped whole once it is a window and a half old.
+//! So an id is refused for at least the window and at most one and a half windows after it
+//! completed, memory is bounded by the messages completed in that time (16 bytes and a bit
+//! each), and neither recording nor looking up keeps a time per id.
+//!
+//! The order makes it race-free: a completion enters the window *before* its WAL record is
+//! removed, and a send checks the window *after* its WAL append, so at any moment an id that
+//! was accepted is in the WAL, in the window, or both.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Shards of the window; a power of two.
+const SHARDS: usize = 16;
+/// Generations per shard, each half a window long.
+const GENERATIONS: u64 = 3;
+
+/// Completed ids within the dedup window of one bus.
+pub(crate) struct DedupWindow {
+    /// Zero: dedup is off.
+    window: Duration,
+    /// Length of a generation, in ms (half the window, at least 1).
+    half_ms: u64,
+    /// Seeds of the two halves of an id's key, random per bus.
+    seeds: (u64, u64),
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl std::fmt::Debug for DedupWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DedupWindow")
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
+
+/// One shard: the ids completed in each of the last three generations.
+#[derive(Default)]
+struct Shard {
+    /// Generation `e` lives in slot `e % 3`, with `epochs[e % 3] == e`.
+    sets: [KeySet; GENERATIONS as usize],
+    epochs: [u64; GENERATIONS as usize],
+}
+
+impl Shard {
+    /// The slot of generation `epoch`, emptied first if it held an older one.
+    fn slot(&mut self, epoch: u64) -> &mut KeySet {
+        let i = (epoch % GENERATIONS) as usize;
+        if self.epochs[i] != epoch {
+            self.epochs[i] = epoch;
+            self.sets[i].clear();
+        }
+        &mut self.sets[i]
+    }
+
+    /// The epoch of the generation holding `key`, if one does.
+    fn find(&self, key: u128) -> Option<u64> {
+        (0..GENERATIONS as usize)
+            .find(|&i| self.sets[i].contains(&key))
+            .map(|i| self.epochs[i])
+    }
+}
+
+/// Keys are already hashes (seeded per bus, so not chosen by a sender): the map uses their
+/// low half as it is rather than hash them again.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u128` is used; fold anything else in all the same.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u128(&mut self, key: u128) {
+        self.0 = key as u64;
+    }
+}
+
+/// The product's two halves folded together: the mixing step of the key hash.
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// A seeded folded-multiply hash of `bytes`, eight at a time.
+#[inline]
+fn fold_hash(bytes: &[u8], seed: u64) -> u64 {
+    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K2: u64 = 0xbf58_476d_1ce4_e5b9;
+    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(K1);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = fold_mul(h ^ u64::from_le_bytes(w), K2);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = fold_mul(h ^ u64::from_le_bytes(w), K2);
+    }
+    fold_mul(h, K1)
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+impl DedupWindow {
+    /// A window of `window` (zero turns dedup off).
+    pub(crate) fn new(window: Duration) -> Self {
+        let window_ms = window.as_millis().min(u128::from(u64::MAX)) as u64;
+        DedupWindow {
+            window,
+            half_ms: (window_ms / 2).max(1),
+            seeds: (
+                RandomState::new().hash_one(1u8),
+                RandomState::new().hash_one(2u8),
+            ),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+        }
+    }
+
+    /// Whether sends are deduplicated.
+    #[inline]
+    pub(crate) fn enabled(&self) -> bool {
+        !self.window.is_zero()
+    }
+
+    /// The window's length.
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
+    #[inline]
+    fn key(&self, id: &str) -> u128 {
+        let hi = fold_hash(id.as_bytes(), self.seeds.0);
+        let lo = fold_hash(id.as_bytes(), self.seeds.1);
+        (u128::from(hi) << 64) | u128::from(lo)
+    }
+
+    fn shard(&self, key: u128) -> MutexGuard<'_, Shard> {
+        // The sets only hold keys; a panic elsewhere cannot leave them half-updated. The high
+        // half picks the shard, the low half the set's bucket.
+        self.shards[((key >> 64) as usize) & (SHARDS - 1)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[inline]
+    fn epoch(&self, ms: u64) -> u64 {
+        ms / self.half_ms
+    }
+
+    /// Message `id` completed at `at` (a time the WAL recorded before a restart).
+    pub(crate) fn completed_at(&self, id: &str, at: SystemTime) {
+        self.record(id, millis(at), millis(SystemTime::now()));
+    }
+
+    /// Message `id` completed just now: at `at` if the caller knows (it read the clock
+    /// anyway), else the clock is read.
+    #[inline]
+    pub(crate) fn completed(&self, id: &str, at: Option<SystemTime>) {
+        if self.enabled() {
+            let now = millis(at.unwrap_or_else(SystemTime::now));
+            self.record(id, now, now);
+        }
+    }
+
+    fn record(&self, id: &str, stamp: u64, now: u64) {
+        if !self.enabled() {
+            return;
+        }
+        let (epoch, current) = (self.epoch(stamp), self.epoch(now));
+        if epoch + GENERATIONS <= current || epoch > current {
+            return; // past the window (or from the future: a clock that went back)
+        }
+        let key = self.key(id);
+        let mut shard = self.shard(key);
+        // Keep the generations in step with the clock: opening the current one drops the
+        // one it replaces.
+        shard.slot(current);
+        shard.slot(epoch).insert(key);
+    }
+
+    /// Whether `id` completed within the window.
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        if !self.enabled() {
+            return false;
+        }
+        let key = self.key(id);
+        let found = self.shard(key).find(key);
+        // The clock only for an id found (rare): its generation may have run out since the
+        // shard last recorded anything.
+        found.is_some_and(|epoch| epoch + GENERATIONS > self.epoch(millis(SystemTime::now())))
+    }
+
+    /// Ids held (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .map(|s| s.sets.iter().map(HashSet::len).sum())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completed_id_is_held_for_the_window_then_forgotten() {
+        let w = DedupWindow::new(Duration::from_secs(60));
+        let now = SystemTime::now();
+        w.completed_at("old", now - Duration::from_secs(91));
+        w.completed_at("recent", now - Duration::from_secs(30));
+        w.completed("now", None);
+        assert!(!w.contains("old"), "older than a window and a half");
+        assert!(w.contains("recent"));
+        assert!(w.contains("now"));
+        assert!(!w.contains("never"));
+        assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn an_id_stays_at_least_one_window_and_at_most_one_and_a_half() {
+        let w = DedupWindow::new(Duration::from_secs(60));
+        let t0 = 40_000 * 30_000u64; // ms: the start of a generation (30 s each)
+        w.record("a", t0, t0);
+        let key = w.key("a");
+        let at = |ms: u64| {
+            let mut shard = w.shard(key);
+            shard.slot(w.epoch(ms)); // the clock moved on to `ms`
+            shard
+                .find(key)
+                .is_some_and(|e| e + GENERATIONS > w.epoch(ms))
+        };
+        assert!(at(t0 + 59_999), "inside the window");
+        assert!(at(t0 + 89_999), "kept until its generation runs out");
+        assert!(!at(t0 + 90_000), "a window and a half later it is gone");
+    }
+
+    #[test]
+    fn a_zero_window_is_off() {
+        let w = DedupWindow::new(Duration::ZERO);
+        w.completed("a", None);
+        assert!(!w.enabled());
+        assert!(!w.contains("a"));
+        assert_eq!(w.len(), 0);
+    }
+}

@@ -1,0 +1,258 @@
+//! Idempotent sends: a send whose id the bus still holds (pending, processing, a dead
+//! letter) or completed within the dedup window is answered `Ok` with that id and not
+//! delivered again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base::{Ack, EMessage, EventBus, HandlerSpec};
+use event_base_test::{Gate, Probe, WAIT};
+
+fn order(id: &str) -> EMessage {
+    EMessage::standard("orders", b"o".to_vec()).with_id(id)
+}
+
+async fn bus_with(spec: HandlerSpec, window: Option<Duration>) -> EventBus {
+    let mut builder = event_base::builder().handler(spec);
+    if let Some(w) = window {
+        builder = builder.dedup_window(w);
+    }
+    builder.build().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_send_of_a_pending_id_is_answered_but_not_delivered() {
+    let probe = Probe::new();
+    let gate = Gate::new();
+    let bus = bus_with(
+        probe.gated_handler("h", "orders", &gate, |_| Ack::Ack),
+        None,
+    )
+    .await;
+    let first = bus.send("orders", order("order-42")).await.unwrap();
+    probe.wait_for(1, WAIT).await; // processing, held at the gate
+    let again = bus.send("orders", order("order-42")).await.unwrap();
+    assert_eq!(first, again, "answered with the same id");
+    gate.open();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of("order-42"), 1);
+    let m = bus.metrics().topic("orders").unwrap();
+    assert_eq!((m.sent, m.duplicates), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_id_is_a_duplicate_within_the_window_and_new_after_it() {
+    let probe = Probe::new();
+    let window = Duration::from_millis(300);
+    let bus = bus_with(probe.handler("h", "orders", |_| Ack::Ack), Some(window)).await;
+    bus.send("orders", order("a")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        bus.wal_stats().live,
+        0,
+        "completed: the WAL no longer holds it"
+    );
+    bus.send("orders", order("a")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        probe.count_of("a"),
+        1,
+        "inside the window: not delivered again"
+    );
+    // The window is a span of time: wait it out (a wait for time itself, not for an event).
+    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    bus.send("orders", order("a")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        probe.count_of("a"),
+        2,
+        "after the window the id is new again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_window_turns_deduplication_off() {
+    let probe = Probe::new();
+    let bus = bus_with(
+        probe.handler("h", "orders", |_| Ack::Ack),
+        Some(Duration::ZERO),
+    )
+    .await;
+    for _ in 0..2 {
+        bus.send("orders", order("same")).await.unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+    }
+    assert_eq!(probe.count_of("same"), 2);
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lettered_id_is_a_duplicate_until_purged() {
+    let probe = Probe::new();
+    let bus = bus_with(probe.handler("h", "orders", |_| Ack::dead()), None).await;
+    bus.send("orders", order("bad")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(bus.dead_letters().await.unwrap().len(), 1);
+    bus.send("orders", order("bad")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of("bad"), 1, "the dead letter holds the id");
+    assert_eq!(bus.purge_dead_letters().await.unwrap(), 1);
+    bus.send("orders", order("bad")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of("bad"), 2, "purged: the id is free again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sends_of_one_id_deliver_it_once() {
+    let probe = Probe::new();
+    let bus = Arc::new(bus_with(probe.handler("h", "orders", |_| Ack::Ack).workers(4), None).await);
+    for round in 0..20 {
+        let id = format!("race-{round}");
+        let sends: Vec<_> = (0..8)
+            .map(|_| {
+                let (bus, id) = (bus.clone(), id.clone());
+                tokio::spawn(async move { bus.send("orders", order(&id)).await })
+            })
+            .collect();
+        for s in sends {
+            assert_eq!(s.await.unwrap().unwrap().as_str(), id);
+        }
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    for round in 0..20 {
+        assert_eq!(probe.count_of(&format!("race-{round}")), 1, "round {round}");
+    }
+    let m = bus.metrics().topic("orders").unwrap();
+    assert_eq!((m.sent, m.duplicates), (20, 20 * 7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_drops_its_duplicates_and_returns_every_id() {
+    let probe = Probe::new();
+    let bus = bus_with(probe.handler("h", "orders", |_| Ack::Ack), None).await;
+    bus.send("orders", order("done")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    let batch = vec![
+        order("done"),
+        order("new-1"),
+        order("new-1"),
+        order("new-2"),
+    ];
+    let ids = bus.send_batch("orders", batch).await.unwrap();
+    let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+    assert_eq!(ids, ["done", "new-1", "new-1", "new-2"]);
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of("done"), 1);
+    assert_eq!(probe.count_of("new-1"), 1);
+    assert_eq!(probe.count_of("new-2"), 1);
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_on_a_topic_with_two_handlers_reaches_neither_again() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("billing", "orders", |_| Ack::Ack))
+        .handler(probe.handler("notify", "orders", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        bus.send("orders", order("o-1")).await.unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+    }
+    assert_eq!(probe.count_of("o-1"), 2, "one copy per handler, once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_window_survives_a_restart_with_the_file_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Probe::new();
+    let start = || async {
+        event_base::builder()
+            .wal(event_base::PersistentWal::open(dir.path()).unwrap())
+            .handler(probe.handler("h", "orders", |_| Ack::Ack))
+            .build()
+            .await
+            .unwrap()
+    };
+    {
+        let bus = start().await;
+        bus.send("orders", order("before-restart")).await.unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+        bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
+            .await
+            .unwrap();
+    }
+    let bus = start().await;
+    bus.send("orders", order("before-restart")).await.unwrap();
+    bus.send("orders", order("after-restart")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        probe.count_of("before-restart"),
+        1,
+        "completed before the restart: still a duplicate"
+    );
+    assert_eq!(probe.count_of("after-restart"), 1);
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 1);
+}
+
+/// Sends `first`, then enough traffic that its segment is compacted away, and restarts:
+/// whether `first` is still a duplicate depends on the completion retention.
+async fn after_compaction_and_restart(retention: Duration) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Probe::new();
+    let open = || {
+        event_base::PersistentWal::builder(dir.path())
+            .segment_bytes(4096)
+            .completion_retention(retention)
+            .open()
+            .unwrap()
+    };
+    {
+        let bus = event_base::builder()
+            .wal(open())
+            .handler(probe.handler("h", "orders", |_| Ack::Ack))
+            .build()
+            .await
+            .unwrap();
+        bus.send("orders", order("first")).await.unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+        for i in 0..400 {
+            let filler = EMessage::standard("orders", vec![0u8; 64]).with_id(format!("f-{i}"));
+            bus.send("orders", filler).await.unwrap();
+        }
+        bus.wait_idle(WAIT).await.unwrap();
+        bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
+            .await
+            .unwrap();
+    }
+    let first_segment = dir.path().join("00000000000000000001.wal");
+    assert!(
+        !first_segment.exists(),
+        "the first segment was compacted away"
+    );
+    let bus = event_base::builder()
+        .wal(open())
+        .handler(probe.handler("h", "orders", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    bus.send("orders", order("first")).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    probe.count_of("first")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_outlive_compaction_of_their_segment() {
+    assert_eq!(
+        after_compaction_and_restart(Duration::from_secs(120)).await,
+        1,
+        "kept in the completion log: still a duplicate"
+    );
+    assert_eq!(
+        after_compaction_and_restart(Duration::ZERO).await,
+        2,
+        "with no retention the completion went with its segment"
+    );
+}
