@@ -77,8 +77,15 @@ impl BusShared {
         try_send: bool,
         timeout: Option<Duration>,
     ) -> Result<MessageId, CoreError> {
+        // The send counts as in flight *before* it checks that the bus still accepts, so a
+        // shutdown that stops accepting meanwhile either sees it (and waits for it) or is
+        // seen by it (and the send is refused): the two cannot both miss each other. (Both
+        // sides use sequentially consistent operations for this.) An accepted message then
+        // holds its own count; this one is released when the send returns or is dropped.
+        self.in_flight.add();
+        let _sending = Sending(&self.in_flight);
         // Checked again: the future may run well after it was made.
-        if !self.accepting.load(Ordering::Acquire) {
+        if !self.accepting.load(Ordering::SeqCst) {
             return Err(CoreError::SystemShutdown);
         }
         self.accept_core(route, message, try_send, timeout).await
@@ -339,7 +346,13 @@ impl BusShared {
         if topic.starts_with(SYSTEM_PREFIX) {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
+        // In flight before the check, as a single send is (see `accept`).
+        self.in_flight.add();
+        let _sending = Sending(&self.in_flight);
         let route = self.route_for(topic)?;
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(CoreError::SystemShutdown);
+        }
         let batch = messages
             .into_iter()
             .map(|m| prepare(route, m))
@@ -485,6 +498,15 @@ impl BusShared {
                 Err(error)
             }
         }
+    }
+}
+
+/// A send in progress, counted in flight until it returns or is dropped.
+struct Sending<'a>(&'a crate::bus::in_flight::InFlight);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.0.done();
     }
 }
 

@@ -84,7 +84,8 @@ async fn stop_bus(
     started: Instant,
 ) -> ShutdownReport {
     let shared = &tasks.shared;
-    shared.accepting.store(false, Ordering::Release);
+    // Sequentially consistent, as the send path's check: see `BusShared::accept`.
+    shared.accepting.store(false, Ordering::SeqCst);
     tracing::info!(target: crate::constant::target::SHUTDOWN,
         strategy,
         in_flight = shared.in_flight.get(),
