@@ -1,19 +1,32 @@
-//! A shutdown scenario shared by the strategy tests: a system on a `MemoryWal` with a gated
-//! handler that is mid-message when shutdown begins, and a second system on the same WAL that
-//! must deliver whatever the first left unfinished.
+//! A shutdown scenario shared by the strategy tests: a system with a gated handler that is
+//! mid-message when shutdown begins, and a second system on the same WAL that must deliver
+//! whatever the first left unfinished. The WAL is a `MemoryWal` shared by both systems, or a
+//! `PersistentWal` whose directory the second system opens again (a real restart over
+//! files).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal};
+use event_base::backend::Wal;
+use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal, PersistentWal};
 
 use crate::{Gate, Probe, WAIT};
 
-/// The first system and what was sent to it.
+/// Where the scenario's WAL lives.
 #[derive(Debug)]
+pub enum Storage {
+    /// A `MemoryWal` both systems share.
+    Memory,
+    /// A `PersistentWal` in a temporary directory, opened again by the second system.
+    Files,
+}
+
+/// The first system and what was sent to it.
 pub struct Scenario {
-    /// The shared WAL.
-    pub wal: Arc<MemoryWal>,
+    /// The first system's WAL.
+    pub wal: Arc<dyn Wal>,
+    /// The directory of a file WAL (`Storage::Files`).
+    pub dir: Option<tempfile::TempDir>,
     /// The first system.
     pub bus: EventBus,
     /// Records the first system's deliveries.
@@ -24,11 +37,50 @@ pub struct Scenario {
     pub sent: Vec<String>,
 }
 
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("dir", &self.dir)
+            .field("sent", &self.sent.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Scenario {
-    /// Starts a system with `workers` gated workers on topic `jobs`, sends `n` messages, and
-    /// waits until every worker is mid-message.
+    /// Starts a system on a `MemoryWal` with `workers` gated workers on topic `jobs`, sends
+    /// `n` messages, and waits until every worker is mid-message.
     pub async fn start(workers: usize, n: usize) -> Scenario {
-        let wal = Arc::new(MemoryWal::new());
+        Scenario::start_on(Storage::Memory, workers, n).await
+    }
+
+    /// A scenario on a `MemoryWal` a test set up itself.
+    pub fn from_parts(
+        wal: Arc<MemoryWal>,
+        bus: EventBus,
+        probe: Arc<Probe>,
+        gate: Gate,
+        sent: Vec<String>,
+    ) -> Scenario {
+        Scenario {
+            wal,
+            dir: None,
+            bus,
+            probe,
+            gate,
+            sent,
+        }
+    }
+
+    /// [`start`](Self::start), with the WAL in `storage`.
+    pub async fn start_on(storage: Storage, workers: usize, n: usize) -> Scenario {
+        let (wal, dir): (Arc<dyn Wal>, _) = match storage {
+            Storage::Memory => (Arc::new(MemoryWal::new()), None),
+            Storage::Files => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let wal = PersistentWal::open(dir.path()).expect("open the file WAL");
+                (Arc::new(wal), Some(dir))
+            }
+        };
         let probe = Probe::new();
         let gate = Gate::new();
         let bus = EventBus::builder()
@@ -54,6 +106,7 @@ impl Scenario {
         probe.wait_for(workers.min(n), WAIT).await;
         Scenario {
             wal,
+            dir,
             bus,
             probe,
             gate,
@@ -61,20 +114,39 @@ impl Scenario {
         }
     }
 
-    /// Starts a second system on the same WAL and returns the ids it delivered once idle.
-    /// Asserts that, together with what the first system finished, every sent message was
-    /// handled, and that nothing the first system finished is delivered again.
-    pub async fn restart_and_check(&self) -> Vec<String> {
+    /// Starts a second system on the same WAL (a file WAL: its directory opened again, once
+    /// the first system is gone) and returns the ids it delivered once idle. Asserts that,
+    /// together with what the first system finished, every sent message was handled, and
+    /// that nothing the first system finished is delivered again. Call it after the first
+    /// system's shutdown.
+    pub async fn restart_and_check(self) -> Vec<String> {
+        let Scenario {
+            wal,
+            dir,
+            bus,
+            probe: first,
+            sent,
+            ..
+        } = self;
+        let wal: Arc<dyn Wal> = match &dir {
+            None => wal,
+            Some(dir) => {
+                // The last handles on the old WAL go; its writer syncs and unlocks.
+                drop(bus);
+                drop(wal);
+                Arc::new(PersistentWal::open(dir.path()).expect("reopen the file WAL"))
+            }
+        };
         let probe = Probe::new();
         let bus = EventBus::builder()
-            .wal(self.wal.clone())
+            .wal(wal)
             .queue(FlumeQueueFactory::default())
             .handler(probe.handler("jobs", "jobs", |_| Ack::Ack).workers(2))
             .build()
             .await
             .expect("build second system");
         bus.wait_idle(WAIT).await.expect("second system idle");
-        let finished: HashSet<String> = self.probe.finished().into_iter().collect();
+        let finished: HashSet<String> = first.finished().into_iter().collect();
         let replayed: Vec<String> = probe.seen().into_iter().map(|s| s.id).collect();
         let replayed_set: HashSet<String> = replayed.iter().cloned().collect();
         assert_eq!(
@@ -82,7 +154,7 @@ impl Scenario {
             replayed_set.len(),
             "each replayed message once"
         );
-        for id in &self.sent {
+        for id in &sent {
             assert!(
                 finished.contains(id) || replayed_set.contains(id),
                 "message {id} was lost"

@@ -148,3 +148,41 @@ async fn replay_reschedules_a_delayed_message_after_a_restart() {
         "not delivered before its time after the restart"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_survives_a_restart_over_files_and_keeps_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let timeline = Arc::new(Timeline::default());
+    let start = || async {
+        event_base::EventBus::builder()
+            .wal(event_base::PersistentWal::open(dir.path()).unwrap())
+            .queue(event_base::FlumeQueueFactory::default())
+            .handler(HandlerSpec::new(
+                "h",
+                "later",
+                Timed {
+                    label: "h".into(),
+                    timeline: timeline.clone(),
+                },
+            ))
+            .build()
+            .await
+            .unwrap()
+    };
+    let at = SystemTime::now() + Duration::from_millis(400);
+    let id = {
+        let bus = start().await;
+        let msg = EMessage::standard("later", b"x".to_vec()).with_deliver_at(at);
+        let id = bus.send("later", msg).await.unwrap();
+        let report = bus.shutdown(ShutdownStrategy::Force).await.unwrap();
+        assert_eq!(report.left_for_replay, 1);
+        id
+    }; // the bus and its WAL are gone: the directory is opened again below
+    let bus = start().await;
+    bus.wait_idle(WAIT).await.unwrap();
+    let rows = timeline.rows.lock().unwrap().clone();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1, id.as_str());
+    assert_eq!(rows[0].2, at, "its due time came back from the file");
+    assert!(rows[0].3 >= at, "not delivered before its time");
+}

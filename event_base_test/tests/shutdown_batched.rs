@@ -134,17 +134,8 @@ async fn a_later_group_keeps_working_after_the_first_has_stopped() {
     );
     let left = report.left_for_replay;
     let sent = sent.iter().map(|id| id.to_string()).collect();
-    replay_the_rest(
-        Scenario {
-            wal,
-            bus,
-            probe,
-            gate,
-            sent,
-        },
-        left,
-    )
-    .await;
+    let s = Scenario::from_parts(wal, bus, probe, gate, sent);
+    replay_the_rest(s, left).await;
 }
 
 /// What the shutdown left for replay is the jobs not finished (and maybe the watcher's last

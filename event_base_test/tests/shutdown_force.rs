@@ -2,11 +2,21 @@
 //! and the next system on the same WAL delivers all of it.
 
 use event_base::{CoreError, ShutdownStrategy, WorkerOutcome};
-use event_base_test::shutdown_scenario::Scenario;
+use event_base_test::shutdown_scenario::{Scenario, Storage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_cancels_in_flight_work_and_loses_nothing() {
-    let s = Scenario::start(1, 10).await;
+    force_cancels_in_flight_work_and_loses_nothing_on(Storage::Memory).await;
+}
+
+/// The same over files: the next system opens the WAL directory again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_cancels_in_flight_work_and_loses_nothing_over_files() {
+    force_cancels_in_flight_work_and_loses_nothing_on(Storage::Files).await;
+}
+
+async fn force_cancels_in_flight_work_and_loses_nothing_on(storage: Storage) {
+    let s = Scenario::start_on(storage, 1, 10).await;
     let in_hand = s.probe.seen()[0].id.clone();
     let report = s.bus.shutdown(ShutdownStrategy::Force).await.unwrap();
     assert_eq!(report.strategy, "force");

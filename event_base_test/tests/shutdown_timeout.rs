@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use event_base::{ShutdownStrategy, WorkerOutcome};
-use event_base_test::shutdown_scenario::Scenario;
+use event_base_test::shutdown_scenario::{Scenario, Storage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backlog_is_handled_while_time_remains() {
@@ -29,7 +29,17 @@ async fn the_backlog_is_handled_while_time_remains() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_still_running_when_time_is_up_is_cancelled_and_replayed() {
-    let s = Scenario::start(1, 5).await;
+    work_still_running_when_time_is_up_is_cancelled_and_replayed_on(Storage::Memory).await;
+}
+
+/// The same over files: the next system opens the WAL directory again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_still_running_when_time_is_up_is_cancelled_and_replayed_over_files() {
+    work_still_running_when_time_is_up_is_cancelled_and_replayed_on(Storage::Files).await;
+}
+
+async fn work_still_running_when_time_is_up_is_cancelled_and_replayed_on(storage: Storage) {
+    let s = Scenario::start_on(storage, 1, 5).await;
     let in_hand = s.probe.seen()[0].id.clone();
     let report = s
         .bus

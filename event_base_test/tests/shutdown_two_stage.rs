@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use event_base::{ShutdownStrategy, WorkerOutcome};
-use event_base_test::shutdown_scenario::Scenario;
+use event_base_test::shutdown_scenario::{Scenario, Storage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_finish_their_current_message_then_stop() {
@@ -37,7 +37,17 @@ async fn workers_finish_their_current_message_then_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_still_busy_at_the_force_timeout_is_cancelled() {
-    let s = Scenario::start(1, 3).await;
+    a_worker_still_busy_at_the_force_timeout_is_cancelled_on(Storage::Memory).await;
+}
+
+/// The same over files: the next system opens the WAL directory again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_still_busy_at_the_force_timeout_is_cancelled_over_files() {
+    a_worker_still_busy_at_the_force_timeout_is_cancelled_on(Storage::Files).await;
+}
+
+async fn a_worker_still_busy_at_the_force_timeout_is_cancelled_on(storage: Storage) {
+    let s = Scenario::start_on(storage, 1, 3).await;
     let in_hand = s.probe.seen()[0].id.clone();
     let report = s
         .bus
