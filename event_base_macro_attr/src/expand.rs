@@ -23,6 +23,7 @@ pub(crate) fn expand(spec: &HandlerSpec) -> TokenStream2 {
         retries,
         shutdown_timeout,
         middleware,
+        outbox,
     } = spec;
     let fn_name = &item.sig.ident;
     let vis = &item.vis;
@@ -63,6 +64,7 @@ pub(crate) fn expand(spec: &HandlerSpec) -> TokenStream2 {
             timeout_secs: #timeout,
             retries: #retries,
             shutdown_timeout_secs: #shutdown_timeout,
+            outbox: #outbox,
             make_handler: || ::std::sync::Arc::new(#struct_name),
             make_middleware: || {
                 ::std::vec![

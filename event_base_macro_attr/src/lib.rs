@@ -29,6 +29,7 @@
 //! | `retries = n` | retries for panics, timeouts and `Err` returns, and the `max_retries` of `Ack::retry()` | 3 |
 //! | `shutdown_timeout = secs` | time to finish the current message at shutdown | none |
 //! | `middleware = [A, B::new()]` | middleware values, outermost first | none |
+//! | `outbox` | sends made by the handler are held until it acks, then written with its completion | off |
 //!
 //! Every mistake (unknown or repeated parameter, wrong type, a topic under the reserved
 //! `_system.` prefix that is not a system topic, a function that is not `async`, a parameter
@@ -67,6 +68,7 @@ mod signature;
 /// | `retries` | whole number | `3` | retries after the first delivery for panics, timeouts and `Err` returns, and the `max_retries` that `Ack::retry()` and `Ack::retry_after(..)` answer with |
 /// | `shutdown_timeout` | whole seconds | none (the strategy's own limit) | the longest a shutdown waits for each of this handler's workers to finish its message; past it the worker is cancelled and the message is left in the WAL for the next start |
 /// | `middleware` | a list of expressions, `[A, B::new(..)]` | none | middleware values (each an `impl Middleware`) wrapped around this handler, outermost first, inside the bus-wide middleware of `EventBusBuilder::middleware` |
+/// | `outbox` | a flag (`outbox`, or `outbox = true`) | off | the messages the handler sends while it runs (to its own bus, from its own task) are held and released only with its `Ack`, in the same WAL record as its completion; on `NoAck`, `Dead`, a panic or a timeout they are discarded (`HandlerSpec::outbox`) |
 ///
 /// Any other name is a compile error that lists these. Every mistake (an unknown or repeated
 /// parameter, a value of the wrong type, `workers = 0`, `timeout = 0`, an empty or reserved

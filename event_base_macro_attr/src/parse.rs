@@ -38,7 +38,7 @@ pub(crate) const SYSTEM_TOPICS: [&str; 10] = [
 ];
 
 /// The parameters `#[handler]` knows, for the "unknown parameter" error.
-const PARAMS: &str = "topic, workers, timeout, retries, shutdown_timeout, middleware";
+const PARAMS: &str = "topic, workers, timeout, retries, shutdown_timeout, middleware, outbox";
 
 /// Example shown when `topic` is not a string literal.
 const TOPIC_EXAMPLE: &str = "`topic` must be a string literal, e.g. `topic = \"order.created\"`";
@@ -61,6 +61,8 @@ pub(crate) struct HandlerSpec {
     pub(crate) shutdown_timeout: Option<u64>,
     /// The elements of `middleware = [..]`, outermost first; empty when not given.
     pub(crate) middleware: Vec<Expr>,
+    /// `outbox` (or `outbox = true`): the handler's sends are released with its `Ack`.
+    pub(crate) outbox: bool,
 }
 
 /// Parses and checks the attribute's arguments `attr` and the function `item`.
@@ -86,10 +88,11 @@ pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec
             .middleware
             .map(|a| a.elems.into_iter().collect())
             .unwrap_or_default(),
+        outbox: settings.outbox.unwrap_or(false),
     })
 }
 
-/// One `name = value` argument.
+/// One `name = value` argument, or a bare `name` (a flag: `outbox`), read as `name = true`.
 struct Param {
     name: Ident,
     value: Expr,
@@ -98,6 +101,10 @@ struct Param {
 impl Parse for Param {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let name: Ident = input.parse()?;
+        if input.is_empty() || input.peek(Token![,]) {
+            let value: Expr = syn::parse_quote_spanned!(name.span()=> true);
+            return Ok(Param { name, value });
+        }
         input.parse::<Token![=]>()?;
         let value: Expr = input.parse()?;
         Ok(Param { name, value })
@@ -122,6 +129,7 @@ struct Settings {
     retries: Option<u32>,
     shutdown_timeout: Option<u64>,
     middleware: Option<syn::ExprArray>,
+    outbox: Option<bool>,
 }
 
 impl Settings {
@@ -165,6 +173,17 @@ impl Settings {
                 let i = lit_int(&p.value, "shutdown_timeout")?;
                 self.shutdown_timeout = Some(i.base10_parse()?);
             }
+            "outbox" => match &p.value {
+                Expr::Lit(syn::ExprLit {
+                    lit: Lit::Bool(b), ..
+                }) => self.outbox = Some(b.value),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "`outbox` is a flag: write `outbox` (or `outbox = true`)",
+                    ))
+                }
+            },
             "middleware" => match &p.value {
                 Expr::Array(a) => self.middleware = Some(a.clone()),
                 other => {

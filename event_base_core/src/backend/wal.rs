@@ -230,6 +230,21 @@ pub trait Wal: Send + Sync + 'static {
     /// causes a redelivery, which at-least-once allows.
     fn complete(&self, id: &str) -> Result<(), WalError>;
 
+    /// Marks message `id` `Complete` and records `messages` as newly accepted (`Pending`), as
+    /// one step: a handler's completion and the messages its outbox held. Backends that can
+    /// write both in one durable record override it, so that after a crash either all of it
+    /// is in the log or none; the default appends the messages, then completes (a crash
+    /// between the two can leave the messages without the completion: the handler then runs
+    /// again and sends them again, a duplicate, never a loss).
+    fn complete_with(&self, id: &str, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        let mut commits = Vec::with_capacity(messages.len());
+        for m in messages {
+            commits.push(self.append(m)?);
+        }
+        self.complete(id)?;
+        Ok(WalCommit::all(commits))
+    }
+
     /// Puts the message back to `Pending` with its new `attempts` / `deliver_at`.
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError>;
 
@@ -299,6 +314,9 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
         (**self).retry(message)
+    }
+    fn complete_with(&self, id: &str, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        (**self).complete_with(id, messages)
     }
     fn fail(
         &self,

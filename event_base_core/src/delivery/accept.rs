@@ -88,7 +88,18 @@ impl BusShared {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(CoreError::SystemShutdown);
         }
+        // Sent by a handler with an outbox, to its own bus: held until the handler acks.
+        let id = MessageId::from(&message.id);
+        let message = match crate::message::context::hold(message, self.as_ptr()) {
+            Ok(()) => return Ok(id),
+            Err(message) => message,
+        };
         self.accept_core(route, message, try_send, timeout).await
+    }
+
+    /// This bus, as the message context compares it (an outbox holds sends to its own bus).
+    fn as_ptr(&self) -> *const () {
+        self as *const BusShared as *const ()
     }
 
     pub(crate) async fn accept_core(
@@ -201,6 +212,34 @@ impl BusShared {
             commit.wait().await?;
         }
         Ok(MessageId::from(&message.id))
+    }
+
+    /// Queues a message an outbox released, already in the WAL: counted as accepted, handed
+    /// to its handlers' queues without ever blocking the releasing worker (a full queue gets
+    /// a task that waits for room).
+    pub(crate) fn queue_released(&self, message: Arc<EMessage>) {
+        let Some(route) = self.topics.get(message.topic.as_str()) else {
+            return; // admitted before it was held: the topic exists
+        };
+        let targets = targets(route, &message);
+        self.accepted(route, targets, &message);
+        let now = SystemTime::now();
+        for entry in targets {
+            match place_now(entry, &self.scheduler, message.clone(), now) {
+                Ok(None) => {}
+                Ok(Some(full)) => {
+                    let entry = entry.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = entry.producer.send(full).await {
+                            tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "a released message was not queued; it stays in the WAL for the next start");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "a released message was not queued; it stays in the WAL for the next start")
+                }
+            }
+        }
     }
 
     /// Counts an appended message as accepted (by its topic, and by each handler it goes to)
@@ -358,6 +397,13 @@ impl BusShared {
             .map(|m| prepare(route, m))
             .collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<MessageId> = batch.iter().map(|m| MessageId::from(&m.id)).collect();
+        if crate::message::context::holds_sends_to(self.as_ptr()) {
+            // A handler with an outbox: the whole batch is held until it acks.
+            for message in batch {
+                let _ = crate::message::context::hold(message, self.as_ptr());
+            }
+            return Ok(ids);
+        }
         let (commit, batch) = self.append_batch_new(route, batch).await?;
         for message in &batch {
             self.accepted(route, targets(route, message), message);

@@ -235,7 +235,7 @@ impl ConsumerRouter {
                     message,
                     group: None,
                 };
-                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None) {
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
                     self.shared.settle_dead(&self.entry, dead).await;
                 }
             }

@@ -22,32 +22,76 @@ use crate::message::emessage::EMessage;
 pub(crate) struct Dead(Vec<Failure>);
 
 impl BusShared {
-    /// A delivery finished with `Ack` (at `ended`, if the worker read the clock). Returns the
-    /// dead letter to settle when this ended the message but an earlier delivery of it had
-    /// died (a broadcast copy, another handler's).
+    /// A delivery finished with `Ack` (at `ended`, if the worker read the clock), with the
+    /// messages its handler's outbox held. Returns the dead letter to settle when this ended
+    /// the message but an earlier delivery of it had died (a broadcast copy, another
+    /// handler's).
+    ///
+    /// When this ack completes the message, the held messages go to the WAL in the same
+    /// record as the completion; when it does not (other copies are still out), they are
+    /// released at once, as sends of their own.
     #[inline]
     pub(crate) fn finish_ok(
         &self,
         entry: &TopicEntry,
         job: &Job,
         ended: Option<SystemTime>,
+        held: Vec<Arc<EMessage>>,
     ) -> Option<Dead> {
         let failure = match &job.group {
             None => None,
             Some(group) => {
                 if !group.finish_one() {
+                    self.release_held(held);
                     return None;
                 }
                 group.failure().cloned()
             }
         };
-        match self.copy_ended(entry, &job.message, failure)? {
-            Ok(()) => {
+        let Some(outcome) = self.copy_ended(entry, &job.message, failure) else {
+            self.release_held(held);
+            return None;
+        };
+        match outcome {
+            Ok(()) if held.is_empty() => {
                 self.complete(&job.message.id, ended);
                 self.message_final(entry);
                 None
             }
-            Err(dead) => Some(dead),
+            Ok(()) => {
+                self.complete_with(&job.message.id, ended, held);
+                self.message_final(entry);
+                None
+            }
+            Err(dead) => {
+                self.release_held(held);
+                Some(dead)
+            }
+        }
+    }
+
+    /// Completes message `id` and appends the messages its handler's outbox held, in one
+    /// WAL commit, then queues them.
+    fn complete_with(&self, id: &str, at: Option<SystemTime>, held: Vec<Arc<EMessage>>) {
+        self.dedup.completed(id, at);
+        if let Err(e) = self.wal.complete_with(id, &held) {
+            tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not record the completion and the outbox's messages; the message will be delivered again after a restart, and its handler will send them again");
+        }
+        for message in held {
+            self.queue_released(message);
+        }
+    }
+
+    /// Sends what an outbox held now, each as a send of its own (the ack that released them
+    /// does not complete its message yet).
+    fn release_held(&self, held: Vec<Arc<EMessage>>) {
+        for message in held {
+            match self.wal.append(&message) {
+                Ok(_commit) => self.queue_released(message),
+                Err(e) => {
+                    tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not append a message the outbox released; it is lost")
+                }
+            }
         }
     }
 

@@ -22,6 +22,8 @@ pub(crate) struct HandlerRuntime {
     pub(crate) retries: Option<u32>,
     pub(crate) backoff: Option<Backoff>,
     pub(crate) shutdown_timeout: Option<Duration>,
+    /// Sends held until the handler acks.
+    pub(crate) outbox: bool,
     next_index: AtomicUsize,
 }
 
@@ -35,6 +37,7 @@ impl HandlerRuntime {
             pipeline: Pipeline::new(spec.handler.clone(), layers),
             timeout: spec.timeout,
             retries: spec.retries,
+            outbox: spec.outbox,
             backoff: spec.backoff,
             shutdown_timeout: spec.shutdown_timeout,
             next_index: AtomicUsize::new(0),

@@ -31,6 +31,8 @@ pub struct HandlerRegistration {
     pub retries: Option<u32>,
     /// Time a worker gets to finish its message at shutdown, in seconds.
     pub shutdown_timeout_secs: Option<u64>,
+    /// `outbox`: sends held until the handler acks.
+    pub outbox: bool,
     /// Builds the handler value.
     pub make_handler: fn() -> Arc<dyn EHandler>,
     /// Builds the handler's middleware, outermost first.
@@ -50,6 +52,7 @@ impl HandlerRegistration {
             handler: (self.make_handler)(),
             middleware: (self.make_middleware)(),
             backoff: None,
+            outbox: self.outbox,
         }
     }
 }
@@ -89,6 +92,8 @@ pub struct HandlerSpec {
     pub middleware: Vec<Arc<dyn Middleware>>,
     /// Wait before redelivery after a panic, a timeout or `NoAck { retry_after: None }`.
     pub backoff: Option<Backoff>,
+    /// Whether the handler's sends are held until it acks ([`HandlerSpec::outbox`]).
+    pub outbox: bool,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -121,7 +126,26 @@ impl HandlerSpec {
             handler: Arc::new(handler),
             middleware: Vec::new(),
             backoff: None,
+            outbox: false,
         }
+    }
+
+    /// Holds the messages the handler sends while it runs (from its own task, to its own
+    /// bus) and releases them only with its `Ack`: appended to the WAL together with the
+    /// handler's completion, in one record, so that after a crash either the completion and
+    /// all its messages are in the log or none is (and the handler runs again). On `NoAck`,
+    /// `Dead`, a panic or a timeout they are discarded, so a retried handler never sends
+    /// twice. A held send answers `Ok` with the message's id at once.
+    ///
+    /// ```
+    /// use event_base_core::{Ack, EMessage, HandlerSpec, handler_fn};
+    /// let spec = HandlerSpec::new("bill", "order.created", handler_fn(|_m: EMessage| async { Ack::Ack }))
+    ///     .outbox(true);
+    /// assert!(spec.outbox);
+    /// ```
+    pub fn outbox(mut self, on: bool) -> Self {
+        self.outbox = on;
+        self
     }
 
     /// How long to wait before redelivering after a panic, a timeout, or

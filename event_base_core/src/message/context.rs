@@ -35,6 +35,9 @@ struct Current {
     /// Set by an `Err` answer ([`report_failure`]), taken by the worker ([`take_failure`]).
     /// A `RefCell`: one task reads and writes it, never at once.
     failure: RefCell<Option<String>>,
+    /// For a handler with an outbox: the messages it sent, held until it acks
+    /// ([`hold`], [`take_outbox`]).
+    outbox: Option<RefCell<Vec<Arc<EMessage>>>>,
 }
 
 tokio::task_local! {
@@ -73,6 +76,42 @@ pub(crate) fn report_failure(text: Option<String>) -> bool {
         .is_ok()
 }
 
+/// Holds `message` in the outbox of the handler the current task runs, if that handler has
+/// one and runs on `bus` (a send to another bus is not held); hands it back otherwise.
+pub(crate) fn hold(message: Arc<EMessage>, bus: *const ()) -> Result<(), Arc<EMessage>> {
+    let held = CURRENT.try_with(|c| match &c.outbox {
+        Some(outbox) if std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus) => {
+            outbox.borrow_mut().push(message.clone());
+            true
+        }
+        _ => false,
+    });
+    match held {
+        Ok(true) => Ok(()),
+        _ => Err(message),
+    }
+}
+
+/// Whether the handler the current task runs holds its sends to `bus` in an outbox.
+pub(crate) fn holds_sends_to(bus: *const ()) -> bool {
+    CURRENT
+        .try_with(|c| c.outbox.is_some() && std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus))
+        .unwrap_or(false)
+}
+
+/// Takes the messages the current handler's outbox holds (none without an outbox).
+pub(crate) fn take_outbox() -> Vec<Arc<EMessage>> {
+    CURRENT
+        .try_with(|c| {
+            c.outbox
+                .as_ref()
+                .map(|o| std::mem::take(&mut *o.borrow_mut()))
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 /// Takes the failure the handler reported, if it did (and the task is a handler's).
 pub(crate) fn take_failure() -> Option<String> {
     CURRENT
@@ -82,11 +121,12 @@ pub(crate) fn take_failure() -> Option<String> {
 }
 
 /// Runs `fut` with `message` as the current message, for a handler with `retries` that `bus`
-/// runs.
+/// runs (with an outbox if `outbox`).
 pub(crate) async fn with_current<F: std::future::Future>(
     message: Arc<EMessage>,
     retries: u32,
     bus: HandlingBus,
+    outbox: bool,
     fut: F,
 ) -> F::Output {
     let current = Current {
@@ -94,6 +134,7 @@ pub(crate) async fn with_current<F: std::future::Future>(
         retries,
         bus,
         failure: RefCell::new(None),
+        outbox: outbox.then(|| RefCell::new(Vec::new())),
     };
     CURRENT.scope(current, fut).await
 }

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::ack::Ack;
-use crate::message::context::{take_failure, with_current};
+use crate::message::context::{take_failure, take_outbox, with_current};
 use crate::message::emessage::EMessage;
 use crate::worker::catch_unwind::CatchUnwind;
 use crate::worker::outcome::Outcome;
@@ -19,11 +19,12 @@ impl Worker {
     /// Runs the pipeline for `message` and says how it ended. Never panics, and returns by
     /// the handler's timeout at the latest.
     /// `started` is when the delivery began, if the bus keeps time (latency metrics, audit).
+    /// With an outbox, also the messages the handler sent, held until it acks.
     pub(super) async fn deliver(
         &self,
         message: &Arc<EMessage>,
         started: Option<SystemTime>,
-    ) -> Outcome {
+    ) -> (Outcome, Vec<Arc<EMessage>>) {
         let counters = &self.entry.counters;
         let started = started.filter(|_| self.shared.latency_metrics);
         if let Some(now) = started {
@@ -66,13 +67,20 @@ impl Worker {
             };
             // An `Err` return answers `NoAck` and leaves its text in the context (`IntoAck`);
             // read here, inside the context's scope. Other answers never look.
-            match outcome {
+            let outcome = match outcome {
                 Outcome::Answered(Ack::NoAck { retry_after, .. }) => match take_failure() {
                     Some(text) => Outcome::Failed { text, retry_after },
                     None => outcome,
                 },
                 other => other,
-            }
+            };
+            // The outbox too is read inside the scope; without one there is nothing to take.
+            let held = if self.outbox {
+                take_outbox()
+            } else {
+                Vec::new()
+            };
+            (outcome, held)
         };
         // Without a subscriber that wants the span, skip wrapping the handler's future in it:
         // entering a disabled span on every poll is pure cost.
@@ -80,9 +88,16 @@ impl Worker {
         // The handler's `TopicRouter::global()` and `send_msg!` reach this bus.
         let bus = self.shared.clone();
         let outcome = if span.is_disabled() {
-            with_current(message.clone(), retries, bus, run).await
+            with_current(message.clone(), retries, bus, self.outbox, run).await
         } else {
-            with_current(message.clone(), retries, bus, run.instrument(span)).await
+            with_current(
+                message.clone(),
+                retries,
+                bus,
+                self.outbox,
+                run.instrument(span),
+            )
+            .await
         };
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {

@@ -101,6 +101,8 @@ pub struct Worker {
     pipeline: Pipeline,
     timeout: Option<Duration>,
     policy: RetryPolicy,
+    /// Whether the handler's sends are held until it acks.
+    outbox: bool,
     inbox: JobReceiver,
     /// Where this worker stages its audit records (`None`: not audited).
     audit: Option<Arc<AuditStage>>,
@@ -145,6 +147,7 @@ impl Worker {
                 backoff: handler.backoff,
             },
             audit,
+            outbox: handler.outbox,
             inbox,
             shared,
             entry,
@@ -286,7 +289,7 @@ impl Worker {
             (Some(stage), Some(at)) => Some(stage.started(&message.id, message.attempts, at)),
             _ => None,
         };
-        let outcome = self.deliver(&message, started).await;
+        let (outcome, held) = self.deliver(&message, started).await;
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -317,7 +320,7 @@ impl Worker {
         // When the delivery ended, from the clock reads already made (for the dedup window).
         let ended = started.map(|t| t + took);
         let audit = (mark, took);
-        self.apply(job, decision, audit, ended).await;
+        self.apply(job, decision, audit, ended, held).await;
         true
     }
 
@@ -328,14 +331,19 @@ impl Worker {
         decision: Decision,
         audit: (Option<StartMark>, Duration),
         ended: Option<SystemTime>,
+        held: Vec<Arc<EMessage>>,
     ) {
         let (mark, took) = audit;
+        if !held.is_empty() && decision != Decision::Complete {
+            // Only an `Ack` releases what the outbox holds; a retry will send again.
+            tracing::debug!(target: crate::constant::target::DELIVERY, id = %job.message.id, discarded = held.len(), "outbox discarded: the delivery did not ack");
+        }
         match decision {
             Decision::Complete => {
                 self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
                 self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, ended) {
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, ended, held) {
                     self.shared.settle_dead(&self.entry, dead).await;
                 }
             }

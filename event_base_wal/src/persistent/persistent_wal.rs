@@ -383,6 +383,30 @@ impl Wal for PersistentWal {
         Ok(())
     }
 
+    /// One record (`CompleteWith`) for the completion and the messages: all of it survives a
+    /// crash, or none.
+    fn complete_with(&self, id: &str, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        for m in messages {
+            self.check_size(m)?;
+        }
+        let Some(done) = self.index.complete_live_record(id) else {
+            // Not live (withdrawn, or finished already): the messages go alone.
+            let mut commits = Vec::with_capacity(messages.len());
+            for m in messages {
+                commits.push(self.append(m)?);
+            }
+            return Ok(WalCommit::all(commits));
+        };
+        for m in messages {
+            let _ = self.index.append(m)?;
+        }
+        self.send_durable(Entry::CompleteWith {
+            id: RecordId::Message(done),
+            at: SystemTime::now(),
+            messages: messages.to_vec(),
+        })
+    }
+
     fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
         self.check_size(message)?;
         if !self.index.put_new(message) {

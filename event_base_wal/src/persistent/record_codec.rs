@@ -32,6 +32,7 @@
 //! | 6 | Cancel | — | record is gone (a refused send) |
 //! | 7 | Purge | — | dead letter removed |
 //! | 8 | Snapshot | state u8, died_at u64, reason, handlers, message | record is as given (written by compaction) |
+//! | 9 | CompleteWith | at u64, count u32, then count × (id str, message) | record is gone (completed at `at`), and each message is `Pending`: a handler's completion with its outbox, all or nothing |
 //!
 //! A `message` is: topic (str), payload (bytes), created_at (u64 ns since the Unix epoch),
 //! trace_id (opt str), correlation_id (opt str), causation_id (opt str), source (opt str),
@@ -93,6 +94,12 @@ pub(crate) enum Entry {
         at: SystemTime,
         handlers: Vec<String>,
     },
+    /// A completion and the messages its handler's outbox held, in one record.
+    CompleteWith {
+        id: RecordId,
+        at: SystemTime,
+        messages: Vec<Arc<EMessage>>,
+    },
 }
 
 impl Entry {
@@ -102,6 +109,7 @@ impl Entry {
             Entry::Failed { message, .. } | Entry::Snapshot { message, .. } => &message.id,
             Entry::Processing(id)
             | Entry::Complete(id, _)
+            | Entry::CompleteWith { id, .. }
             | Entry::Cancel(id)
             | Entry::Purge(id) => id.as_str(),
         }
@@ -116,6 +124,7 @@ impl Entry {
             }
             Entry::Processing(id)
             | Entry::Complete(id, _)
+            | Entry::CompleteWith { id, .. }
             | Entry::Cancel(id)
             | Entry::Purge(id) => id.clone(),
         }
@@ -131,6 +140,7 @@ impl Entry {
             Entry::Cancel(_) => 6,
             Entry::Purge(_) => 7,
             Entry::Snapshot { .. } => 8,
+            Entry::CompleteWith { .. } => 9,
         }
     }
 
@@ -181,6 +191,14 @@ pub(crate) fn encode(entry: &Entry, out: &mut Vec<u8>) {
             put_message(out, message);
         }
         Entry::Complete(_, at) => put_u64(out, nanos(*at)),
+        Entry::CompleteWith { at, messages, .. } => {
+            put_u64(out, nanos(*at));
+            put_u32(out, messages.len() as u32);
+            for m in messages {
+                put_bytes(out, m.id.as_bytes());
+                put_message(out, m);
+            }
+        }
         Entry::Processing(_) | Entry::Cancel(_) | Entry::Purge(_) => {}
     }
     let body_len = (out.len() - start - FRAME_HEADER) as u32;
@@ -446,6 +464,27 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
                 handlers,
             }
         }
+        9 => {
+            let at = c.time("at")?;
+            let n = c.u32("messages")? as usize;
+            // Each message takes far more than 4 bytes: a corrupt count cannot allocate much.
+            if n > (c.buf.len() - c.pos) / 4 {
+                return Err(format!("{n} messages cannot fit in the record"));
+            }
+            let mut messages = Vec::with_capacity(n);
+            for _ in 0..n {
+                let mid = c.string("message id")?;
+                if mid.is_empty() || mid.len() > MAX_ID {
+                    return Err(format!("a message id of {} bytes", mid.len()));
+                }
+                messages.push(Arc::new(get_message(&mut c, mid, version)?));
+            }
+            Entry::CompleteWith {
+                id: text(id),
+                at,
+                messages,
+            }
+        }
         6 => Entry::Cancel(text(id)),
         7 => Entry::Purge(text(id)),
         8 => {
@@ -699,6 +738,13 @@ mod tests {
             }),
             arb_id().prop_map(|id| Entry::Processing(RecordId::Text(id.into()))),
             arb_id().prop_map(move |id| Entry::Complete(RecordId::Text(id.into()), t)),
+            (arb_id(), proptest::collection::vec(arb_message(), 0..3)).prop_map(move |(id, ms)| {
+                Entry::CompleteWith {
+                    id: RecordId::Text(id.into()),
+                    at: t,
+                    messages: ms.into_iter().map(Arc::new).collect(),
+                }
+            }),
             arb_id().prop_map(|id| Entry::Cancel(RecordId::Text(id.into()))),
             arb_id().prop_map(|id| Entry::Purge(RecordId::Text(id.into()))),
         ]

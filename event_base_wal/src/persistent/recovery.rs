@@ -308,6 +308,12 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             index.forget_record(id.as_str());
             out.anchors.remove(id.as_str());
         }
+        Entry::CompleteWith { id, at, messages } => {
+            apply(index, out, seq, Entry::Complete(id, at));
+            for m in messages {
+                apply(index, out, seq, Entry::Append(m));
+            }
+        }
         Entry::Failed {
             message,
             reason,

@@ -304,6 +304,14 @@ impl Writer {
     }
 
     fn account(&mut self, entry: &Entry) {
+        if let Entry::CompleteWith { id, at, messages } = entry {
+            // One record, accounted as its parts: the completion, then each new message.
+            self.account(&Entry::Complete(id.clone(), *at));
+            for m in messages {
+                self.account(&Entry::Append(m.clone()));
+            }
+            return;
+        }
         if let Entry::Complete(id, at) = entry {
             if !self.retention.is_zero() {
                 self.completions
