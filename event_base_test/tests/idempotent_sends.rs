@@ -60,7 +60,8 @@ async fn a_completed_id_is_a_duplicate_within_the_window_and_new_after_it() {
         "inside the window: not delivered again"
     );
     // The window is a span of time: wait it out (a wait for time itself, not for an event).
-    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    // An id is kept for at least the window and at most one and a half windows.
+    tokio::time::sleep(window * 3 / 2 + Duration::from_millis(100)).await;
     bus.send("orders", order("a")).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(
