@@ -58,3 +58,26 @@ async fn one_invalid_message_refuses_the_whole_batch() {
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), 0);
 }
+
+/// `send_batch`'s future is `Send`, so it can run in a spawned task (and in a tonic or axum
+/// handler). It did not compile before: an iterator of closures was held across an `.await`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_can_be_sent_from_a_spawned_task() {
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("h", "t", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let sender = bus.clone();
+    let ids = tokio::spawn(async move {
+        let batch = (0..3u8).map(|i| EMessage::standard("t", vec![i])).collect();
+        sender.send_batch("t", batch).await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(ids.len(), 3);
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count(), 3);
+}

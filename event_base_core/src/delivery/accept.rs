@@ -431,11 +431,18 @@ impl BusShared {
         // Committed: every message is accepted. Queue what fits now; the rest goes to a task
         // of its own, which a dropped call does not cancel.
         let now = SystemTime::now();
-        let mut copies = batch.iter().flat_map(|m| {
-            targets(route, m)
-                .iter()
-                .map(move |t| (t.clone(), m.clone()))
-        });
+        // Collected, not a lazy iterator: a closure-laden iterator held across the `.await`
+        // below makes this future not `Send` for every lifetime (rustc cannot prove it), and
+        // then `send_batch` could not be awaited in a spawned task or a tonic/axum handler.
+        let copies: Vec<(Arc<TopicEntry>, Arc<EMessage>)> = batch
+            .iter()
+            .flat_map(|m| {
+                targets(route, m)
+                    .iter()
+                    .map(move |t| (t.clone(), m.clone()))
+            })
+            .collect();
+        let mut copies = copies.into_iter();
         let mut waiting = None;
         for (entry, message) in copies.by_ref() {
             if let Some(full) = place_now(&entry, &self.scheduler, message, now)? {
