@@ -298,6 +298,7 @@ impl EventBusBuilder {
             scheduler,
             in_flight,
             accepting: AtomicBool::new(true),
+            stopping: tokio::sync::Notify::new(),
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,

@@ -265,6 +265,31 @@ impl EventBus {
         self.shared.is_accepting()
     }
 
+    /// Resolves once the system refuses sends: a shutdown of the whole bus began (by
+    /// [`shutdown`](Self::shutdown), a `_system.shutdown` message or a signal), its last
+    /// handle was dropped, or its runtime ended. At once if that already happened. A
+    /// `Graceful` shutdown of one worker does not count: the bus keeps accepting.
+    ///
+    /// For whoever must react to the start of a shutdown rather than its end: a health
+    /// check that turns `NOT_SERVING`, a load balancer hook.
+    ///
+    /// ```
+    /// # async fn demo(bus: event_base_core::EventBus) -> Result<(), event_base_core::CoreError> {
+    /// let started = tokio::spawn({
+    ///     let bus = bus.clone();
+    ///     async move { bus.shutdown_started().await }
+    /// });
+    /// bus.shutdown(event_base_core::ShutdownStrategy::Force).await?;
+    /// let _ = started.await; // resolved: the shutdown began
+    /// assert!(!bus.is_accepting());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Cancel safety: it only waits.
+    pub async fn shutdown_started(&self) {
+        self.shared.stopped_accepting().await
+    }
+
     /// Stops the system (or, with `Graceful`, one worker) with `strategy`; see
     /// [`ShutdownStrategy`] for what each does with queued and in-flight messages. Unfinished
     /// messages stay in the WAL for the next start.

@@ -68,9 +68,7 @@ pub(crate) async fn runtime_guard(shared: Weak<BusShared>) {
     impl Drop for OnDrop {
         fn drop(&mut self) {
             if let Some(shared) = self.0.upgrade() {
-                shared
-                    .accepting
-                    .store(false, std::sync::atomic::Ordering::Release);
+                shared.stop_accepting();
                 uninstall(&shared);
             }
         }

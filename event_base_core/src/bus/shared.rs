@@ -27,7 +27,8 @@ use crate::worker::registry::{WorkerRegistry, WorkerState};
 /// - `fan_outs`: messages of topics with several handlers whose copies are not all final.
 /// - `dedup`: ids completed within the dedup window, so a send of one is not delivered again.
 /// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
-/// - `accepting`: cleared when shutdown begins; every send checks it.
+/// - `accepting`: cleared when shutdown begins; every send checks it. `stopping` wakes
+///   whoever waits for that moment ([`EventBus::shutdown_started`](crate::EventBus::shutdown_started)).
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
     pub(crate) topics: TopicTable,
@@ -38,6 +39,8 @@ pub(crate) struct BusShared {
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) accepting: AtomicBool,
+    /// Notified (all waiters) when `accepting` is cleared.
+    pub(crate) stopping: tokio::sync::Notify,
     pub(crate) batch_size: usize,
     pub(crate) started: std::time::Instant,
     pub(crate) audit: AuditLog,
@@ -59,6 +62,28 @@ impl BusShared {
         self.topics
             .get(worker.topic.as_str())
             .and_then(|route| route.sub(&worker.handler))
+    }
+
+    /// Refuses every send from now on and wakes whoever waits for shutdown to begin.
+    /// Sequentially consistent, as the send path's check is: a send counts itself in flight,
+    /// then checks; a shutdown clears the flag, then reads what is in flight (see
+    /// `BusShared::accept`), so one always sees the other.
+    pub(crate) fn stop_accepting(&self) {
+        self.accepting
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.stopping.notify_waiters();
+    }
+
+    /// Waits until the bus refuses sends (at once if it already does).
+    pub(crate) async fn stopped_accepting(&self) {
+        let notified = self.stopping.notified();
+        tokio::pin!(notified);
+        // Registered before the flag is read, so a clear in between is not missed.
+        notified.as_mut().enable();
+        if !self.is_accepting() {
+            return;
+        }
+        notified.await;
     }
 
     /// Whether the bus still accepts sends (shutdown has not begun).

@@ -6,7 +6,6 @@
 //! cancels every task. Nothing it owns refers back to it, so a dropped system really goes away.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
@@ -177,7 +176,7 @@ impl Drop for TakenWorker<'_> {
 
 impl Drop for BusTasks {
     fn drop(&mut self) {
-        self.shared.accepting.store(false, Ordering::Release);
+        self.shared.stop_accepting();
         if let Ok(mut w) = self.workers.lock() {
             for (_, h) in w.drain() {
                 h.abort();

@@ -16,7 +16,6 @@
 //! `shutdown_timeout` caps how long any strategy waits for each of its workers; past it the
 //! worker is cancelled and reported as timed out.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,8 +83,7 @@ async fn stop_bus(
     started: Instant,
 ) -> ShutdownReport {
     let shared = &tasks.shared;
-    // Sequentially consistent, as the send path's check: see `BusShared::accept`.
-    shared.accepting.store(false, Ordering::SeqCst);
+    shared.stop_accepting();
     tracing::info!(target: crate::constant::target::SHUTDOWN,
         strategy,
         in_flight = shared.in_flight.get(),
