@@ -1,0 +1,177 @@
+//! Bearer tokens with two scopes: [`Scope::Read`] (status, lists, metrics, watch, reflection)
+//! and [`Scope::Admin`] (everything). A caller sends `authorization: Bearer <token>`; the
+//! token is compared with each configured one in constant time.
+//!
+//! Authentication happens once per call, in an interceptor ([`Authenticator`]) in front of the
+//! admin and reflection services: a missing or unknown token is `UNAUTHENTICATED`. The scope
+//! found is put into the request's extensions, and each RPC checks it
+//! ([`require`]): a read token on an admin RPC is `PERMISSION_DENIED`. The health service is
+//! never gated.
+
+use std::sync::Arc;
+
+use subtle::ConstantTimeEq;
+use tonic::{Request, Status};
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// Status, topics, workers, metrics, WAL stats, dead letters (read only), audit, watch.
+    Read,
+    /// Everything: publish, replay, purge, scaling, shutdown, and all of `Read`.
+    Admin,
+}
+
+impl Scope {
+    /// The scope's name: `read` or `admin`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// The tokens a server accepts. With neither set, the server is open: every caller is
+/// admin (bind it to loopback only).
+///
+/// ```
+/// use event_base_grpc::Tokens;
+/// let tokens = Tokens::new().read("dashboards-only").admin("operators");
+/// assert!(!tokens.is_open());
+/// ```
+#[derive(Clone, Default)]
+pub struct Tokens {
+    read: Option<Arc<[u8]>>,
+    admin: Option<Arc<[u8]>>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the tokens themselves.
+        f.debug_struct("Tokens")
+            .field("read", &self.read.as_ref().map(|_| "<set>"))
+            .field("admin", &self.admin.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl Tokens {
+    /// No tokens: an open server.
+    pub fn new() -> Self {
+        Tokens::default()
+    }
+
+    /// The token that grants [`Scope::Read`].
+    pub fn read(mut self, token: impl Into<String>) -> Self {
+        self.read = Some(Arc::from(token.into().into_bytes()));
+        self
+    }
+
+    /// The token that grants [`Scope::Admin`].
+    pub fn admin(mut self, token: impl Into<String>) -> Self {
+        self.admin = Some(Arc::from(token.into().into_bytes()));
+        self
+    }
+
+    /// Whether no token is set (every caller is admin).
+    pub fn is_open(&self) -> bool {
+        self.read.is_none() && self.admin.is_none()
+    }
+
+    /// The scope `token` grants, if any. Both tokens are always compared, each in constant
+    /// time, so the time taken does not tell which one nearly matched.
+    pub fn scope_of(&self, token: &[u8]) -> Option<Scope> {
+        let matches = |t: &Option<Arc<[u8]>>| -> bool {
+            t.as_ref().is_some_and(|t| bool::from(t.as_ref().ct_eq(token)))
+        };
+        let admin = matches(&self.admin);
+        let read = matches(&self.read);
+        if admin {
+            Some(Scope::Admin)
+        } else if read {
+            Some(Scope::Read)
+        } else {
+            None
+        }
+    }
+
+    /// The scope of a request's `authorization` metadata.
+    fn authenticate(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Scope, Status> {
+        if self.is_open() {
+            return Ok(Scope::Admin);
+        }
+        let Some(value) = metadata.get("authorization") else {
+            return Err(Status::unauthenticated(
+                "this server needs a token: send `authorization: Bearer <token>` \
+                 (ebctl: --token or EBCTL_TOKEN)",
+            ));
+        };
+        let token = value
+            .as_bytes()
+            .strip_prefix(b"Bearer ")
+            .or_else(|| value.as_bytes().strip_prefix(b"bearer "))
+            .ok_or_else(|| {
+                Status::unauthenticated(
+                    "the authorization header is not `Bearer <token>`; send the token as a bearer token",
+                )
+            })?;
+        self.scope_of(token).ok_or_else(|| {
+            Status::unauthenticated(
+                "the token is not one this server accepts; check --token / EBCTL_TOKEN",
+            )
+        })
+    }
+}
+
+/// The interceptor in front of the gated services: authenticates the call and records its
+/// [`Scope`] in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    tokens: Tokens,
+}
+
+impl Authenticator {
+    /// An interceptor for `tokens`.
+    pub fn new(tokens: Tokens) -> Self {
+        Authenticator { tokens }
+    }
+}
+
+impl tonic::service::Interceptor for Authenticator {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let scope = self.tokens.authenticate(request.metadata())?;
+        request.extensions_mut().insert(scope);
+        Ok(request)
+    }
+}
+
+/// Checks that the caller of `request` has `needed`; `rpc` names the call in the error.
+pub(crate) fn require<T>(request: &Request<T>, needed: Scope, rpc: &str) -> Result<(), Status> {
+    match request.extensions().get::<Scope>() {
+        Some(have) if *have >= needed => Ok(()),
+        Some(have) => Err(Status::permission_denied(format!(
+            "{rpc} needs the {} scope; this token has {} only: use the admin token",
+            needed.name(),
+            have.name()
+        ))),
+        None => Err(Status::unauthenticated(format!(
+            "{rpc}: the call was not authenticated; send `authorization: Bearer <token>`"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_by_token() {
+        let t = Tokens::new().read("r-token").admin("a-token");
+        assert_eq!(t.scope_of(b"a-token"), Some(Scope::Admin));
+        assert_eq!(t.scope_of(b"r-token"), Some(Scope::Read));
+        assert_eq!(t.scope_of(b"a-toke"), None);
+        assert_eq!(t.scope_of(b""), None);
+        assert!(!format!("{t:?}").contains("a-token"), "Debug hides tokens");
+    }
+}

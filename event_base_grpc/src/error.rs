@@ -1,0 +1,46 @@
+//! [`GrpcError`]: what can go wrong starting, running or reaching a server (not the errors
+//! of single calls, which are [`tonic::Status`]).
+
+/// Errors of the server's life and of connecting a client.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GrpcError {
+    /// The address could not be listened on.
+    #[error("could not listen on {addr}: {source}; is another process using the port? pick another address (EB_GRPC_ADDR in the example), or port 0 for any free one")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The transport failed while serving or connecting.
+    #[error("gRPC transport error: {0}")]
+    Transport(#[source] tonic::transport::Error),
+    /// The reflection service could not be built from the descriptor sets.
+    #[error("could not build the reflection service: {0}; serve without it with `.reflection(false)`")]
+    Reflection(String),
+    /// The server's task ended abnormally (it panicked or was aborted).
+    #[error("the gRPC server task failed: {0}")]
+    Task(String),
+    /// A client address that is not a URI.
+    #[error("`{addr}` is not a server address ({reason}); give one like http://127.0.0.1:50051")]
+    InvalidAddress {
+        /// The address given.
+        addr: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A token that cannot be sent in a header (it has non-visible-ASCII characters).
+    #[error("the token cannot be sent as an HTTP header value (use visible ASCII characters only)")]
+    InvalidToken,
+    /// The client could not reach the server.
+    #[error("could not connect to {addr}: {source}; is the server running and listening there?")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
+}

@@ -1,0 +1,277 @@
+//! The server: [`GrpcServer::builder`] → [`GrpcServerBuilder`] → [`ServeHandle`].
+//!
+//! What it serves, all on one port:
+//! - `event_base.admin.v1.AdminService` (`api.rs` dispatches and checks scopes; `read.rs` and
+//!   `write.rs` do the work; `watch.rs` feeds `Watch`), behind the token interceptor;
+//! - `grpc.health.v1.Health`, never gated: `SERVING` for `""` and the admin service while the
+//!   bus accepts sends, `NOT_SERVING` from the moment a shutdown of the bus begins;
+//! - server reflection v1 and v1alpha (both descriptor sets: ours and health's), behind the
+//!   token interceptor (a read token is enough).
+
+mod api;
+mod read;
+pub(crate) mod watch;
+mod write;
+
+pub(crate) use write::code_name;
+
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use event_base_core::EventBus;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic_health::ServingStatus;
+
+use crate::auth::{Authenticator, Tokens};
+use crate::error::GrpcError;
+use crate::pb::admin_service_server::AdminServiceServer;
+use watch::WatchFeed;
+
+/// The gRPC name of the admin service, as health checks and reflection know it.
+pub const SERVICE_NAME: &str = "event_base.admin.v1.AdminService";
+
+/// The gRPC management server of one bus. Start with [`GrpcServer::builder`].
+#[derive(Debug)]
+pub struct GrpcServer {
+    _private: (),
+}
+
+impl GrpcServer {
+    /// A server for `bus`: open (no tokens), with health and reflection on.
+    pub fn builder(bus: EventBus) -> GrpcServerBuilder {
+        GrpcServerBuilder {
+            bus,
+            tokens: Tokens::new(),
+            health: true,
+            reflection: true,
+            feed: None,
+        }
+    }
+}
+
+/// Settings of a [`GrpcServer`]; [`serve`](Self::serve) starts it.
+///
+/// ```
+/// # async fn demo(bus: event_base_core::EventBus) -> Result<(), event_base_grpc::GrpcError> {
+/// use event_base_grpc::{GrpcServer, Tokens};
+/// let server = GrpcServer::builder(bus)
+///     .tokens(Tokens::new().read("r3ad").admin("s3cret"))
+///     .serve("127.0.0.1:0")
+///     .await?;
+/// println!("listening on {}", server.local_addr());
+/// server.shutdown().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a server builder does nothing until `serve` is called"]
+pub struct GrpcServerBuilder {
+    bus: EventBus,
+    tokens: Tokens,
+    health: bool,
+    reflection: bool,
+    feed: Option<WatchFeed>,
+}
+
+impl GrpcServerBuilder {
+    /// The tokens callers must present (default: none, every caller is admin).
+    pub fn tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// Whether to serve `grpc.health.v1.Health` (default on). It is never gated.
+    pub fn health(mut self, on: bool) -> Self {
+        self.health = on;
+        self
+    }
+
+    /// Whether to serve reflection v1 and v1alpha (default on; gated like reads).
+    pub fn reflection(mut self, on: bool) -> Self {
+        self.reflection = on;
+        self
+    }
+
+    /// The feed of `Watch`'s dead-letter and worker events; its handlers must be on the bus
+    /// (see [`WatchFeed`]). Without one, `Watch` streams lifecycle events only.
+    pub fn watch_feed(mut self, feed: WatchFeed) -> Self {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Listens on `addr` (`"127.0.0.1:0"` picks a free port; see
+    /// [`ServeHandle::local_addr`]) and serves in a task of its own.
+    pub async fn serve(self, addr: &str) -> Result<ServeHandle, GrpcError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| GrpcError::Bind {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        self.serve_with_incoming(listener)
+    }
+
+    /// Serves on a listener already bound (tests bind `127.0.0.1:0` themselves).
+    pub fn serve_with_incoming(self, listener: TcpListener) -> Result<ServeHandle, GrpcError> {
+        let local_addr = listener.local_addr().map_err(|source| GrpcError::Bind {
+            addr: "the given listener".to_owned(),
+            source,
+        })?;
+        if !self.tokens.is_open() || local_addr.ip().is_loopback() {
+            tracing::info!(%local_addr, "event_base gRPC server listening");
+        } else {
+            tracing::warn!(%local_addr, "event_base gRPC server listening without tokens on a non-loopback address: anyone who reaches it is admin");
+        }
+        let stop = CancellationToken::new();
+        let feed = self.feed.clone().unwrap_or_default();
+        let api = api::AdminApi::new(self.bus.clone(), feed.clone(), stop.clone());
+        let auth = Authenticator::new(self.tokens.clone());
+        let admin = InterceptedService::new(AdminServiceServer::new(api), auth.clone());
+
+        let mut routes = tonic::service::RoutesBuilder::default();
+        routes.add_service(admin);
+        let health = self.health.then(tonic_health::server::health_reporter);
+        if let Some((_, service)) = &health {
+            routes.add_service(service.clone());
+        }
+        if self.reflection {
+            let (v1, v1alpha) = reflection()?;
+            routes.add_service(InterceptedService::new(v1, auth.clone()));
+            routes.add_service(InterceptedService::new(v1alpha, auth));
+        }
+        let router = tonic::transport::Server::builder().add_routes(routes.routes());
+
+        let watcher = tokio::spawn(watch_lifecycle(
+            self.bus,
+            feed,
+            health.map(|(reporter, _)| reporter),
+            stop.clone(),
+        ));
+        let incoming = TcpListenerStream::new(listener);
+        let until = stop.clone();
+        let task = tokio::spawn(async move {
+            let served = router
+                .serve_with_incoming_shutdown(incoming, until.cancelled_owned())
+                .await;
+            watcher.abort();
+            served
+        });
+        Ok(ServeHandle {
+            local_addr,
+            stop,
+            task: Some(task),
+            started_at: SystemTime::now(),
+        })
+    }
+}
+
+/// The reflection services (v1, v1alpha) over our descriptor set and health's.
+fn reflection() -> Result<
+    (
+        tonic_reflection::server::v1::ServerReflectionServer<
+            impl tonic_reflection::server::v1::ServerReflection,
+        >,
+        tonic_reflection::server::v1alpha::ServerReflectionServer<
+            impl tonic_reflection::server::v1alpha::ServerReflection,
+        >,
+    ),
+    GrpcError,
+> {
+    let reflection_error = |e: tonic_reflection::server::Error| GrpcError::Reflection(e.to_string());
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(reflection_error)?;
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(reflection_error)?;
+    Ok((v1, v1alpha))
+}
+
+/// Health SERVING until the bus begins to shut down, then NOT_SERVING, with a lifecycle
+/// event for watchers.
+async fn watch_lifecycle(
+    bus: EventBus,
+    feed: WatchFeed,
+    health: Option<tonic_health::server::HealthReporter>,
+    stop: CancellationToken,
+) {
+    let set = |status| {
+        let health = health.clone();
+        async move {
+            if let Some(h) = health {
+                h.set_service_status("", status).await;
+                h.set_service_status(SERVICE_NAME, status).await;
+            }
+        }
+    };
+    let serving = if bus.is_accepting() {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    set(serving).await;
+    tokio::select! {
+        () = bus.shutdown_started() => {}
+        () = stop.cancelled() => return,
+    }
+    set(ServingStatus::NotServing).await;
+    feed.lifecycle(crate::pb::LifecycleStage::ShutdownStarted, None);
+}
+
+/// A running server. [`shutdown`](Self::shutdown) stops it gracefully: no new calls, open
+/// `Watch` and replay streams end, calls under way finish. Dropping the handle stops it too,
+/// without waiting.
+#[derive(Debug)]
+pub struct ServeHandle {
+    local_addr: SocketAddr,
+    stop: CancellationToken,
+    task: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    started_at: SystemTime,
+}
+
+impl ServeHandle {
+    /// The address it listens on (with the port picked, if port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// When it started serving.
+    pub fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+
+    /// Stops serving and waits until the server has ended.
+    pub async fn shutdown(mut self) -> Result<(), GrpcError> {
+        self.stop.cancel();
+        self.join().await
+    }
+
+    /// Waits until the server ends (after [`shutdown`](Self::shutdown) elsewhere, or a
+    /// transport failure), without stopping it.
+    pub async fn wait(mut self) -> Result<(), GrpcError> {
+        self.join().await
+    }
+
+    async fn join(&mut self) -> Result<(), GrpcError> {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(served) => served.map_err(GrpcError::Transport),
+            Err(e) => Err(GrpcError::Task(e.to_string())),
+        }
+    }
+}
+
+impl Drop for ServeHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -1,0 +1,300 @@
+//! The admin RPCs: publish, replay, scaling, shutdown (purge is in `dlq.rs`).
+
+use std::time::Duration;
+
+use event_base_core::{DeadLetterMessage, SendOptions};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tonic::Status;
+
+use crate::convert;
+use crate::dlq::{self, Edit, Filter};
+use crate::pb;
+use crate::server::api::{AdminApi, AnswerStream};
+use crate::status::{core, status_for};
+
+/// Most workers one AddWorkers call starts.
+const MAX_ADD_WORKERS: u32 = 1024;
+/// Progress messages buffered between a bulk replay and the wire.
+const REPLAY_BUFFER: usize = 16;
+
+fn need_topic(topic: &str) -> Result<(), Status> {
+    if topic.is_empty() {
+        Err(Status::invalid_argument(
+            "`topic` is empty; name the topic to send to (see ListTopics)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+impl AdminApi {
+    pub(crate) async fn publish_one(
+        &self,
+        req: pb::PublishRequest,
+    ) -> Result<pb::PublishResponse, Status> {
+        need_topic(&req.topic)?;
+        let message = req.message.ok_or_else(|| {
+            Status::invalid_argument("`message` is not set; give at least its payload")
+        })?;
+        let msg = convert::outgoing(&req.topic, &message)?;
+        let mut options = SendOptions::new();
+        if req.try_send {
+            options = options.try_send();
+        }
+        if let Some(t) = &req.timeout {
+            options = options.timeout(convert::std_duration(t, "timeout")?);
+        }
+        let id = self
+            .bus
+            .send_with(&req.topic, msg, options)
+            .await
+            .map_err(core)?;
+        Ok(pb::PublishResponse {
+            message_id: id.as_str().to_owned(),
+        })
+    }
+
+    pub(crate) async fn publish_many(
+        &self,
+        req: pb::PublishBatchRequest,
+    ) -> Result<pb::PublishBatchResponse, Status> {
+        need_topic(&req.topic)?;
+        if req.messages.is_empty() {
+            return Err(Status::invalid_argument(
+                "`messages` is empty; give at least one message",
+            ));
+        }
+        let messages = req
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                convert::outgoing(&req.topic, m).map_err(|s| {
+                    Status::invalid_argument(format!("messages[{i}]: {}", s.message()))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ids = self
+            .bus
+            .send_batch(&req.topic, messages)
+            .await
+            .map_err(core)?;
+        Ok(pb::PublishBatchResponse {
+            message_ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
+        })
+    }
+
+    pub(crate) async fn replay_single(
+        &self,
+        req: pb::ReplayDeadLetterRequest,
+    ) -> Result<pb::ReplayDeadLetterResponse, Status> {
+        use pb::replay_dead_letter_request::Schedule;
+        if req.id.is_empty() {
+            return Err(Status::invalid_argument(
+                "`id` is empty; give the id of a dead letter (see ListDeadLetters)",
+            ));
+        }
+        if req.topic.as_deref() == Some("") {
+            return Err(Status::invalid_argument(
+                "`topic` is set but empty; leave it unset to replay to the dead letter's own topic",
+            ));
+        }
+        let (at, delay) = match &req.schedule {
+            Some(Schedule::DeliverAt(t)) => (Some(t), None),
+            Some(Schedule::Delay(d)) => (None, Some(d)),
+            None => (None, None),
+        };
+        let edit = Edit {
+            payload: req.payload,
+            topic: req.topic,
+            deliver_at: convert::deliver_at(at, delay)?,
+        };
+        let edited = !edit.is_empty();
+        let id = dlq::replay_one(&self.bus, &req.id, edit).await?;
+        Ok(pb::ReplayDeadLetterResponse {
+            message_id: id.as_str().to_owned(),
+            edited,
+        })
+    }
+
+    pub(crate) async fn replay_bulk(
+        &self,
+        req: pb::ReplayDeadLettersRequest,
+    ) -> Result<AnswerStream<pb::ReplayDeadLettersResponse>, Status> {
+        let filter = Filter::from_pb(req.filter.as_ref())?;
+        dlq::check_scope(&filter, req.all, "ReplayDeadLetters")?;
+        if !req.max_per_second.is_finite() || req.max_per_second < 0.0 {
+            return Err(Status::invalid_argument(
+                "`max_per_second` must be 0 (no limit) or a positive number",
+            ));
+        }
+        let mut targets = dlq::matching(&self.bus, &filter).await?;
+        if req.limit > 0 {
+            targets.truncate(req.limit as usize);
+        }
+        let (tx, out) = mpsc::channel(REPLAY_BUFFER);
+        let api = self.clone();
+        tokio::spawn(async move { api.run_replay(targets, &req, tx).await });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(out)))
+    }
+
+    /// Replays `targets` one by one at the request's rate, reporting each step. Stops when
+    /// the caller goes away or the server stops; what was replayed stays replayed.
+    async fn run_replay(
+        &self,
+        targets: Vec<DeadLetterMessage>,
+        req: &pb::ReplayDeadLettersRequest,
+        tx: mpsc::Sender<Result<pb::ReplayDeadLettersResponse, Status>>,
+    ) {
+        let mut progress = pb::ReplayDeadLettersResponse {
+            matched: targets.len() as u64,
+            dry_run: req.dry_run,
+            ..Default::default()
+        };
+        let gap = (req.max_per_second > 0.0).then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
+        let start = Instant::now();
+        if !req.dry_run {
+            for (i, dead) in targets.iter().enumerate() {
+                if let Some(gap) = gap {
+                    // Item i starts no earlier than start + i * gap: the rate holds over the run.
+                    let due = start + gap.mul_f64(i as f64);
+                    tokio::select! {
+                        () = tokio::time::sleep_until(due) => {}
+                        () = tx.closed() => return,
+                        () = self.stop.cancelled() => return,
+                    }
+                }
+                if tx.is_closed() || self.stop.is_cancelled() {
+                    return;
+                }
+                let step = self.replay_step(dead, &mut progress).await;
+                if tx.send(Ok(step)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        progress.done = true;
+        progress.failure = None;
+        progress.replayed_id = String::new();
+        let _ = tx.send(Ok(progress)).await;
+    }
+
+    /// Replays one dead letter and counts it; returns the step's progress message.
+    async fn replay_step(
+        &self,
+        dead: &DeadLetterMessage,
+        progress: &mut pb::ReplayDeadLettersResponse,
+    ) -> pb::ReplayDeadLettersResponse {
+        progress.failure = None;
+        progress.replayed_id = String::new();
+        match self.bus.replay_dead_letter(&dead.message.id).await {
+            Ok(id) => {
+                progress.replayed += 1;
+                progress.replayed_id = id.as_str().to_owned();
+            }
+            Err(e) => {
+                progress.failed += 1;
+                let status = status_for(&e);
+                progress.failure = Some(pb::ReplayFailure {
+                    id: dead.message.id.clone(),
+                    code: code_name(status.code()).to_owned(),
+                    message: status.message().to_owned(),
+                });
+            }
+        }
+        progress.clone()
+    }
+
+    pub(crate) async fn scale_up(
+        &self,
+        req: &pb::AddWorkersRequest,
+    ) -> Result<pb::AddWorkersResponse, Status> {
+        if req.handler.is_empty() {
+            return Err(Status::invalid_argument(
+                "`handler` is empty; name the handler to scale (its workers are `<handler>-<n>`)",
+            ));
+        }
+        if req.count == 0 || req.count > MAX_ADD_WORKERS {
+            return Err(Status::invalid_argument(format!(
+                "`count` is {}; give 1 to {MAX_ADD_WORKERS}",
+                req.count
+            )));
+        }
+        let names = self
+            .bus
+            .add_workers(&req.handler, req.count as usize)
+            .await
+            .map_err(core)?;
+        Ok(pb::AddWorkersResponse { names })
+    }
+
+    pub(crate) async fn scale_down(
+        &self,
+        req: &pb::RemoveWorkerRequest,
+    ) -> Result<pb::RemoveWorkerResponse, Status> {
+        if req.name.is_empty() {
+            return Err(Status::invalid_argument(
+                "`name` is empty; name the worker to stop (see ListWorkers)",
+            ));
+        }
+        if self.bus.registry().get(&req.name).is_none() {
+            return Err(Status::not_found(format!(
+                "no worker named `{}`; see ListWorkers for the names",
+                req.name
+            )));
+        }
+        let report = self.bus.remove_worker(&req.name).await.map_err(core)?;
+        Ok(pb::RemoveWorkerResponse {
+            report: Some(convert::shutdown_report(&report)),
+        })
+    }
+
+    pub(crate) async fn stop_bus(
+        &self,
+        req: &pb::ShutdownRequest,
+    ) -> Result<pb::ShutdownResponse, Status> {
+        let strategy = convert::shutdown_strategy(req.strategy.as_ref())?;
+        if let event_base_core::ShutdownStrategy::Graceful { worker_name, .. } = &strategy {
+            if self.bus.registry().get(worker_name).is_none() {
+                return Err(Status::not_found(format!(
+                    "no worker named `{worker_name}`; see ListWorkers for the names"
+                )));
+            }
+        }
+        tracing::info!(strategy = strategy.name(), reason = %req.reason, "shutdown requested over gRPC");
+        let whole_bus = !matches!(strategy, event_base_core::ShutdownStrategy::Graceful { .. });
+        let report = self.bus.shutdown(strategy).await.map_err(core)?;
+        if whole_bus {
+            self.feed
+                .lifecycle(pb::LifecycleStage::ShutdownFinished, Some(&report));
+        }
+        Ok(pb::ShutdownResponse {
+            report: Some(convert::shutdown_report(&report)),
+        })
+    }
+}
+
+/// The canonical name of a code (`NOT_FOUND`), as gRPC writes it.
+pub(crate) fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match code {
+        C::Ok => "OK",
+        C::Cancelled => "CANCELLED",
+        C::Unknown => "UNKNOWN",
+        C::InvalidArgument => "INVALID_ARGUMENT",
+        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        C::NotFound => "NOT_FOUND",
+        C::AlreadyExists => "ALREADY_EXISTS",
+        C::PermissionDenied => "PERMISSION_DENIED",
+        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        C::FailedPrecondition => "FAILED_PRECONDITION",
+        C::Aborted => "ABORTED",
+        C::OutOfRange => "OUT_OF_RANGE",
+        C::Unimplemented => "UNIMPLEMENTED",
+        C::Internal => "INTERNAL",
+        C::Unavailable => "UNAVAILABLE",
+        C::DataLoss => "DATA_LOSS",
+        C::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
