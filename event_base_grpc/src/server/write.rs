@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use event_base_core::{DeadLetterMessage, SendOptions};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tonic::Status;
 
@@ -13,10 +12,49 @@ use crate::pb;
 use crate::server::api::{AdminApi, AnswerStream};
 use crate::status::{core, status_for};
 
+/// A bulk replay in progress.
+struct BulkReplay {
+    api: AdminApi,
+    targets: Vec<DeadLetterMessage>,
+    next: usize,
+    progress: pb::ReplayDeadLettersResponse,
+    gap: Option<Duration>,
+    start: Instant,
+    finished: bool,
+}
+
+impl BulkReplay {
+    /// The next progress message: one letter replayed, or the last (`done`).
+    async fn step(
+        mut self,
+    ) -> Option<(Result<pb::ReplayDeadLettersResponse, Status>, BulkReplay)> {
+        if self.finished || self.api.stop.is_cancelled() {
+            return None;
+        }
+        let Some(dead) = self.targets.get(self.next) else {
+            self.finished = true;
+            let mut last = self.progress.clone();
+            last.done = true;
+            last.failure = None;
+            last.replayed_id = String::new();
+            return Some((Ok(last), self));
+        };
+        if let Some(gap) = self.gap {
+            // Letter i starts no earlier than start + i * gap: the rate holds over the run.
+            let due = self.start + gap.mul_f64(self.next as f64);
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = self.api.stop.cancelled() => return None,
+            }
+        }
+        self.next += 1;
+        let step = self.api.replay_step(dead, &mut self.progress).await;
+        Some((Ok(step), self))
+    }
+}
+
 /// Most workers one AddWorkers call starts.
 const MAX_ADD_WORKERS: u32 = 1024;
-/// Progress messages buffered between a bulk replay and the wire.
-const REPLAY_BUFFER: usize = 16;
 
 fn need_topic(topic: &str) -> Result<(), Status> {
     if topic.is_empty() {
@@ -133,51 +171,25 @@ impl AdminApi {
         if req.limit > 0 {
             targets.truncate(req.limit as usize);
         }
-        let (tx, out) = mpsc::channel(REPLAY_BUFFER);
-        let api = self.clone();
-        tokio::spawn(async move { api.run_replay(targets, &req, tx).await });
-        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(out)))
-    }
-
-    /// Replays `targets` one by one at the request's rate, reporting each step. Stops when
-    /// the caller goes away or the server stops; what was replayed stays replayed.
-    async fn run_replay(
-        &self,
-        targets: Vec<DeadLetterMessage>,
-        req: &pb::ReplayDeadLettersRequest,
-        tx: mpsc::Sender<Result<pb::ReplayDeadLettersResponse, Status>>,
-    ) {
-        let mut progress = pb::ReplayDeadLettersResponse {
-            matched: targets.len() as u64,
-            dry_run: req.dry_run,
-            ..Default::default()
+        let gap = (req.max_per_second > 0.0)
+            .then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
+        let state = BulkReplay {
+            api: self.clone(),
+            progress: pb::ReplayDeadLettersResponse {
+                matched: targets.len() as u64,
+                dry_run: req.dry_run,
+                ..Default::default()
+            },
+            targets: if req.dry_run { Vec::new() } else { targets },
+            next: 0,
+            gap,
+            start: Instant::now(),
+            finished: false,
         };
-        let gap = (req.max_per_second > 0.0).then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
-        let start = Instant::now();
-        if !req.dry_run {
-            for (i, dead) in targets.iter().enumerate() {
-                if let Some(gap) = gap {
-                    // Item i starts no earlier than start + i * gap: the rate holds over the run.
-                    let due = start + gap.mul_f64(i as f64);
-                    tokio::select! {
-                        () = tokio::time::sleep_until(due) => {}
-                        () = tx.closed() => return,
-                        () = self.stop.cancelled() => return,
-                    }
-                }
-                if tx.is_closed() || self.stop.is_cancelled() {
-                    return;
-                }
-                let step = self.replay_step(dead, &mut progress).await;
-                if tx.send(Ok(step)).await.is_err() {
-                    return;
-                }
-            }
-        }
-        progress.done = true;
-        progress.failure = None;
-        progress.replayed_id = String::new();
-        let _ = tx.send(Ok(progress)).await;
+        // Driven by the caller's reads: each step replays one letter. When the caller hangs
+        // up, tonic drops the stream and the replay stops between letters (a replay is
+        // cancel-safe: dropped mid-way, its letter stays a dead letter).
+        Ok(Box::pin(futures_util::stream::unfold(state, BulkReplay::step)))
     }
 
     /// Replays one dead letter and counts it; returns the step's progress message.
