@@ -1,0 +1,255 @@
+//! `ebctl` end to end: the built binary against a real server on loopback, in table and JSON
+//! form, with its exit codes (0, 1, 2, 3, 65, 69, 77), the environment variables, and `--yes`
+//! off a terminal.
+
+mod common;
+
+use std::process::Output;
+
+use common::{ack, dead, start, Probe, Served, ADMIN, READ};
+use event_base_core::EMessage;
+use serde_json::Value;
+
+/// Runs ebctl with `args` against `served` (with `token`), stdin closed.
+async fn ebctl(served: Option<&Served>, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ebctl"));
+    cmd.env_remove("EBCTL_ADDR")
+        .env_remove("EBCTL_TOKEN")
+        .env_remove("EBCTL_TIMEOUT")
+        .stdin(std::process::Stdio::null());
+    if let Some(s) = served {
+        cmd.env("EBCTL_ADDR", &s.addr);
+    }
+    if let Some(t) = token {
+        cmd.env("EBCTL_TOKEN", t);
+    }
+    cmd.args(args).output().await.unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(out: &Output) -> Value {
+    assert_eq!(code(out), 0, "stderr: {}", stderr(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_commands_in_table_and_json() {
+    let probe = Probe::new();
+    let s = start(vec![
+        probe.handler("orders", "orders", ack).workers(2),
+        probe.handler("bad", "bad", dead),
+    ])
+    .await;
+    let id = s.bus.send("orders", b"o".to_vec()).await.unwrap();
+    s.bus.send("bad", b"broken".to_vec()).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+
+    let status = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "status"]).await);
+    assert_eq!(status["node_name"], s.bus.node_name());
+    assert_eq!(status["dead_letters"], 1);
+    assert_eq!(status["accepting"], true);
+    let table = ebctl(Some(&s), Some(READ), &["status"]).await;
+    assert_eq!(code(&table), 0);
+    assert!(stdout(&table).contains("dead letters  1"), "{}", stdout(&table));
+
+    let topics = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "topics"]).await);
+    let names: Vec<&str> = topics
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bad", "orders"]);
+    assert_eq!(topics[1]["metrics"]["acked"], 1);
+    let table = stdout(&ebctl(Some(&s), Some(READ), &["topics"]).await);
+    assert!(table.starts_with("TOPIC"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("orders")), "{table}");
+
+    let workers = json(
+        &ebctl(Some(&s), Some(READ), &["-o", "json", "workers", "--topic", "orders"]).await,
+    );
+    assert_eq!(workers.as_array().unwrap().len(), 2);
+    assert_eq!(workers[0]["status"], "idle");
+
+    let metrics = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "metrics", "--topic", "bad"]).await);
+    assert_eq!(
+        metrics["topics"]["bad"]["dead"],
+        s.bus.metrics().topic("bad").unwrap().dead
+    );
+    let wal = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "wal"]).await);
+    assert_eq!(wal["appended"], s.bus.wal_stats().appended);
+
+    let list = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "dlq", "list"]).await);
+    assert_eq!(list["total_size"], 1);
+    let dead_id = list["dead_letters"][0]["message"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(list["dead_letters"][0]["message"]["payload"], "broken");
+    let table = stdout(&ebctl(Some(&s), Some(READ), &["dlq", "list", "--topic", "bad"]).await);
+    assert!(table.contains("showing 1 of 1 matching"), "{table}");
+    let shown = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "dlq", "show", &dead_id]).await);
+    assert_eq!(shown["reason"], "explicit");
+    let missing = ebctl(Some(&s), Some(READ), &["dlq", "show", "nope"]).await;
+    assert_eq!(code(&missing), 65, "NOT_FOUND: {}", stderr(&missing));
+    assert!(stderr(&missing).contains("nope"));
+
+    let trace = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "trace", id.as_str()]).await);
+    let events: Vec<&str> = trace
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["started", "acked"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_replay_purge_and_their_confirmations() {
+    let probe = Probe::new();
+    let s = start(vec![
+        probe.handler("jobs", "jobs", ack).workers(2),
+        probe.handler("bad", "bad", dead),
+    ])
+    .await;
+    let sent = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "publish", "jobs", "--data", "hello", "--broadcast"],
+        )
+        .await,
+    );
+    assert!(sent["message_id"].as_str().is_some());
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    assert_eq!(probe.count(), 2, "broadcast to both workers");
+    let table = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs", "--data", "x", "--repeat", "3"]).await;
+    assert_eq!(code(&table), 0, "{}", stderr(&table));
+    assert!(stdout(&table).starts_with("sent "));
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    assert_eq!(probe.count(), 5);
+    let unknown = ebctl(Some(&s), Some(ADMIN), &["publish", "nobody", "--data", "x"]).await;
+    assert_eq!(code(&unknown), 65, "FAILED_PRECONDITION");
+    let usage = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs"]).await;
+    assert_eq!(code(&usage), 2, "no payload flag is a usage error");
+
+    for i in 0..3u8 {
+        s.bus.send("bad", vec![b'0' + i]).await.unwrap();
+    }
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    // Destructive without --yes, off a terminal: refused, nothing changed.
+    let refused = ebctl(Some(&s), Some(ADMIN), &["dlq", "purge", "--topic", "bad"]).await;
+    assert_eq!(code(&refused), 1);
+    assert!(stderr(&refused).contains("--yes"), "{}", stderr(&refused));
+    assert_eq!(s.bus.dead_letters().await.unwrap().len(), 3);
+    let no_scope = ebctl(Some(&s), Some(ADMIN), &["dlq", "purge", "--yes"]).await;
+    assert_eq!(code(&no_scope), 2, "a purge needs a filter or --all");
+    let dry = json(
+        &ebctl(Some(&s), Some(ADMIN), &["-o", "json", "dlq", "purge", "--all", "--dry-run"]).await,
+    );
+    assert_eq!((dry["purged"].as_u64(), dry["dry_run"].as_bool()), (Some(3), Some(true)));
+
+    // Replay one by id (edited), then the rest in bulk.
+    let first = s.bus.dead_letters().await.unwrap()[0].message.id.clone();
+    let one = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "dlq", "replay", &first, "--payload", "edited", "--to-topic", "jobs"],
+        )
+        .await,
+    );
+    assert_eq!(one["edited"], true);
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    assert!(probe.payloads().iter().any(|(t, p)| t == "jobs" && p == b"edited"));
+    let bulk = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "dlq", "replay", "--topic", "bad", "--yes"],
+        )
+        .await,
+    );
+    assert_eq!((bulk["matched"].as_u64(), bulk["replayed"].as_u64()), (Some(2), Some(2)));
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+
+    let purged = ebctl(Some(&s), Some(ADMIN), &["dlq", "purge", "--topic", "bad", "--yes"]).await;
+    assert_eq!(code(&purged), 0, "{}", stderr(&purged));
+    assert_eq!(stdout(&purged).trim(), "purged 2 dead letters");
+    assert!(s.bus.dead_letters().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_failed_bulk_replay_exits_3() {
+    // A letter addressed to a worker that is then removed cannot be replayed.
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("bad", "bad", dead).workers(2)]).await;
+    s.bus
+        .send("bad", EMessage::standard("bad", b"a".to_vec()).with_to_worker("bad-1"))
+        .await
+        .unwrap();
+    s.bus.send("bad", b"b".to_vec()).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    s.bus.remove_worker("bad-1").await.unwrap();
+    let out = ebctl(Some(&s), Some(ADMIN), &["-o", "json", "dlq", "replay", "--all", "--yes"]).await;
+    assert_eq!(code(&out), 3, "stdout {} stderr {}", stdout(&out), stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["replayed"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(1)));
+    assert!(stderr(&out).contains("bad-1"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_connection_and_shutdown_exit_codes() {
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let none = ebctl(Some(&s), None, &["status"]).await;
+    assert_eq!(code(&none), 77, "{}", stderr(&none));
+    assert!(stderr(&none).contains("token"));
+    let wrong = ebctl(Some(&s), Some("wrong"), &["status"]).await;
+    assert_eq!(code(&wrong), 77);
+    let read_on_admin = ebctl(Some(&s), Some(READ), &["publish", "jobs", "--data", "x"]).await;
+    assert_eq!(code(&read_on_admin), 77, "PERMISSION_DENIED");
+    // Flags win over the environment.
+    let flag = ebctl(Some(&s), Some("wrong"), &["--token", READ, "status"]).await;
+    assert_eq!(code(&flag), 0, "{}", stderr(&flag));
+
+    let dead_addr = ebctl(None, None, &["--addr", "http://127.0.0.1:1", "status"]).await;
+    assert_eq!(code(&dead_addr), 69, "{}", stderr(&dead_addr));
+    let bad_addr = ebctl(None, None, &["--addr", "http://bad addr", "status"]).await;
+    assert_eq!(code(&bad_addr), 78, "{}", stderr(&bad_addr));
+
+    let unconfirmed = ebctl(Some(&s), Some(ADMIN), &["shutdown", "drain"]).await;
+    assert_eq!(code(&unconfirmed), 1);
+    assert!(s.bus.is_accepting());
+    let report = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "shutdown", "drain", "--timeout", "5s", "--yes"],
+        )
+        .await,
+    );
+    assert_eq!(report["strategy"], "drain");
+    assert!(!s.bus.is_accepting());
+    let after = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs", "--data", "late"]).await;
+    assert_eq!(code(&after), 69, "UNAVAILABLE after shutdown: {}", stderr(&after));
+}
+
+#[tokio::test]
+async fn completions_and_help() {
+    let bash = ebctl(None, None, &["completions", "bash"]).await;
+    assert_eq!(code(&bash), 0);
+    assert!(stdout(&bash).contains("ebctl"));
+    let help = ebctl(None, None, &["--help"]).await;
+    assert!(stdout(&help).contains("Exit codes:"));
+    assert!(stdout(&help).contains("77"));
+}
