@@ -83,7 +83,8 @@ impl Tokens {
     /// time, so the time taken does not tell which one nearly matched.
     pub fn scope_of(&self, token: &[u8]) -> Option<Scope> {
         let matches = |t: &Option<Arc<[u8]>>| -> bool {
-            t.as_ref().is_some_and(|t| bool::from(t.as_ref().ct_eq(token)))
+            t.as_ref()
+                .is_some_and(|t| bool::from(t.as_ref().ct_eq(token)))
         };
         let admin = matches(&self.admin);
         let read = matches(&self.read);

@@ -78,7 +78,11 @@ pub struct BearerToken(Option<MetadataValue<Ascii>>);
 
 impl std::fmt::Debug for BearerToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "BearerToken(<set>)" } else { "BearerToken(none)" })
+        f.write_str(if self.0.is_some() {
+            "BearerToken(<set>)"
+        } else {
+            "BearerToken(none)"
+        })
     }
 }
 
@@ -99,7 +103,9 @@ impl BearerToken {
 impl tonic::service::Interceptor for BearerToken {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         if let Some(value) = &self.0 {
-            request.metadata_mut().insert("authorization", value.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
         }
         Ok(request)
     }
@@ -117,12 +123,11 @@ pub(crate) fn with_scheme(addr: &str) -> String {
 /// The endpoint `options` describe.
 pub fn endpoint(options: &ClientOptions) -> Result<Endpoint, GrpcError> {
     let addr = with_scheme(&options.addr);
-    let mut endpoint = Endpoint::from_shared(addr.clone()).map_err(|e| {
-        GrpcError::InvalidAddress {
+    let mut endpoint =
+        Endpoint::from_shared(addr.clone()).map_err(|e| GrpcError::InvalidAddress {
             addr: options.addr.clone(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     endpoint = endpoint.connect_timeout(options.connect_timeout);
     if let Some(t) = options.timeout {
         endpoint = endpoint.timeout(t);

@@ -261,7 +261,10 @@ pub(crate) fn dead_letter(d: &DeadLetterMessage, cut: PayloadCut) -> pb::DeadLet
 pub(crate) fn audit_record(r: &AuditRecord) -> pb::AuditRecord {
     let (event, duration_, retry_after, reason) = match &r.event {
         AuditEvent::Started => (pb::AuditEventKind::Started, None, None, String::new()),
-        AuditEvent::Finished { outcome, duration: d } => match outcome {
+        AuditEvent::Finished {
+            outcome,
+            duration: d,
+        } => match outcome {
             AuditOutcome::Acked => (
                 pb::AuditEventKind::Acked,
                 Some(duration(*d)),
@@ -359,7 +362,11 @@ pub(crate) fn shutdown_strategy(
             }
             ShutdownStrategy::Graceful {
                 worker_name: g.worker_name.clone(),
-                poll_interval: duration_or(g.poll_interval.as_ref(), "graceful.poll_interval", POLL)?,
+                poll_interval: duration_or(
+                    g.poll_interval.as_ref(),
+                    "graceful.poll_interval",
+                    POLL,
+                )?,
             }
         }
         S::StateBasedIdle(_) => ShutdownStrategy::StateBasedIdle,

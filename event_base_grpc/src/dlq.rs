@@ -98,7 +98,7 @@ impl Filter {
     /// Whether `d` passes every condition.
     pub(crate) fn matches(&self, d: &DeadLetterMessage) -> bool {
         let m = &d.message;
-        (self.ids.is_empty() || self.ids.iter().any(|id| *id == m.id))
+        (self.ids.is_empty() || self.ids.contains(&m.id))
             && (self.topics.is_empty() || self.topics.iter().any(|t| m.topic == t.as_str()))
             && m.topic.as_str().starts_with(&self.topic_prefix)
             && (self.reasons.is_empty()
@@ -174,7 +174,7 @@ fn parse_page_token(token: &str) -> Result<(u128, String), Status> {
              previous page unchanged, or leave it empty for the first page",
         )
     };
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes: Vec<u8> = (0..token.len())
@@ -330,7 +330,7 @@ pub(crate) async fn replay_one(bus: &EventBus, id: &str, edit: Edit) -> Result<M
     let mut fresh = EMessage::new(
         topic.as_str(),
         payload,
-        old.delivery_mode.clone(),
+        old.delivery_mode,
         old.to_worker.clone(),
     )
     .with_causation_id(old.id.clone());

@@ -18,7 +18,9 @@ pub enum GrpcError {
     #[error("gRPC transport error: {0}")]
     Transport(#[source] tonic::transport::Error),
     /// The reflection service could not be built from the descriptor sets.
-    #[error("could not build the reflection service: {0}; serve without it with `.reflection(false)`")]
+    #[error(
+        "could not build the reflection service: {0}; serve without it with `.reflection(false)`"
+    )]
     Reflection(String),
     /// The server's task ended abnormally (it panicked or was aborted).
     #[error("the gRPC server task failed: {0}")]
@@ -32,7 +34,9 @@ pub enum GrpcError {
         reason: String,
     },
     /// A token that cannot be sent in a header (it has non-visible-ASCII characters).
-    #[error("the token cannot be sent as an HTTP header value (use visible ASCII characters only)")]
+    #[error(
+        "the token cannot be sent as an HTTP header value (use visible ASCII characters only)"
+    )]
     InvalidToken,
     /// The client could not reach the server.
     #[error("could not connect to {addr}: {source}; is the server running and listening there?")]

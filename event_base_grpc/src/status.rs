@@ -86,7 +86,10 @@ mod tests {
             (CoreError::NotStarted, Code::Unavailable),
             (CoreError::AlreadyStarted, Code::FailedPrecondition),
             (CoreError::SystemShutdown, Code::Unavailable),
-            (CoreError::NoHandler { topic: "t".into() }, Code::FailedPrecondition),
+            (
+                CoreError::NoHandler { topic: "t".into() },
+                Code::FailedPrecondition,
+            ),
             (
                 CoreError::UnknownWorker {
                     topic: "t".into(),
@@ -101,8 +104,14 @@ mod tests {
                 },
                 Code::InvalidArgument,
             ),
-            (CoreError::ReservedTopic("_system.x".into()), Code::InvalidArgument),
-            (CoreError::QueueFull { topic: "t".into() }, Code::ResourceExhausted),
+            (
+                CoreError::ReservedTopic("_system.x".into()),
+                Code::InvalidArgument,
+            ),
+            (
+                CoreError::QueueFull { topic: "t".into() },
+                Code::ResourceExhausted,
+            ),
             (
                 CoreError::IdleTimeout {
                     in_flight: 1,
@@ -142,8 +151,14 @@ mod tests {
                 }),
                 Code::Internal,
             ),
-            (CoreError::Queue(QueueError::Full("t".into())), Code::ResourceExhausted),
-            (CoreError::Queue(QueueError::Closed("t".into())), Code::Unavailable),
+            (
+                CoreError::Queue(QueueError::Full("t".into())),
+                Code::ResourceExhausted,
+            ),
+            (
+                CoreError::Queue(QueueError::Closed("t".into())),
+                Code::Unavailable,
+            ),
             (CoreError::Internal("boom".into()), Code::Internal),
         ];
         for (error, code) in cases {

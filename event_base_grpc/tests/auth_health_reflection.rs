@@ -2,6 +2,9 @@
 //! RPC: PERMISSION_DENIED); health works without a token and turns NOT_SERVING when a shutdown
 //! begins; reflection (v1 and v1alpha, gated) lists the admin and health services.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{ack, start, Probe, ADMIN, READ};
@@ -16,14 +19,32 @@ async fn codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
         r.map_or_else(|e| e.code(), |_| Code::Ok)
     }
     vec![
-        ("GetStatus", code(c.get_status(pb::GetStatusRequest {}).await)),
-        ("ListTopics", code(c.list_topics(pb::ListTopicsRequest::default()).await)),
-        ("ListWorkers", code(c.list_workers(pb::ListWorkersRequest::default()).await)),
-        ("GetMetrics", code(c.get_metrics(pb::GetMetricsRequest::default()).await)),
-        ("GetWalStats", code(c.get_wal_stats(pb::GetWalStatsRequest {}).await)),
+        (
+            "GetStatus",
+            code(c.get_status(pb::GetStatusRequest {}).await),
+        ),
+        (
+            "ListTopics",
+            code(c.list_topics(pb::ListTopicsRequest::default()).await),
+        ),
+        (
+            "ListWorkers",
+            code(c.list_workers(pb::ListWorkersRequest::default()).await),
+        ),
+        (
+            "GetMetrics",
+            code(c.get_metrics(pb::GetMetricsRequest::default()).await),
+        ),
+        (
+            "GetWalStats",
+            code(c.get_wal_stats(pb::GetWalStatsRequest {}).await),
+        ),
         (
             "ListDeadLetters",
-            code(c.list_dead_letters(pb::ListDeadLettersRequest::default()).await),
+            code(
+                c.list_dead_letters(pb::ListDeadLettersRequest::default())
+                    .await,
+            ),
         ),
         (
             "GetMessageAudit",
@@ -37,29 +58,47 @@ async fn codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
         ("Watch", code(c.watch(pb::WatchRequest::default()).await)),
         // Admin RPCs, with requests that would be refused for their content if allowed: the
         // scope is checked first.
-        ("Publish", code(c.publish(pb::PublishRequest::default()).await)),
+        (
+            "Publish",
+            code(c.publish(pb::PublishRequest::default()).await),
+        ),
         (
             "PublishBatch",
             code(c.publish_batch(pb::PublishBatchRequest::default()).await),
         ),
         (
             "ReplayDeadLetter",
-            code(c.replay_dead_letter(pb::ReplayDeadLetterRequest::default()).await),
+            code(
+                c.replay_dead_letter(pb::ReplayDeadLetterRequest::default())
+                    .await,
+            ),
         ),
         (
             "ReplayDeadLetters",
-            code(c.replay_dead_letters(pb::ReplayDeadLettersRequest::default()).await),
+            code(
+                c.replay_dead_letters(pb::ReplayDeadLettersRequest::default())
+                    .await,
+            ),
         ),
         (
             "PurgeDeadLetters",
-            code(c.purge_dead_letters(pb::PurgeDeadLettersRequest::default()).await),
+            code(
+                c.purge_dead_letters(pb::PurgeDeadLettersRequest::default())
+                    .await,
+            ),
         ),
-        ("AddWorkers", code(c.add_workers(pb::AddWorkersRequest::default()).await)),
+        (
+            "AddWorkers",
+            code(c.add_workers(pb::AddWorkersRequest::default()).await),
+        ),
         (
             "RemoveWorker",
             code(c.remove_worker(pb::RemoveWorkerRequest::default()).await),
         ),
-        ("Shutdown", code(c.shutdown(pb::ShutdownRequest::default()).await)),
+        (
+            "Shutdown",
+            code(c.shutdown(pb::ShutdownRequest::default()).await),
+        ),
     ]
 }
 
@@ -99,7 +138,10 @@ async fn tokens_and_scopes_gate_every_rpc() {
             "{rpc} with the admin token: {code:?}"
         );
     }
-    assert!(s.bus.is_accepting(), "the empty Shutdown request stopped nothing");
+    assert!(
+        s.bus.is_accepting(),
+        "the empty Shutdown request stopped nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,8 +237,14 @@ async fn reflection_lists_the_services_and_is_gated() {
         panic!("expected a service list, got {listed:?}");
     };
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    assert!(names.contains(&event_base_grpc::SERVICE_NAME.to_owned()), "{names:?}");
-    assert!(names.contains(&"grpc.health.v1.Health".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&event_base_grpc::SERVICE_NAME.to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
+    );
 
     let file = ask(
         Some(READ),

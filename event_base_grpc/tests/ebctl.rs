@@ -2,6 +2,9 @@
 //! form, with its exit codes (0, 1, 2, 3, 65, 69, 77), the environment variables, and `--yes`
 //! off a terminal.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::process::Output;
@@ -62,7 +65,11 @@ async fn read_commands_in_table_and_json() {
     assert_eq!(status["accepting"], true);
     let table = ebctl(Some(&s), Some(READ), &["status"]).await;
     assert_eq!(code(&table), 0);
-    assert!(stdout(&table).contains("dead letters  1"), "{}", stdout(&table));
+    assert!(
+        stdout(&table).contains("dead letters  1"),
+        "{}",
+        stdout(&table)
+    );
 
     let topics = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "topics"]).await);
     let names: Vec<&str> = topics
@@ -78,12 +85,24 @@ async fn read_commands_in_table_and_json() {
     assert!(table.lines().any(|l| l.starts_with("orders")), "{table}");
 
     let workers = json(
-        &ebctl(Some(&s), Some(READ), &["-o", "json", "workers", "--topic", "orders"]).await,
+        &ebctl(
+            Some(&s),
+            Some(READ),
+            &["-o", "json", "workers", "--topic", "orders"],
+        )
+        .await,
     );
     assert_eq!(workers.as_array().unwrap().len(), 2);
     assert_eq!(workers[0]["status"], "idle");
 
-    let metrics = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "metrics", "--topic", "bad"]).await);
+    let metrics = json(
+        &ebctl(
+            Some(&s),
+            Some(READ),
+            &["-o", "json", "metrics", "--topic", "bad"],
+        )
+        .await,
+    );
     assert_eq!(
         metrics["topics"]["bad"]["dead"],
         s.bus.metrics().topic("bad").unwrap().dead
@@ -93,11 +112,21 @@ async fn read_commands_in_table_and_json() {
 
     let list = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "dlq", "list"]).await);
     assert_eq!(list["total_size"], 1);
-    let dead_id = list["dead_letters"][0]["message"]["id"].as_str().unwrap().to_owned();
+    let dead_id = list["dead_letters"][0]["message"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(list["dead_letters"][0]["message"]["payload"], "broken");
     let table = stdout(&ebctl(Some(&s), Some(READ), &["dlq", "list", "--topic", "bad"]).await);
     assert!(table.contains("showing 1 of 1 matching"), "{table}");
-    let shown = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "dlq", "show", &dead_id]).await);
+    let shown = json(
+        &ebctl(
+            Some(&s),
+            Some(READ),
+            &["-o", "json", "dlq", "show", &dead_id],
+        )
+        .await,
+    );
     assert_eq!(shown["reason"], "explicit");
     let missing = ebctl(Some(&s), Some(READ), &["dlq", "show", "nope"]).await;
     assert_eq!(code(&missing), 65, "NOT_FOUND: {}", stderr(&missing));
@@ -114,7 +143,7 @@ async fn read_commands_in_table_and_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn publish_replay_purge_and_their_confirmations() {
+async fn publish_in_each_mode() {
     let probe = Probe::new();
     let s = start(vec![
         probe.handler("jobs", "jobs", ack).workers(2),
@@ -125,14 +154,27 @@ async fn publish_replay_purge_and_their_confirmations() {
         &ebctl(
             Some(&s),
             Some(ADMIN),
-            &["-o", "json", "publish", "jobs", "--data", "hello", "--broadcast"],
+            &[
+                "-o",
+                "json",
+                "publish",
+                "jobs",
+                "--data",
+                "hello",
+                "--broadcast",
+            ],
         )
         .await,
     );
     assert!(sent["message_id"].as_str().is_some());
     s.bus.wait_idle(common::WAIT).await.unwrap();
     assert_eq!(probe.count(), 2, "broadcast to both workers");
-    let table = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs", "--data", "x", "--repeat", "3"]).await;
+    let table = ebctl(
+        Some(&s),
+        Some(ADMIN),
+        &["publish", "jobs", "--data", "x", "--repeat", "3"],
+    )
+    .await;
     assert_eq!(code(&table), 0, "{}", stderr(&table));
     assert!(stdout(&table).starts_with("sent "));
     s.bus.wait_idle(common::WAIT).await.unwrap();
@@ -141,7 +183,16 @@ async fn publish_replay_purge_and_their_confirmations() {
     assert_eq!(code(&unknown), 65, "FAILED_PRECONDITION");
     let usage = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs"]).await;
     assert_eq!(code(&usage), 2, "no payload flag is a usage error");
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_and_purge_with_their_confirmations() {
+    let probe = Probe::new();
+    let s = start(vec![
+        probe.handler("jobs", "jobs", ack),
+        probe.handler("bad", "bad", dead),
+    ])
+    .await;
     for i in 0..3u8 {
         s.bus.send("bad", vec![b'0' + i]).await.unwrap();
     }
@@ -154,9 +205,17 @@ async fn publish_replay_purge_and_their_confirmations() {
     let no_scope = ebctl(Some(&s), Some(ADMIN), &["dlq", "purge", "--yes"]).await;
     assert_eq!(code(&no_scope), 2, "a purge needs a filter or --all");
     let dry = json(
-        &ebctl(Some(&s), Some(ADMIN), &["-o", "json", "dlq", "purge", "--all", "--dry-run"]).await,
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "dlq", "purge", "--all", "--dry-run"],
+        )
+        .await,
     );
-    assert_eq!((dry["purged"].as_u64(), dry["dry_run"].as_bool()), (Some(3), Some(true)));
+    assert_eq!(
+        (dry["purged"].as_u64(), dry["dry_run"].as_bool()),
+        (Some(3), Some(true))
+    );
 
     // Replay one by id (edited), then the rest in bulk.
     let first = s.bus.dead_letters().await.unwrap()[0].message.id.clone();
@@ -164,13 +223,26 @@ async fn publish_replay_purge_and_their_confirmations() {
         &ebctl(
             Some(&s),
             Some(ADMIN),
-            &["-o", "json", "dlq", "replay", &first, "--payload", "edited", "--to-topic", "jobs"],
+            &[
+                "-o",
+                "json",
+                "dlq",
+                "replay",
+                &first,
+                "--payload",
+                "edited",
+                "--to-topic",
+                "jobs",
+            ],
         )
         .await,
     );
     assert_eq!(one["edited"], true);
     s.bus.wait_idle(common::WAIT).await.unwrap();
-    assert!(probe.payloads().iter().any(|(t, p)| t == "jobs" && p == b"edited"));
+    assert!(probe
+        .payloads()
+        .iter()
+        .any(|(t, p)| t == "jobs" && p == b"edited"));
     let bulk = json(
         &ebctl(
             Some(&s),
@@ -179,10 +251,18 @@ async fn publish_replay_purge_and_their_confirmations() {
         )
         .await,
     );
-    assert_eq!((bulk["matched"].as_u64(), bulk["replayed"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (bulk["matched"].as_u64(), bulk["replayed"].as_u64()),
+        (Some(2), Some(2))
+    );
     s.bus.wait_idle(common::WAIT).await.unwrap();
 
-    let purged = ebctl(Some(&s), Some(ADMIN), &["dlq", "purge", "--topic", "bad", "--yes"]).await;
+    let purged = ebctl(
+        Some(&s),
+        Some(ADMIN),
+        &["dlq", "purge", "--topic", "bad", "--yes"],
+    )
+    .await;
     assert_eq!(code(&purged), 0, "{}", stderr(&purged));
     assert_eq!(stdout(&purged).trim(), "purged 2 dead letters");
     assert!(s.bus.dead_letters().await.unwrap().is_empty());
@@ -194,16 +274,33 @@ async fn a_partly_failed_bulk_replay_exits_3() {
     let probe = Probe::new();
     let s = start(vec![probe.handler("bad", "bad", dead).workers(2)]).await;
     s.bus
-        .send("bad", EMessage::standard("bad", b"a".to_vec()).with_to_worker("bad-1"))
+        .send(
+            "bad",
+            EMessage::standard("bad", b"a".to_vec()).with_to_worker("bad-1"),
+        )
         .await
         .unwrap();
     s.bus.send("bad", b"b".to_vec()).await.unwrap();
     s.bus.wait_idle(common::WAIT).await.unwrap();
     s.bus.remove_worker("bad-1").await.unwrap();
-    let out = ebctl(Some(&s), Some(ADMIN), &["-o", "json", "dlq", "replay", "--all", "--yes"]).await;
-    assert_eq!(code(&out), 3, "stdout {} stderr {}", stdout(&out), stderr(&out));
+    let out = ebctl(
+        Some(&s),
+        Some(ADMIN),
+        &["-o", "json", "dlq", "replay", "--all", "--yes"],
+    )
+    .await;
+    assert_eq!(
+        code(&out),
+        3,
+        "stdout {} stderr {}",
+        stdout(&out),
+        stderr(&out)
+    );
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((summary["replayed"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (summary["replayed"].as_u64(), summary["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
     assert!(stderr(&out).contains("bad-1"), "{}", stderr(&out));
 }
 
@@ -234,14 +331,32 @@ async fn auth_connection_and_shutdown_exit_codes() {
         &ebctl(
             Some(&s),
             Some(ADMIN),
-            &["-o", "json", "shutdown", "drain", "--timeout", "5s", "--yes"],
+            &[
+                "-o",
+                "json",
+                "shutdown",
+                "drain",
+                "--timeout",
+                "5s",
+                "--yes",
+            ],
         )
         .await,
     );
     assert_eq!(report["strategy"], "drain");
     assert!(!s.bus.is_accepting());
-    let after = ebctl(Some(&s), Some(ADMIN), &["publish", "jobs", "--data", "late"]).await;
-    assert_eq!(code(&after), 69, "UNAVAILABLE after shutdown: {}", stderr(&after));
+    let after = ebctl(
+        Some(&s),
+        Some(ADMIN),
+        &["publish", "jobs", "--data", "late"],
+    )
+    .await;
+    assert_eq!(
+        code(&after),
+        69,
+        "UNAVAILABLE after shutdown: {}",
+        stderr(&after)
+    );
 }
 
 #[tokio::test]

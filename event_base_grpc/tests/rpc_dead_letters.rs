@@ -3,6 +3,9 @@
 //! PurgeDeadLetters (empty filter refused, dry run, filtered), and the streaming
 //! ReplayDeadLetters (filter, rate limit, dry run, a dropped stream loses nothing).
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::HashSet;
@@ -96,7 +99,10 @@ async fn lists_filter_and_page_stably_while_purging() {
         .unwrap()
         .into_inner();
     assert_eq!(grep.total_size, 1);
-    assert_eq!(grep.dead_letters[0].message.as_ref().unwrap().topic, "worse");
+    assert_eq!(
+        grep.dead_letters[0].message.as_ref().unwrap().topic,
+        "worse"
+    );
 
     // Pages of 3 over `bad`, purging the first letter of each page before asking for the
     // next: every letter is seen once, none skipped.
@@ -219,7 +225,10 @@ async fn replay_plain_and_edited() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((plain.message_id.as_str(), plain.edited), (a.as_str(), false));
+    assert_eq!(
+        (plain.message_id.as_str(), plain.edited),
+        (a.as_str(), false)
+    );
     probe.wait_for(3).await;
     s.bus.wait_idle(common::WAIT).await.unwrap();
 
@@ -304,7 +313,11 @@ async fn purge_refuses_an_empty_filter_counts_dry_runs_and_purges_only_matches()
         .unwrap()
         .into_inner();
     assert_eq!((dry.purged, dry.ids.len(), dry.dry_run), (4, 4, true));
-    assert_eq!(s.bus.dead_letters().await.unwrap().len(), 5, "a dry run changes nothing");
+    assert_eq!(
+        s.bus.dead_letters().await.unwrap().len(),
+        5,
+        "a dry run changes nothing"
+    );
 
     let done = c
         .purge_dead_letters(pb::PurgeDeadLettersRequest {
@@ -381,8 +394,17 @@ async fn bulk_replay_touches_only_matches_and_dry_runs_change_nothing() {
     assert!(last.done);
     assert_eq!((last.matched, last.replayed, last.failed), (1, 1, 0));
     s.bus.wait_idle(common::WAIT).await.unwrap();
-    assert_eq!(probe.count(), before + 1, "only the `worse` letter was delivered again");
-    let topics: Vec<String> = probe.payloads().iter().skip(before).map(|p| p.0.clone()).collect();
+    assert_eq!(
+        probe.count(),
+        before + 1,
+        "only the `worse` letter was delivered again"
+    );
+    let topics: Vec<String> = probe
+        .payloads()
+        .iter()
+        .skip(before)
+        .map(|p| p.0.clone())
+        .collect();
     assert_eq!(topics, ["worse"]);
 }
 

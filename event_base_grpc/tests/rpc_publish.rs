@@ -1,6 +1,9 @@
 //! Publish and PublishBatch over gRPC: every delivery mode with its exact delivery count,
 //! to_worker, a future deliver_at, ids carried, try_send, and the codes of refused sends.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::{Duration, SystemTime};
@@ -79,7 +82,11 @@ async fn ids_worker_and_schedule_are_carried() {
     later.schedule = Some(pb::outgoing_message::Schedule::DeliverAt(at.into()));
     let before = probe.count();
     c.publish(publish("jobs", later)).await.unwrap();
-    assert_eq!(s.bus.metrics().node.waiting_on_timers, 1, "held for its time");
+    assert_eq!(
+        s.bus.metrics().node.waiting_on_timers,
+        1,
+        "held for its time"
+    );
     probe.wait_for(before + 1).await;
     assert!(SystemTime::now() >= at, "not delivered before deliver_at");
 
@@ -170,7 +177,11 @@ async fn a_batch_is_sent_whole_with_one_commit() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-    assert_eq!(probe.count(), 5, "nothing of the refused batch was delivered");
+    assert_eq!(
+        probe.count(),
+        5,
+        "nothing of the refused batch was delivered"
+    );
     let empty = c
         .publish_batch(pb::PublishBatchRequest {
             topic: "jobs".into(),

@@ -1,13 +1,16 @@
 //! The read RPCs over a real tonic client on loopback, each checked against the core API of
 //! the same bus: GetStatus, ListTopics, ListWorkers, GetMetrics, GetWalStats, GetMessageAudit.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{ack, dead, start, Probe};
 use event_base_grpc::pb;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_topics_workers_metrics_and_wal_match_the_bus() {
+/// A bus with `orders` (3 workers, 5 messages acked) and `bad` (1 dead letter), served.
+async fn seeded() -> common::Served {
     let probe = Probe::new();
     let s = start(vec![
         probe.handler("orders", "orders", ack).workers(3),
@@ -19,15 +22,28 @@ async fn status_topics_workers_metrics_and_wal_match_the_bus() {
     }
     s.bus.send("bad", b"x".to_vec()).await.unwrap();
     s.bus.wait_idle(common::WAIT).await.unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_topics_match_the_bus() {
+    let s = seeded().await;
     let mut c = s.admin().await;
 
-    let status = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let status = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     let m = s.bus.metrics();
     assert_eq!(status.node_name, s.bus.node_name());
     assert_eq!(status.bus_name, m.bus);
     assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
     assert!(status.accepting);
-    assert_eq!(status.topic_count, 2, "orders and bad; system topics are not counted");
+    assert_eq!(
+        status.topic_count, 2,
+        "orders and bad; system topics are not counted"
+    );
     assert_eq!(status.worker_count, m.node.workers);
     assert_eq!(status.dead_letter_count, 1);
     assert_eq!(status.in_flight, 0);
@@ -46,7 +62,10 @@ async fn status_topics_workers_metrics_and_wal_match_the_bus() {
     assert_eq!(orders.workers.len(), 3);
     let om = orders.metrics.unwrap();
     let core_orders = m.topic("orders").unwrap();
-    assert_eq!((om.sent, om.acked, om.handled), (core_orders.sent, core_orders.acked, 5));
+    assert_eq!(
+        (om.sent, om.acked, om.handled),
+        (core_orders.sent, core_orders.acked, 5)
+    );
 
     // With the system topics, paged two at a time: every page's names, in order, no repeats.
     let mut all = Vec::new();
@@ -72,6 +91,15 @@ async fn status_topics_workers_metrics_and_wal_match_the_bus() {
     want.sort();
     assert_eq!(all, want);
 
+    s.handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_metrics_and_wal_match_the_bus() {
+    let s = seeded().await;
+    let mut c = s.admin().await;
+    let m = s.bus.metrics();
+    let core_orders = m.topic("orders").unwrap();
     let workers = c
         .list_workers(pb::ListWorkersRequest {
             topic: "orders".into(),
@@ -127,7 +155,12 @@ async fn status_topics_workers_metrics_and_wal_match_the_bus() {
         .unwrap();
     let now = s.bus.wal_stats();
     assert_eq!(
-        (wal_stats.appended, wal_stats.completed, wal_stats.dead, wal_stats.live),
+        (
+            wal_stats.appended,
+            wal_stats.completed,
+            wal_stats.dead,
+            wal_stats.live
+        ),
         (now.appended, now.completed, now.dead, now.live)
     );
     s.handle.shutdown().await.unwrap();

@@ -1,6 +1,9 @@
 //! Shutdown over gRPC with each of the seven strategies returns the bus's report; afterwards
 //! reads still work and sends are UNAVAILABLE. AddWorkers and RemoveWorker scale a handler.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{ack, start, Probe};
@@ -35,11 +38,22 @@ async fn shut_down_with(strategy: Strategy, name: &str) {
     assert_eq!(report.strategy, name);
     // The report is the bus's own. (Its `left_for_replay` may count the watch feed's
     // worker announcements made as the workers left: system messages, not user work.)
-    assert_eq!(report.left_for_replay, s.bus.in_flight(), "{name}: {report:?}");
+    assert_eq!(
+        report.left_for_replay,
+        s.bus.in_flight(),
+        "{name}: {report:?}"
+    );
     assert_eq!(report.drained, report.left_for_replay == 0);
-    assert_eq!(s.bus.metrics().topic("jobs").unwrap().in_flight, 0, "{name}: the jobs were done");
+    assert_eq!(
+        s.bus.metrics().topic("jobs").unwrap().in_flight,
+        0,
+        "{name}: the jobs were done"
+    );
     let workers: Vec<&str> = report.workers.iter().map(|w| w.name.as_str()).collect();
-    assert!(workers.contains(&"jobs-0") && workers.contains(&"jobs-1"), "{workers:?}");
+    assert!(
+        workers.contains(&"jobs-0") && workers.contains(&"jobs-1"),
+        "{workers:?}"
+    );
     assert!(report
         .workers
         .iter()
@@ -49,7 +63,11 @@ async fn shut_down_with(strategy: Strategy, name: &str) {
     assert!(!s.bus.is_accepting());
 
     // Reads go on; sends are refused as the bus refuses them.
-    let status = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let status = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!status.accepting);
     let refused = c
         .publish(pb::PublishRequest {
@@ -60,7 +78,11 @@ async fn shut_down_with(strategy: Strategy, name: &str) {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{name}");
-    assert!(refused.message().contains("shutting down"), "{}", refused.message());
+    assert!(
+        refused.message().contains("shutting down"),
+        "{}",
+        refused.message()
+    );
     s.handle.shutdown().await.unwrap();
 }
 
@@ -116,7 +138,11 @@ async fn batched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain() {
-    shut_down_with(Strategy::Drain(pb::DrainStrategy { timeout: secs(5) }), "drain").await;
+    shut_down_with(
+        Strategy::Drain(pb::DrainStrategy { timeout: secs(5) }),
+        "drain",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +165,10 @@ async fn graceful_stops_one_worker_and_the_bus_runs_on() {
         .unwrap();
     assert_eq!(report.strategy, "graceful");
     assert_eq!(report.workers[0].name, "jobs-1");
-    assert_eq!(report.workers[0].outcome, pb::WorkerOutcome::Completed as i32);
+    assert_eq!(
+        report.workers[0].outcome,
+        pb::WorkerOutcome::Completed as i32
+    );
     assert!(s.bus.is_accepting());
     assert_eq!(s.bus.workers("jobs"), ["jobs-0"]);
 
@@ -154,7 +183,10 @@ async fn graceful_stops_one_worker_and_the_bus_runs_on() {
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::NotFound);
-    let unset = c.shutdown(pb::ShutdownRequest::default()).await.unwrap_err();
+    let unset = c
+        .shutdown(pb::ShutdownRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(unset.code(), tonic::Code::InvalidArgument);
     assert!(s.bus.is_accepting(), "refused requests stop nothing");
 }

@@ -1,6 +1,9 @@
 //! Watch streams dead-letter, worker and lifecycle events as they happen, in order; a
 //! watcher that reads too slowly gets a `lagged { skipped }` event and its stream goes on.
 
+// A test's unwrap is its assertion (as in event_base_test); helpers here too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{ack, dead, start, Probe};
@@ -35,7 +38,11 @@ async fn dead_letters_arrive_in_order_then_worker_and_lifecycle_events() {
     ])
     .await;
     let mut c = s.client(Some(common::READ)).await;
-    let mut events = c.watch(pb::WatchRequest::default()).await.unwrap().into_inner();
+    let mut events = c
+        .watch(pb::WatchRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
 
     let mut sent = Vec::new();
     for i in 0..5u8 {
@@ -139,7 +146,12 @@ async fn a_slow_reader_gets_lagged_and_goes_on() {
         .collect();
     s.bus.send_batch("bad", batch).await.unwrap();
     s.bus.wait_idle(common::WAIT).await.unwrap();
-    let marker = s.bus.send("bad", b"after".to_vec()).await.unwrap().to_string();
+    let marker = s
+        .bus
+        .send("bad", b"after".to_vec())
+        .await
+        .unwrap()
+        .to_string();
     s.bus.wait_idle(common::WAIT).await.unwrap();
 
     let mut skipped = 0;
@@ -174,7 +186,11 @@ async fn without_the_feed_handlers_watch_says_how_to_add_them() {
     let mut c = s.admin().await;
     let err = c.watch(pb::WatchRequest::default()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-    assert!(err.message().contains("WatchFeed::handlers"), "{}", err.message());
+    assert!(
+        err.message().contains("WatchFeed::handlers"),
+        "{}",
+        err.message()
+    );
     // Lifecycle events need no handler.
     let mut events = c
         .watch(kinds(&[pb::WatchEventKind::Lifecycle]))

@@ -92,7 +92,12 @@ impl AdminService for AdminApi {
         &self,
         req: Request<pb::GetDeadLetterRequest>,
     ) -> Result<Response<pb::GetDeadLetterResponse>, Status> {
-        rpc!(req, Scope::Read, "GetDeadLetter", self.dead_letter(&req).await)
+        rpc!(
+            req,
+            Scope::Read,
+            "GetDeadLetter",
+            self.dead_letter(&req).await
+        )
     }
 
     async fn get_message_audit(
@@ -122,14 +127,24 @@ impl AdminService for AdminApi {
         &self,
         req: Request<pb::PublishBatchRequest>,
     ) -> Result<Response<pb::PublishBatchResponse>, Status> {
-        rpc!(req, Scope::Admin, "PublishBatch", self.publish_many(req).await)
+        rpc!(
+            req,
+            Scope::Admin,
+            "PublishBatch",
+            self.publish_many(req).await
+        )
     }
 
     async fn replay_dead_letter(
         &self,
         req: Request<pb::ReplayDeadLetterRequest>,
     ) -> Result<Response<pb::ReplayDeadLetterResponse>, Status> {
-        rpc!(req, Scope::Admin, "ReplayDeadLetter", self.replay_single(req).await)
+        rpc!(
+            req,
+            Scope::Admin,
+            "ReplayDeadLetter",
+            self.replay_single(req).await
+        )
     }
 
     type ReplayDeadLettersStream = AnswerStream<pb::ReplayDeadLettersResponse>;
@@ -169,7 +184,12 @@ impl AdminService for AdminApi {
         &self,
         req: Request<pb::RemoveWorkerRequest>,
     ) -> Result<Response<pb::RemoveWorkerResponse>, Status> {
-        rpc!(req, Scope::Admin, "RemoveWorker", self.scale_down(&req).await)
+        rpc!(
+            req,
+            Scope::Admin,
+            "RemoveWorker",
+            self.scale_down(&req).await
+        )
     }
 
     async fn shutdown(

@@ -180,7 +180,8 @@ fn reflection() -> Result<
     ),
     GrpcError,
 > {
-    let reflection_error = |e: tonic_reflection::server::Error| GrpcError::Reflection(e.to_string());
+    let reflection_error =
+        |e: tonic_reflection::server::Error| GrpcError::Reflection(e.to_string());
     let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)

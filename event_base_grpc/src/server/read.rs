@@ -40,7 +40,10 @@ fn page<T>(items: Vec<T>, start: usize, size: usize) -> (Vec<T>, String, i32) {
     } else {
         String::new()
     };
-    let page = items.into_iter().skip(start).take(end.saturating_sub(start));
+    let page = items
+        .into_iter()
+        .skip(start)
+        .take(end.saturating_sub(start));
     (page.collect(), next, total)
 }
 
@@ -76,7 +79,10 @@ impl AdminApi {
         })
     }
 
-    pub(crate) fn topics(&self, req: &pb::ListTopicsRequest) -> Result<pb::ListTopicsResponse, Status> {
+    pub(crate) fn topics(
+        &self,
+        req: &pb::ListTopicsRequest,
+    ) -> Result<pb::ListTopicsResponse, Status> {
         let size = page_size(req.page_size, DEFAULT_LIST_PAGE, MAX_LIST_PAGE)?;
         let start = offset_of(&req.page_token)?;
         let metrics = self.bus.metrics();
@@ -184,7 +190,10 @@ impl AdminApi {
         })
     }
 
-    pub(crate) fn wal(&self, _req: &pb::GetWalStatsRequest) -> Result<pb::GetWalStatsResponse, Status> {
+    pub(crate) fn wal(
+        &self,
+        _req: &pb::GetWalStatsRequest,
+    ) -> Result<pb::GetWalStatsResponse, Status> {
         Ok(pb::GetWalStatsResponse {
             stats: Some(convert::wal_stats(&self.bus.wal_stats())),
         })
@@ -217,7 +226,9 @@ impl AdminApi {
         req: &pb::GetMessageAuditRequest,
     ) -> Result<pb::GetMessageAuditResponse, Status> {
         if req.message_id.is_empty() {
-            return Err(Status::invalid_argument("`message_id` is empty; give a message id"));
+            return Err(Status::invalid_argument(
+                "`message_id` is empty; give a message id",
+            ));
         }
         Ok(pb::GetMessageAuditResponse {
             records: self

@@ -131,7 +131,9 @@ impl WatchFeed {
                 &dead,
                 PayloadCut::Preview(EVENT_PREVIEW_BYTES),
             ))),
-            Err(e) => tracing::warn!(error = %e, "watch feed: a dead-letter announcement did not decode"),
+            Err(e) => {
+                tracing::warn!(error = %e, "watch feed: a dead-letter announcement did not decode")
+            }
         }
     }
 
@@ -150,7 +152,9 @@ impl WatchFeed {
                     worker: Some(convert::worker(&d.worker, None)),
                 }));
             }
-            Err(e) => tracing::warn!(error = %e, "watch feed: a worker announcement did not decode"),
+            Err(e) => {
+                tracing::warn!(error = %e, "watch feed: a worker announcement did not decode")
+            }
         }
     }
 
@@ -211,8 +215,7 @@ impl WatchSelection {
     fn wants(&self, event: &pb::WatchResponse) -> bool {
         match &event.event {
             Some(Event::DeadLetter(d)) => {
-                self.dead_letters
-                    && self.topic_ok(d.message.as_ref().map(|m| m.topic.as_str()))
+                self.dead_letters && self.topic_ok(d.message.as_ref().map(|m| m.topic.as_str()))
             }
             Some(Event::Worker(w)) => {
                 self.workers && self.topic_ok(w.worker.as_ref().map(|w| w.topic.as_str()))

@@ -25,9 +25,7 @@ struct BulkReplay {
 
 impl BulkReplay {
     /// The next progress message: one letter replayed, or the last (`done`).
-    async fn step(
-        mut self,
-    ) -> Option<(Result<pb::ReplayDeadLettersResponse, Status>, BulkReplay)> {
+    async fn step(mut self) -> Option<(Result<pb::ReplayDeadLettersResponse, Status>, BulkReplay)> {
         if self.finished || self.api.stop.is_cancelled() {
             return None;
         }
@@ -171,8 +169,8 @@ impl AdminApi {
         if req.limit > 0 {
             targets.truncate(req.limit as usize);
         }
-        let gap = (req.max_per_second > 0.0)
-            .then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
+        let gap =
+            (req.max_per_second > 0.0).then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
         let state = BulkReplay {
             api: self.clone(),
             progress: pb::ReplayDeadLettersResponse {
@@ -189,7 +187,10 @@ impl AdminApi {
         // Driven by the caller's reads: each step replays one letter. When the caller hangs
         // up, tonic drops the stream and the replay stops between letters (a replay is
         // cancel-safe: dropped mid-way, its letter stays a dead letter).
-        Ok(Box::pin(futures_util::stream::unfold(state, BulkReplay::step)))
+        Ok(Box::pin(futures_util::stream::unfold(
+            state,
+            BulkReplay::step,
+        )))
     }
 
     /// Replays one dead letter and counts it; returns the step's progress message.

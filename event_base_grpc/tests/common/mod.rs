@@ -30,7 +30,12 @@ impl Probe {
     }
 
     /// A handler on `topic` that records each delivery and answers `answer`.
-    pub fn handler(self: &Arc<Self>, name: &str, topic: &str, answer: fn(&EMessage) -> Ack) -> HandlerSpec {
+    pub fn handler(
+        self: &Arc<Self>,
+        name: &str,
+        topic: &str,
+        answer: fn(&EMessage) -> Ack,
+    ) -> HandlerSpec {
         let probe = self.clone();
         HandlerSpec::new(
             name,

@@ -24,7 +24,12 @@ Exit codes:
 #[command(name = "ebctl", version, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
     /// The server's address.
-    #[arg(long, global = true, env = "EBCTL_ADDR", default_value = "http://127.0.0.1:50051")]
+    #[arg(
+        long,
+        global = true,
+        env = "EBCTL_ADDR",
+        default_value = "http://127.0.0.1:50051"
+    )]
     pub(crate) addr: String,
     /// The bearer token (read or admin scope).
     #[arg(long, global = true, env = "EBCTL_TOKEN", hide_env_values = true)]

@@ -48,7 +48,10 @@ async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Fai
         (Some(t), _) => Some(t.clone()),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::Config(format!("cannot read the token file {}: {e}", path.display()))
+                Failure::Config(format!(
+                    "cannot read the token file {}: {e}",
+                    path.display()
+                ))
             })?;
             Some(text.lines().next().unwrap_or_default().trim().to_owned())
         }
@@ -136,13 +139,30 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
         ("node", s.node_name.clone()),
         ("bus", s.bus_name.clone()),
         ("version", s.version.clone()),
-        ("accepting", if s.accepting { "yes" } else { "no (shutting down)" }.to_owned()),
+        (
+            "accepting",
+            if s.accepting {
+                "yes"
+            } else {
+                "no (shutting down)"
+            }
+            .to_owned(),
+        ),
         ("uptime", output::duration_text(s.uptime.as_ref())),
-        ("in flight", format!("{} ({} on timers)", s.in_flight, s.waiting_on_timers)),
+        (
+            "in flight",
+            format!("{} ({} on timers)", s.in_flight, s.waiting_on_timers),
+        ),
         ("topics", s.topic_count.to_string()),
         ("workers", s.worker_count.to_string()),
         ("dead letters", s.dead_letter_count.to_string()),
-        ("wal", format!("{} live, {} appended, {} completed, {} bytes", w.live, w.appended, w.completed, w.disk_bytes)),
+        (
+            "wal",
+            format!(
+                "{} live, {} appended, {} completed, {} bytes",
+                w.live, w.appended, w.completed, w.disk_bytes
+            ),
+        ),
     ]);
     show(json, text)
 }
@@ -190,7 +210,16 @@ async fn topics(c: &mut AdminClient, system: bool) -> Result<Done, Failure> {
         })
         .collect();
     let text = table(
-        &["TOPIC", "WORKERS", "SENT", "ACKED", "RETRIED", "DEAD", "IN FLIGHT", "QUEUED"],
+        &[
+            "TOPIC",
+            "WORKERS",
+            "SENT",
+            "ACKED",
+            "RETRIED",
+            "DEAD",
+            "IN FLIGHT",
+            "QUEUED",
+        ],
         &rows,
     );
     show(json, text)
@@ -232,7 +261,13 @@ async fn workers(c: &mut AdminClient, list: &cli::WorkersList) -> Result<Done, F
             ]
         })
         .collect();
-    show(json, table(&["WORKER", "TOPIC", "STATUS", "PROCESSED", "CURRENT"], &rows))
+    show(
+        json,
+        table(
+            &["WORKER", "TOPIC", "STATUS", "PROCESSED", "CURRENT"],
+            &rows,
+        ),
+    )
 }
 
 async fn add_workers(c: &mut AdminClient, handler: &str, count: u32) -> Result<Done, Failure> {
@@ -297,7 +332,16 @@ async fn metrics(c: &mut AdminClient, topics: &[String], workers: bool) -> Resul
         })
         .collect();
     let mut text = table(
-        &["TOPIC", "SENT", "HANDLED", "ACKED", "RETRIED", "DEAD", "IN FLIGHT", "P99"],
+        &[
+            "TOPIC",
+            "SENT",
+            "HANDLED",
+            "ACKED",
+            "RETRIED",
+            "DEAD",
+            "IN FLIGHT",
+            "P99",
+        ],
         &rows,
     );
     if workers {
@@ -307,11 +351,20 @@ async fn metrics(c: &mut AdminClient, topics: &[String], workers: bool) -> Resul
             .iter()
             .map(|n| {
                 let w = m.workers[*n];
-                vec![(*n).clone(), w.handled.to_string(), w.acked.to_string(), w.retried.to_string(), w.dead.to_string()]
+                vec![
+                    (*n).clone(),
+                    w.handled.to_string(),
+                    w.acked.to_string(),
+                    w.retried.to_string(),
+                    w.dead.to_string(),
+                ]
             })
             .collect();
         text.push_str("\n\n");
-        text.push_str(&table(&["WORKER", "HANDLED", "ACKED", "RETRIED", "DEAD"], &rows));
+        text.push_str(&table(
+            &["WORKER", "HANDLED", "ACKED", "RETRIED", "DEAD"],
+            &rows,
+        ));
     }
     show(json, text)
 }
@@ -335,8 +388,7 @@ async fn wal(c: &mut AdminClient) -> Result<Done, Failure> {
 }
 
 fn read_file(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path)
-        .map_err(|e| Failure::Config(format!("cannot read {}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| Failure::Config(format!("cannot read {}: {e}", path.display())))
 }
 
 async fn publish(c: &mut AdminClient, p: &cli::Publish) -> Result<Done, Failure> {
@@ -424,8 +476,16 @@ pub(crate) fn filter(f: &FilterArgs) -> Result<Option<pb::DeadLetterFilter>, Fai
         topics: f.topics.clone(),
         topic_prefix: f.topic_prefix.clone().unwrap_or_default(),
         reasons,
-        died_after: f.since.as_deref().map(|s| point_in_time(s, "--since")).transpose()?,
-        died_before: f.until.as_deref().map(|s| point_in_time(s, "--until")).transpose()?,
+        died_after: f
+            .since
+            .as_deref()
+            .map(|s| point_in_time(s, "--since"))
+            .transpose()?,
+        died_before: f
+            .until
+            .as_deref()
+            .map(|s| point_in_time(s, "--until"))
+            .transpose()?,
         min_attempts: f.min_attempts.unwrap_or(0),
         payload_contains: f.grep.clone().unwrap_or_default().into_bytes().into(),
         correlation_id: f.correlation_id.clone().unwrap_or_default(),
@@ -495,7 +555,10 @@ async fn dlq(c: &mut AdminClient, action: &Dlq, format: Format) -> Result<Done, 
             let r = c.purge_dead_letters(req).await?.into_inner();
             let verb = if r.dry_run { "would purge" } else { "purged" };
             let text = format!("{verb} {} dead letters", r.purged);
-            show(json!({"purged": r.purged, "ids": r.ids, "dry_run": r.dry_run}), text)
+            show(
+                json!({"purged": r.purged, "ids": r.ids, "dry_run": r.dry_run}),
+                text,
+            )
         }
         Dlq::Tail { topics } => {
             let w = cli::Watch {
@@ -546,7 +609,10 @@ async fn dlq_list(
     let rows: Vec<Vec<String>> = letters.iter().map(output::dead_letter_row).collect();
     let text = format!(
         "{}\nshowing {} of {} matching",
-        table(&["ID", "TOPIC", "REASON", "ATTEMPTS", "DIED AT", "PAYLOAD"], &rows),
+        table(
+            &["ID", "TOPIC", "REASON", "ATTEMPTS", "DIED AT", "PAYLOAD"],
+            &rows
+        ),
         letters.len(),
         total
     );
@@ -578,7 +644,10 @@ async fn replay(c: &mut AdminClient, r: &cli::Replay, format: Format) -> Result<
         } else {
             format!("replayed {id}")
         };
-        return show(json!({"message_id": answer.message_id, "edited": answer.edited}), text);
+        return show(
+            json!({"message_id": answer.message_id, "edited": answer.edited}),
+            text,
+        );
     }
     let req = pb::ReplayDeadLettersRequest {
         filter: if r.all { None } else { filter(&r.filter)? },
@@ -598,7 +667,10 @@ async fn replay(c: &mut AdminClient, r: &cli::Replay, format: Format) -> Result<
     let text = if last.dry_run {
         format!("would replay {} dead letters", last.matched)
     } else {
-        format!("replayed {} of {} ({} failed)", last.replayed, last.matched, last.failed)
+        format!(
+            "replayed {} of {} ({} failed)",
+            last.replayed, last.matched, last.failed
+        )
     };
     if last.failed > 0 {
         print(format, &Shown { json, text });
@@ -690,32 +762,77 @@ async fn trace(c: &mut AdminClient, id: &str) -> Result<Done, Failure> {
             ]
         })
         .collect();
-    show(json, table(&["SEQ", "AT", "WORKER", "ATTEMPT", "EVENT", "REASON"], &rows))
+    show(
+        json,
+        table(
+            &["SEQ", "AT", "WORKER", "ATTEMPT", "EVENT", "REASON"],
+            &rows,
+        ),
+    )
 }
 
 fn duration(d: Duration) -> Option<prost_types::Duration> {
     prost_types::Duration::try_from(d).ok()
 }
 
-async fn shutdown(c: &mut AdminClient, strategy: &Strategy, yes: bool, reason: &str) -> Result<Done, Failure> {
+async fn shutdown(
+    c: &mut AdminClient,
+    strategy: &Strategy,
+    yes: bool,
+    reason: &str,
+) -> Result<Done, Failure> {
     use pb::shutdown_request::Strategy as S;
     let (what, s) = match strategy {
-        Strategy::TwoStage { force_timeout, poll_interval } => ("shut the bus down (two-stage)", S::TwoStage(pb::TwoStageStrategy {
-            poll_interval: duration(*poll_interval),
-            force_timeout: duration(*force_timeout),
-        })),
-        Strategy::Force => ("shut the bus down now (force)", S::Force(pb::ForceStrategy {})),
-        Strategy::Timeout { total } => ("shut the bus down (timeout)", S::Timeout(pb::TimeoutStrategy { total: duration(*total) })),
-        Strategy::Graceful { worker, poll_interval } => ("stop the worker", S::Graceful(pb::GracefulStrategy {
-            worker_name: worker.clone(),
-            poll_interval: duration(*poll_interval),
-        })),
-        Strategy::StateBasedIdle => ("shut the bus down (state-based idle)", S::StateBasedIdle(pb::StateBasedIdleStrategy {})),
-        Strategy::Batched { batch_size, interval } => ("shut the bus down (batched)", S::Batched(pb::BatchedStrategy {
-            batch_size: *batch_size,
-            interval: duration(*interval),
-        })),
-        Strategy::Drain { timeout } => ("shut the bus down (drain)", S::Drain(pb::DrainStrategy { timeout: duration(*timeout) })),
+        Strategy::TwoStage {
+            force_timeout,
+            poll_interval,
+        } => (
+            "shut the bus down (two-stage)",
+            S::TwoStage(pb::TwoStageStrategy {
+                poll_interval: duration(*poll_interval),
+                force_timeout: duration(*force_timeout),
+            }),
+        ),
+        Strategy::Force => (
+            "shut the bus down now (force)",
+            S::Force(pb::ForceStrategy {}),
+        ),
+        Strategy::Timeout { total } => (
+            "shut the bus down (timeout)",
+            S::Timeout(pb::TimeoutStrategy {
+                total: duration(*total),
+            }),
+        ),
+        Strategy::Graceful {
+            worker,
+            poll_interval,
+        } => (
+            "stop the worker",
+            S::Graceful(pb::GracefulStrategy {
+                worker_name: worker.clone(),
+                poll_interval: duration(*poll_interval),
+            }),
+        ),
+        Strategy::StateBasedIdle => (
+            "shut the bus down (state-based idle)",
+            S::StateBasedIdle(pb::StateBasedIdleStrategy {}),
+        ),
+        Strategy::Batched {
+            batch_size,
+            interval,
+        } => (
+            "shut the bus down (batched)",
+            S::Batched(pb::BatchedStrategy {
+                batch_size: *batch_size,
+                interval: duration(*interval),
+            }),
+        ),
+        Strategy::Drain { timeout } => (
+            "shut the bus down (drain)",
+            S::Drain(pb::DrainStrategy {
+                timeout: duration(*timeout),
+            }),
+        ),
     };
     confirm(what, yes)?;
     let report = c

@@ -53,7 +53,9 @@ pub(crate) fn pairs(items: &[(&str, String)]) -> String {
 
 pub(crate) fn time(t: Option<&prost_types::Timestamp>) -> Value {
     t.and_then(|t| SystemTime::try_from(*t).ok())
-        .map_or(Value::Null, |t| json!(humantime::format_rfc3339_millis(t).to_string()))
+        .map_or(Value::Null, |t| {
+            json!(humantime::format_rfc3339_millis(t).to_string())
+        })
 }
 
 pub(crate) fn time_text(t: Option<&prost_types::Timestamp>) -> String {
@@ -79,7 +81,10 @@ pub(crate) fn duration_text(d: Option<&prost_types::Duration>) -> String {
 pub(crate) fn payload(bytes: &[u8]) -> (&'static str, String) {
     match std::str::from_utf8(bytes) {
         Ok(text) => ("utf8", text.to_owned()),
-        Err(_) => ("base64", base64::engine::general_purpose::STANDARD.encode(bytes)),
+        Err(_) => (
+            "base64",
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+        ),
     }
 }
 
@@ -99,7 +104,9 @@ pub(crate) fn worker_status(s: i32) -> String {
 
 pub(crate) fn reason_kind(k: i32) -> String {
     enum_name(
-        pb::DeadReasonKind::try_from(k).ok().map(|k| k.as_str_name()),
+        pb::DeadReasonKind::try_from(k)
+            .ok()
+            .map(|k| k.as_str_name()),
         "DEAD_REASON_KIND_",
     )
 }
@@ -113,7 +120,9 @@ pub(crate) fn outcome(o: i32) -> String {
 
 pub(crate) fn audit_kind(k: i32) -> String {
     enum_name(
-        pb::AuditEventKind::try_from(k).ok().map(|k| k.as_str_name()),
+        pb::AuditEventKind::try_from(k)
+            .ok()
+            .map(|k| k.as_str_name()),
         "AUDIT_EVENT_KIND_",
     )
 }
@@ -194,7 +203,9 @@ pub(crate) fn dead_letter_row(d: &pb::DeadLetter) -> Vec<String> {
     vec![
         m.id,
         m.topic,
-        d.reason.as_ref().map_or_else(String::new, |r| r.description.clone()),
+        d.reason
+            .as_ref()
+            .map_or_else(String::new, |r| r.description.clone()),
         d.attempts.to_string(),
         time_text(d.died_at.as_ref()),
         text.replace('\n', "\\n"),
@@ -257,12 +268,17 @@ pub(crate) fn watch_event(e: &pb::WatchResponse) -> (Value, String) {
             let row = dead_letter_row(d);
             (
                 json!({"seq": e.seq, "at": at, "kind": "dead_letter", "dead_letter": dead_letter(d)}),
-                format!("{at_text}  dead letter  {} on {}: {} ({})", row[0], row[1], row[2], row[5]),
+                format!(
+                    "{at_text}  dead letter  {} on {}: {} ({})",
+                    row[0], row[1], row[2], row[5]
+                ),
             )
         }
         Some(Event::Worker(w)) => {
             let change = enum_name(
-                pb::WorkerChange::try_from(w.change).ok().map(|c| c.as_str_name()),
+                pb::WorkerChange::try_from(w.change)
+                    .ok()
+                    .map(|c| c.as_str_name()),
                 "WORKER_CHANGE_",
             );
             let name = w.worker.as_ref().map_or("", |w| w.name.as_str());
@@ -273,7 +289,9 @@ pub(crate) fn watch_event(e: &pb::WatchResponse) -> (Value, String) {
         }
         Some(Event::Lifecycle(l)) => {
             let stage = enum_name(
-                pb::LifecycleStage::try_from(l.stage).ok().map(|s| s.as_str_name()),
+                pb::LifecycleStage::try_from(l.stage)
+                    .ok()
+                    .map(|s| s.as_str_name()),
                 "LIFECYCLE_STAGE_",
             );
             (
@@ -283,8 +301,14 @@ pub(crate) fn watch_event(e: &pb::WatchResponse) -> (Value, String) {
         }
         Some(Event::Lagged(l)) => (
             json!({"seq": e.seq, "at": at, "kind": "lagged", "skipped": l.skipped}),
-            format!("{at_text}  lagged       {} events skipped (reading too slowly)", l.skipped),
+            format!(
+                "{at_text}  lagged       {} events skipped (reading too slowly)",
+                l.skipped
+            ),
         ),
-        None => (json!({"seq": e.seq, "at": at, "kind": "unknown"}), format!("{at_text}  (unknown event)")),
+        None => (
+            json!({"seq": e.seq, "at": at, "kind": "unknown"}),
+            format!("{at_text}  (unknown event)"),
+        ),
     }
 }
