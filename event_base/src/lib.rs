@@ -57,7 +57,7 @@
 //! | `persistent` | `PersistentWal`, `PersistentWalBuilder`, `RecoveryReport`, `SyncPolicy`: the file-backed, crash-safe WAL |
 //! | `middleware` | the `middleware` module: `LoggerMiddleware`, `MetricsMiddleware`, `RetryPolicyMiddleware`, `TimeoutMiddleware` (the `Middleware` trait itself is always there) |
 //! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
-//! | `gRPC` | the `grpc` module (`event_base_grpc`; a placeholder until the gRPC issue lands) |
+//! | `gRPC` | the `grpc` module (`event_base_grpc`): the gRPC management server (`GrpcServer`), its client, and the `ebctl` binary in that crate |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
 //! | `full` | all of the above |
@@ -145,8 +145,9 @@ pub mod audit {
     pub use event_base_audit::*;
 }
 
-/// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate, a placeholder with
-/// nothing public until its issue lands.
+/// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate. `GrpcServer`
+/// serves a bus (`event_base.admin.v1.AdminService`, health, reflection, bearer tokens);
+/// `client` connects to one. See the guide's gRPC page.
 #[cfg(feature = "gRPC")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gRPC")))]
 pub use event_base_grpc as grpc;
@@ -329,4 +330,7 @@ pub mod guide {
     #[cfg(feature = "persistent")]
     #[doc = include_str!("../guide/persistence.md")]
     pub mod persistence {}
+    #[cfg(feature = "gRPC")]
+    #[doc = include_str!("../guide/grpc.md")]
+    pub mod grpc {}
 }

@@ -5,7 +5,7 @@
 //! Authentication happens once per call, in an interceptor ([`Authenticator`]) in front of the
 //! admin and reflection services: a missing or unknown token is `UNAUTHENTICATED`. The scope
 //! found is put into the request's extensions, and each RPC checks it
-//! ([`require`]): a read token on an admin RPC is `PERMISSION_DENIED`. The health service is
+//! (`require`): a read token on an admin RPC is `PERMISSION_DENIED`. The health service is
 //! never gated.
 
 use std::sync::Arc;
