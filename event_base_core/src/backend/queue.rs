@@ -122,6 +122,20 @@ pub trait QueueFactory: Send + Sync + 'static {
     /// Creates the queue for `topic`.
     fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError>;
 
+    /// Creates the queue of one subscription: the handler called `handler` of `topic`. The
+    /// bus calls this once per handler of a topic (every handler receives a copy of every
+    /// message). Backends shared by several processes use the name to find the same queue
+    /// again in each of them (the Redis backend: the handler's stream and consumer group);
+    /// the default ignores it and calls [`create`](Self::create).
+    fn create_subscription(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<TopicQueue, QueueError> {
+        let _ = handler;
+        self.create(topic)
+    }
+
     /// A short name for logs (e.g. `"flume"`).
     fn name(&self) -> &'static str;
 }
@@ -129,6 +143,13 @@ pub trait QueueFactory: Send + Sync + 'static {
 impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
     fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
         (**self).create(topic)
+    }
+    fn create_subscription(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<TopicQueue, QueueError> {
+        (**self).create_subscription(topic, handler)
     }
     fn name(&self) -> &'static str {
         (**self).name()

@@ -37,7 +37,7 @@ pub(crate) fn topic_table(
     let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::with_capacity(specs.len());
     for spec in specs {
         let siblings = specs.iter().filter(|s| s.topic == spec.topic).count();
-        let q = queue.create(&spec.topic)?;
+        let q = queue.create_subscription(&spec.topic, &spec.name)?;
         let (work_tx, work_rx) = job_channel(batch_size.max(spec.workers));
         let entry = Arc::new(TopicEntry {
             topic: spec.topic.clone(),

@@ -13,9 +13,13 @@
 //! Who claims depends on the queue:
 //!
 //! - **Queues that need acknowledgement** (a Redis Streams consumer group): one router task per
-//!   topic claims up to `batch_size` messages at once (default 64), routes them, then acks the
-//!   batch in one call. When every worker is busy the shared work channel fills and the router
-//!   waits on it (an `await`, no spinning) until a worker takes the next job.
+//!   subscription claims up to `batch_size` messages at once (default 64) and routes them.
+//!   Each claimed entry travels with its deliveries (and their retries) as a claim ticket
+//!   (`job.rs`) and is acknowledged only when the handler's copy ends (acked or dead), by a
+//!   settler task that acks in batches what finished meanwhile: a process that dies
+//!   mid-message leaves its entries pending, for another consumer to claim. When every
+//!   worker is busy the shared work channel fills and the router waits on it (an `await`, no
+//!   spinning) until a worker takes the next job.
 //! - **In-memory queues** (no acknowledgement): there is no router task. Each idle worker
 //!   claims the next message itself and runs the routing above, keeping the message when it
 //!   is its own to handle. This saves a task hand-off per message, which on the memory path
@@ -28,9 +32,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::backend::queue::Claimed;
+use crate::backend::queue::{Claimed, EConsumer};
 use crate::bus::shared::BusShared;
-use crate::delivery::job::{DeliveryGroup, Job, Target};
+use crate::delivery::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
@@ -90,9 +94,17 @@ impl ConsumerRouter {
     }
 
     /// The router task, for queues that need acknowledgement. Runs until the queue closes or
-    /// the system stops.
+    /// the system stops. Claimed entries are acknowledged by a settler task of their own once
+    /// their handler's copy ends; that task outlives this one until the last ticket is
+    /// settled, so a stopping bus still acks what its workers finished.
     pub(crate) async fn run(self) {
         let consumer = self.entry.consumer.clone();
+        let (settle_tx, settle_rx) = flume::unbounded();
+        tokio::spawn(run_settler(
+            consumer.clone(),
+            settle_rx,
+            self.entry.topic.clone(),
+        ));
         let mut batch: Vec<Claimed> = Vec::with_capacity(self.batch_size);
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -106,13 +118,11 @@ impl ConsumerRouter {
                     continue;
                 }
             }
-            for claimed in &batch {
-                self.dispatch(claimed.message.clone(), None).await;
+            for claimed in batch.drain(..) {
+                let message = claimed.message.clone();
+                let ticket = ClaimTicket::new(claimed, settle_tx.clone());
+                self.dispatch(message, None, Some(ticket)).await;
             }
-            if let Err(e) = consumer.ack(&batch).await {
-                tracing::warn!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "ack failed; the entries will be claimed again and may be handled twice");
-            }
-            batch.clear();
         }
     }
 
@@ -129,6 +139,7 @@ impl ConsumerRouter {
             Ok(Job {
                 message,
                 group: None,
+                claim: None,
             })
         } else {
             Err(message)
@@ -137,11 +148,13 @@ impl ConsumerRouter {
 
     /// Routes one message. `claimer` is the index of the worker that claimed it (direct
     /// mode); the job that worker should handle itself is returned. Without a claimer every
-    /// job is pushed, waiting for room.
+    /// job is pushed, waiting for room. `claim`: the queue entry it came from, if the queue
+    /// needs acknowledgement; every job made of it carries it.
     pub(crate) async fn dispatch(
         &self,
         message: Arc<EMessage>,
         claimer: Option<usize>,
+        claim: Option<Arc<ClaimTicket>>,
     ) -> Option<Job> {
         let entry = &*self.entry;
         if message.topic != entry.topic {
@@ -152,19 +165,25 @@ impl ConsumerRouter {
             let job = Job {
                 message,
                 group: None,
+                claim,
             };
             self.shared.dead_letter(entry, &job, reason).await;
             return None;
         }
         if let Some(at) = message.deliver_at {
             if at > SystemTime::now() {
-                self.shared.scheduler.schedule(
-                    instant_for(at),
-                    Scheduled::Message {
+                let what = match claim {
+                    None => Scheduled::Message {
                         entry: self.entry.clone(),
                         message,
                     },
-                );
+                    Some(claim) => Scheduled::Claimed {
+                        entry: self.entry.clone(),
+                        message,
+                        claim,
+                    },
+                };
+                self.shared.scheduler.schedule(instant_for(at), what);
                 return None;
             }
         }
@@ -175,6 +194,7 @@ impl ConsumerRouter {
                 let job = Job {
                     message,
                     group: None,
+                    claim,
                 };
                 self.shared.dead_letter(entry, &job, reason).await;
                 return None;
@@ -185,24 +205,28 @@ impl ConsumerRouter {
                 DeliveryMode::Repeated(n) => n,
                 DeliveryMode::Standard | DeliveryMode::Broadcast => 1,
             };
-            self.repeat(message, times, Target::Worker(i), claimer, &mut local)
-                .await;
+            let to = (Target::Worker(i), claimer);
+            self.repeat(message, times, to, claim, &mut local).await;
             return local;
         }
         match message.delivery_mode {
             DeliveryMode::Standard => {
-                self.repeat(message, 1, Target::Any, claimer, &mut local)
-                    .await
+                let to = (Target::Any, claimer);
+                self.repeat(message, 1, to, claim, &mut local).await
             }
             DeliveryMode::Repeated(n) => {
-                self.repeat(message, n, Target::Any, claimer, &mut local)
-                    .await
+                let to = (Target::Any, claimer);
+                self.repeat(message, n, to, claim, &mut local).await
             }
             DeliveryMode::Broadcast => {
                 let audience = entry.running_workers();
                 if audience.is_empty() {
                     // Nobody left to hear it (the topic's workers were all stopped): keep it
-                    // in the WAL for the next start rather than call it delivered.
+                    // in the WAL (or pending in the queue) for the next start rather than
+                    // call it delivered.
+                    if let Some(t) = &claim {
+                        t.keep();
+                    }
                     return None;
                 }
                 let group = DeliveryGroup::new(audience.len() as u32);
@@ -210,6 +234,7 @@ impl ConsumerRouter {
                     let job = Job {
                         message: message.clone(),
                         group: Some(group.clone()),
+                        claim: claim.clone(),
                     };
                     self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
@@ -225,8 +250,8 @@ impl ConsumerRouter {
         &self,
         message: Arc<EMessage>,
         times: u32,
-        target: Target,
-        claimer: Option<usize>,
+        (target, claimer): (Target, Option<usize>),
+        claim: Option<Arc<ClaimTicket>>,
         local: &mut Option<Job>,
     ) {
         match times {
@@ -234,6 +259,7 @@ impl ConsumerRouter {
                 let job = Job {
                     message,
                     group: None,
+                    claim,
                 };
                 if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
                     self.shared.settle_dead(&self.entry, dead).await;
@@ -243,6 +269,7 @@ impl ConsumerRouter {
                 let job = Job {
                     message,
                     group: None,
+                    claim,
                 };
                 self.hand(job, target, claimer, local).await;
             }
@@ -252,6 +279,7 @@ impl ConsumerRouter {
                     let job = Job {
                         message: message.clone(),
                         group: Some(group.clone()),
+                        claim: claim.clone(),
                     };
                     self.hand(job, target, claimer, local).await;
                 }
@@ -276,6 +304,43 @@ impl ConsumerRouter {
                 }
             }
             None => self.entry.push(job, target).await,
+        }
+    }
+}
+
+/// Settles the claims of one subscription as their handlers' copies end: acks (and gives back
+/// dropped ones) in batches, as many as have ended since the last call. Ends when the router
+/// and every ticket are gone.
+async fn run_settler(
+    consumer: Arc<dyn EConsumer>,
+    settles: flume::Receiver<Settle>,
+    topic: MessageTopic,
+) {
+    const MAX: usize = 512;
+    let mut acks = Vec::new();
+    let mut nacks = Vec::new();
+    while let Ok(first) = settles.recv_async().await {
+        let mut next = Some(first);
+        while let Some(s) = next.take() {
+            match s {
+                Settle::Ack(c) => acks.push(c),
+                Settle::Nack(c) => nacks.push(c),
+            }
+            if acks.len() + nacks.len() < MAX {
+                next = settles.try_recv().ok();
+            }
+        }
+        if !acks.is_empty() {
+            if let Err(e) = consumer.ack(&acks).await {
+                tracing::warn!(target: crate::constant::target::QUEUE, %topic, error = %e, entries = acks.len(), "ack failed; the entries stay pending and will be claimed again, so they may be handled twice");
+            }
+            acks.clear();
+        }
+        if !nacks.is_empty() {
+            if let Err(e) = consumer.nack(&nacks).await {
+                tracing::warn!(target: crate::constant::target::QUEUE, %topic, error = %e, entries = nacks.len(), "could not give entries back; they stay pending until claimed as stale");
+            }
+            nacks.clear();
         }
     }
 }

@@ -1,8 +1,9 @@
-//! A unit of work handed from the router to a worker.
+//! A unit of work handed from the router to a worker, and the queue entry it came from.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::backend::queue::Claimed;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 
@@ -44,6 +45,72 @@ impl DeliveryGroup {
 pub(crate) struct Job {
     pub(crate) message: Arc<EMessage>,
     pub(crate) group: Option<Arc<DeliveryGroup>>,
+    /// The queue entry the delivery came from, when the queue needs acknowledgement: acked
+    /// when the handler's copy ends (all of a group's deliveries share it).
+    pub(crate) claim: Option<Arc<ClaimTicket>>,
+}
+
+/// What the settler of a subscription (`consumer_router.rs`, `run_settler`) does with a
+/// claimed entry.
+#[derive(Debug)]
+pub(crate) enum Settle {
+    /// The handler's copy ended (acked or dead-lettered): `EConsumer::ack`.
+    Ack(Claimed),
+    /// Dropped before its copy ended (shutdown, a lost hand-off): `EConsumer::nack`, so
+    /// another consumer takes it at once.
+    Nack(Claimed),
+}
+
+/// A claimed entry of a queue that needs acknowledgement, travelling with its deliveries
+/// (and their retries) until the handler's copy ends. Settled once: [`ack`](Self::ack) when
+/// the copy ends, [`keep`](Self::keep) to leave it pending with this consumer; dropped
+/// unsettled, it is given back (`nack`). Never acknowledged by being dropped: that would
+/// turn a lost hand-off into a lost message.
+#[derive(Debug)]
+pub(crate) struct ClaimTicket {
+    claimed: Claimed,
+    settler: flume::Sender<Settle>,
+    settled: AtomicBool,
+}
+
+impl ClaimTicket {
+    pub(crate) fn new(claimed: Claimed, settler: flume::Sender<Settle>) -> Arc<Self> {
+        Arc::new(ClaimTicket {
+            claimed,
+            settler,
+            settled: AtomicBool::new(false),
+        })
+    }
+
+    /// The handler's copy ended: acknowledge the entry (once, whoever calls).
+    pub(crate) fn ack(&self) {
+        if !self.settled.swap(true, Ordering::AcqRel) {
+            let _ = self.settler.send(Settle::Ack(self.claimed.clone()));
+        }
+    }
+
+    /// Leaves the entry pending with this consumer, neither acked nor given back (a
+    /// broadcast that found no running worker: it waits for the next start, as the WAL's
+    /// record does for in-memory queues).
+    pub(crate) fn keep(&self) {
+        self.settled.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for ClaimTicket {
+    fn drop(&mut self) {
+        if !*self.settled.get_mut() {
+            let _ = self.settler.send(Settle::Nack(self.claimed.clone()));
+        }
+    }
+}
+
+/// Acknowledges the entry of `job`'s handler copy, if it came from a queue that needs it.
+#[inline]
+pub(crate) fn ack_claim(job: &Job) {
+    if let Some(t) = &job.claim {
+        t.ack();
+    }
 }
 
 /// Which worker may take a job.

@@ -100,6 +100,7 @@ mod tests {
         Job {
             message: Arc::new(EMessage::standard("t", b"x".to_vec())),
             group: None,
+            claim: None,
         }
     }
 

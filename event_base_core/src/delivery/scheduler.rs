@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::backend::queue::TrySendError;
 use crate::bus::in_flight::InFlight;
-use crate::delivery::job::{Job, Target};
+use crate::delivery::job::{ClaimTicket, Job, Target};
 use crate::delivery::topic_table::TopicEntry;
 use crate::message::emessage::EMessage;
 
@@ -24,6 +24,15 @@ pub(crate) enum Scheduled {
     Message {
         entry: Arc<TopicEntry>,
         message: Arc<EMessage>,
+    },
+    /// A delayed message claimed early from a queue that needs acknowledgement (another
+    /// node's clock ran ahead): it goes back to its topic's queue, and the entry it was
+    /// claimed from is acked once it is there. Until then the entry stays pending, so a crash
+    /// meanwhile loses nothing.
+    Claimed {
+        entry: Arc<TopicEntry>,
+        message: Arc<EMessage>,
+        claim: Arc<ClaimTicket>,
     },
     /// A retry of one delivery: it goes straight to the workers.
     Job {
@@ -45,6 +54,26 @@ impl Scheduled {
                     });
                 }
             }
+            Scheduled::Claimed {
+                entry,
+                message,
+                claim,
+            } => match entry.producer.try_send(message) {
+                Ok(()) => claim.ack(),
+                Err(TrySendError::Full(message)) => {
+                    tokio::spawn(async move {
+                        match entry.producer.send(message).await {
+                            Ok(()) => claim.ack(),
+                            Err(e) => {
+                                tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "delayed message not enqueued; its entry is given back to the queue");
+                            }
+                        }
+                    });
+                }
+                Err(TrySendError::Failed(e)) => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "delayed message not enqueued; its entry is given back to the queue");
+                }
+            },
             Scheduled::Job { entry, job, target } => entry.push_detached(job, target),
         }
     }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
 use crate::delivery::fan_out::{CopyEnded, Failure};
-use crate::delivery::job::Job;
+use crate::delivery::job::{ack_claim, Job};
 use crate::delivery::topic_table::TopicEntry;
 use crate::message::ack::DeadReason;
 use crate::message::dead_letter::DeadLetterMessage;
@@ -48,6 +48,8 @@ impl BusShared {
                 group.failure().cloned()
             }
         };
+        // The handler's copy ended: its queue entry (if the queue needs acks) is done.
+        ack_claim(job);
         let Some(outcome) = self.copy_ended(entry, &job.message, failure) else {
             self.release_held(held);
             return None;
@@ -120,6 +122,9 @@ impl BusShared {
             }
             Some(Err(dead)) => self.settle_dead(entry, dead).await,
         }
+        // Acked after the dead letter is recorded, so a crash in between delivers it again
+        // rather than lose it.
+        ack_claim(job);
     }
 
     /// The message's dead letter: recorded `Failed` in the WAL, naming the handlers whose copy

@@ -238,7 +238,9 @@ impl Worker {
                         for c in claimed.drain(..) {
                             let job = match router.plain_job(c.message) {
                                 Ok(job) => Some(job),
-                                Err(message) => router.dispatch(message, Some(self.index)).await,
+                                Err(message) => {
+                                    router.dispatch(message, Some(self.index), None).await
+                                }
                             };
                             if let Some(job) = job {
                                 if !self.process(job).await {
@@ -275,7 +277,12 @@ impl Worker {
         let message = job.message.clone();
         match self.shared.wal.begin(&message.id) {
             Ok(true) => {}
-            Ok(false) => return true, // withdrawn by a refused send, or already finished
+            Ok(false) => {
+                // Withdrawn by a refused send, or already finished: nothing to deliver, and
+                // its queue entry (if the queue needs acks) is done too.
+                crate::delivery::job::ack_claim(&job);
+                return true;
+            }
             Err(e) => {
                 tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not mark message processing; delivering anyway");
             }
@@ -385,6 +392,7 @@ impl Worker {
         let job = Job {
             message: next,
             group: job.group,
+            claim: job.claim,
         };
         if delay.is_zero() {
             self.entry.push_detached(job, target);

@@ -172,6 +172,7 @@ pub(crate) async fn redeliver(
         crate::delivery::job::Job {
             message: next,
             group: job.group,
+            claim: job.claim,
         },
         Target::Any,
     );
