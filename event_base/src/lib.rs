@@ -57,6 +57,7 @@
 //! | `persistent` | `PersistentWal`, `PersistentWalBuilder`, `RecoveryReport`, `SyncPolicy`: the file-backed, crash-safe WAL |
 //! | `middleware` | the `middleware` module: `LoggerMiddleware`, `MetricsMiddleware`, `RetryPolicyMiddleware`, `TimeoutMiddleware` (the `Middleware` trait itself is always there) |
 //! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
+//! | `redis` | the `redis` module and `RedisQueueFactory`, `RedisWal`, `RedisError`: Redis Streams backends, so that many processes share one bus |
 //! | `gRPC` | the `grpc` module (`event_base_grpc`): the gRPC management server (`GrpcServer`), its client, and the `ebctl` binary in that crate |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
@@ -144,6 +145,18 @@ pub use event_base_middleware::{
 pub mod audit {
     pub use event_base_audit::*;
 }
+
+/// The Redis Streams backends (feature `redis`): many processes, on one machine or many,
+/// share one bus. See the `distributed` page of the guide.
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis {
+    pub use event_base_redis::*;
+}
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use event_base_redis::{RedisError, RedisQueueFactory, RedisWal};
 
 /// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate. `GrpcServer`
 /// serves a bus (`event_base.admin.v1.AdminService`, health, reflection, bearer tokens);

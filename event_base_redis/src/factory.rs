@@ -1,0 +1,228 @@
+//! [`RedisQueueFactory`]: the queue of each subscription as a Redis stream with a consumer
+//! group, and the settings they share.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base_core::backend::{QueueFactory, TopicQueue};
+use event_base_core::{MessageTopic, QueueError};
+use event_base_queue::FlumeQueueFactory;
+
+use crate::consumer::RedisConsumer;
+use crate::error::RedisError;
+use crate::keys::Keys;
+use crate::link::{Link, Timeouts};
+use crate::producer::RedisProducer;
+use crate::queue::SubQueue;
+use crate::reply;
+use crate::wal::RedisWal;
+
+/// Messages a subscription's stream holds before senders wait, unless set otherwise.
+pub const DEFAULT_BOUND: usize = 100_000;
+/// How long a claimed entry may go without its lease being renewed before another consumer
+/// may take it over, unless set otherwise.
+pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a claim waits in Redis (`XREADGROUP BLOCK`) before looking again.
+pub const DEFAULT_BLOCK: Duration = Duration::from_secs(2);
+/// The key prefix, unless set otherwise.
+pub const DEFAULT_PREFIX: &str = "eb";
+
+/// The settings of a [`RedisQueueFactory`] (and of the [`RedisWal`] over its keys).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) keys: Keys,
+    pub(crate) prefix: String,
+    pub(crate) bound: usize,
+    pub(crate) visibility: Duration,
+    pub(crate) block: Duration,
+}
+
+/// Queues on Redis Streams, shared by every process that connects to the same server and
+/// prefix: the distributed mode's queue backend.
+///
+/// Each subscription (a handler of a topic) has a stream, `<prefix>:{<topic>}:s:<handler>`,
+/// and a consumer group named after the handler. Every process running that handler reads
+/// through the same group, so its workers in all processes compete for the entries, and each
+/// entry is handled by one of them. An entry is deleted once its handler's copy has ended
+/// (acked or dead-lettered), so a stream holds only what is unfinished. A claimed entry
+/// whose consumer stops renewing its lease (the process died or hangs) for the
+/// [visibility timeout](Self::visibility_timeout) is taken over by another consumer
+/// (`XAUTOCLAIM`). Consumer names are unique per process start.
+///
+/// System topics (`_system.*`: shutdown, discovery, audit) stay in the process, on
+/// in-memory queues: a shutdown message stops the process it was sent in.
+///
+/// `create_subscription` does no I/O: each queue connects when first used, so a factory can
+/// be made outside a runtime with [`open`](Self::open). [`connect`](Self::connect) also
+/// checks the server first.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), event_base_core::CoreError> {
+/// use event_base_redis::{RedisQueueFactory, RedisWal};
+/// let queue = RedisQueueFactory::connect("redis://127.0.0.1:6379").await?;
+/// let bus = event_base_core::EventBus::builder()
+///     .wal(RedisWal::over(&queue))
+///     .queue(queue)
+///     .build()
+///     .await?;
+/// # drop(bus); Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisQueueFactory {
+    pub(crate) link: Link,
+    pub(crate) settings: Settings,
+    local: FlumeQueueFactory,
+    /// Unique per factory: consumer names are `<incarnation>-<n>`.
+    incarnation: Arc<str>,
+    consumers: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for RedisQueueFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisQueueFactory")
+            .field("addr", &self.link.addr())
+            .field("prefix", &self.settings.prefix)
+            .field("bound", &self.settings.bound)
+            .field("visibility_timeout", &self.settings.visibility)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisQueueFactory {
+    /// Connects to the Redis server at `url` (`redis://host:port/db`) and checks it: it must
+    /// answer, be Redis 7.0 or newer, and not evict keys (`maxmemory-policy noeviction`:
+    /// any other policy may silently drop a stream, and the messages in it).
+    pub async fn connect(url: &str) -> Result<RedisQueueFactory, RedisError> {
+        let factory = Self::open(url)?;
+        factory.check_server().await?;
+        Ok(factory)
+    }
+
+    /// A factory for the server at `url` that connects when first used, without checking
+    /// the server (see [`connect`](Self::connect)). Fails only on a malformed URL.
+    pub fn open(url: &str) -> Result<RedisQueueFactory, RedisError> {
+        let link = Link::open(
+            url,
+            Timeouts {
+                connect: Duration::from_secs(1),
+                response: Duration::from_secs(2),
+            },
+        )?;
+        let id = event_base_core::new_message_id();
+        let short: String = id.chars().filter(|c| *c != '-').take(12).collect();
+        Ok(RedisQueueFactory {
+            link,
+            settings: Settings {
+                keys: Keys::new(DEFAULT_PREFIX),
+                prefix: DEFAULT_PREFIX.to_owned(),
+                bound: DEFAULT_BOUND,
+                visibility: DEFAULT_VISIBILITY_TIMEOUT,
+                block: DEFAULT_BLOCK,
+            },
+            local: FlumeQueueFactory::default(),
+            incarnation: Arc::from(format!("{}-{short}", std::process::id())),
+            consumers: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Puts every key under `prefix` (default [`DEFAULT_PREFIX`]): buses with different
+    /// prefixes on one server share nothing.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        let prefix = prefix.into();
+        self.settings.keys = Keys::new(&prefix);
+        self.settings.prefix = prefix;
+        self
+    }
+
+    /// Entries a subscription's stream holds (unfinished: queued or being handled) before
+    /// `send` waits and `try_send` fails (default [`DEFAULT_BOUND`]; at least 1). The count
+    /// is this process's view, refreshed by every reply from Redis, so across processes it
+    /// is a soft limit.
+    pub fn bound(mut self, n: usize) -> Self {
+        self.settings.bound = n.max(1);
+        self
+    }
+
+    /// How long a claimed entry's lease lasts (default [`DEFAULT_VISIBILITY_TIMEOUT`]). A
+    /// consumer renews the leases of what it holds every third of it while its handlers run;
+    /// an entry whose lease ran out (its process died, or stopped for longer) is taken over
+    /// by the next consumer of the group that looks, which every consumer does every half of
+    /// it. So a dead process's entries are delivered again within about 1.5 times this.
+    pub fn visibility_timeout(mut self, d: Duration) -> Self {
+        self.settings.visibility = d.max(Duration::from_millis(100));
+        self
+    }
+
+    /// The longest one claim waits in Redis before looking again (default
+    /// [`DEFAULT_BLOCK`]).
+    pub fn block(mut self, d: Duration) -> Self {
+        self.settings.block = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The [`RedisWal`] over this factory's keys: dead letters in each topic's dead-letter
+    /// stream, written through the same connection, so a dead letter reaches Redis before
+    /// the ack of its entry.
+    pub fn wal(&self) -> RedisWal {
+        RedisWal::over(self)
+    }
+
+    /// Checks the server: reachable, Redis 7.0 or newer, `maxmemory-policy noeviction`.
+    pub async fn check_server(&self) -> Result<(), RedisError> {
+        let addr = self.link.addr().to_owned();
+        let mut info = redis::cmd("INFO");
+        info.arg("server").arg("memory");
+        let v = self.link.run("INFO", info).await?;
+        let text = reply::string("INFO", &v)?;
+        let version = reply::info_field(&text, "redis_version").unwrap_or_default();
+        let major: u32 = version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        if major < 7 {
+            return Err(RedisError::TooOld { addr, version });
+        }
+        let policy = reply::info_field(&text, "maxmemory_policy").unwrap_or_default();
+        if policy != "noeviction" {
+            return Err(RedisError::Evicting { addr, policy });
+        }
+        Ok(())
+    }
+
+    fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
+        let n = self.consumers.fetch_add(1, Ordering::Relaxed);
+        let q = SubQueue::new(self.link.clone(), &self.settings, topic, handler);
+        let name = format!("{}-{n}", self.incarnation);
+        TopicQueue {
+            producer: Arc::new(RedisProducer::new(q.clone())),
+            consumer: Arc::new(RedisConsumer::new(q, name)),
+        }
+    }
+}
+
+/// The handler name `create` (without one) uses: its queue is shared by every `create` of
+/// the topic on the same prefix.
+const NO_HANDLER: &str = "queue";
+
+impl QueueFactory for RedisQueueFactory {
+    fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
+        self.create_subscription(topic, NO_HANDLER)
+    }
+
+    fn create_subscription(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<TopicQueue, QueueError> {
+        if topic.is_system() {
+            return self.local.create(topic);
+        }
+        Ok(self.subscription(topic, handler))
+    }
+
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+}

@@ -1,0 +1,63 @@
+//! The key layout. Every key of a topic carries the topic as its hash tag (`{topic}`), so a
+//! topic's keys live in one Redis Cluster slot and each script touches one slot.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
+//! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
+//! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
+//! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
+
+/// Dead letters a topic keeps at most (about: trimmed with `MAXLEN ~`).
+pub const DLQ_MAX_LEN: usize = 10_000;
+
+/// Undecodable entries a topic keeps at most (about).
+pub(crate) const POISON_MAX_LEN: usize = 1_000;
+
+/// Names of the keys under one prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str) -> Self {
+        Keys {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The stream of one subscription (a handler of a topic).
+    pub(crate) fn stream(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:s:{}", self.prefix, topic, handler)
+    }
+
+    /// The topic's dead letters.
+    pub(crate) fn dlq(&self, topic: &str) -> String {
+        format!("{}:{{{}}}:dlq", self.prefix, topic)
+    }
+
+    /// Where entries that do not decode are moved.
+    pub(crate) fn poison(&self, topic: &str) -> String {
+        format!("{}:{{{}}}:poison", self.prefix, topic)
+    }
+
+    /// The set of topics with dead letters.
+    pub(crate) fn topics(&self) -> String {
+        format!("{}:topics", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_topic_has_the_topic_as_hash_tag() {
+        let k = Keys::new("eb");
+        assert_eq!(k.stream("orders", "ship"), "eb:{orders}:s:ship");
+        assert_eq!(k.dlq("orders"), "eb:{orders}:dlq");
+        assert_eq!(k.poison("orders"), "eb:{orders}:poison");
+        assert_eq!(k.topics(), "eb:topics");
+    }
+}

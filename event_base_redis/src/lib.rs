@@ -1,0 +1,59 @@
+//! Redis Streams backends for event_base: many processes, on one machine or many, share one
+//! bus.
+//!
+//! - [`RedisQueueFactory`]: each subscription (a handler of a topic) is a stream with a
+//!   consumer group named after the handler; the handler's workers in every process compete
+//!   for its entries. An entry is acknowledged (`XACK` + `XDEL`) only once its handler's copy
+//!   has ended; a process that dies mid-message leaves its entries pending, and another
+//!   consumer takes them over after the visibility timeout (`XAUTOCLAIM`).
+//! - [`RedisWal`]: the WAL as a façade over the same keys (the stream is the log), with dead
+//!   letters in a stream per topic.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), event_base_core::CoreError> {
+//! use event_base_redis::RedisQueueFactory;
+//! let queue = RedisQueueFactory::connect("redis://127.0.0.1:6379").await?;
+//! let bus = event_base_core::EventBus::builder()
+//!     .wal(queue.wal())
+//!     .queue(queue)
+//!     .build()
+//!     .await?;
+//! # drop(bus); Ok(()) }
+//! ```
+//!
+//! | file | holds |
+//! |---|---|
+//! | `factory.rs` | `RedisQueueFactory`: settings, server checks, a queue per subscription |
+//! | `queue.rs` | one subscription's stream as this process sees it (keys, count, closing) |
+//! | `producer.rs` | `XADD` of messages |
+//! | `consumer.rs` | claims, leases, takeover of stale entries, acks and nacks |
+//! | `scripts.rs` | the Lua scripts, one per state change, with owner checks |
+//! | `link.rs` | the writer connection (ordered, pipelined, reconnecting) and readers' connections |
+//! | `wal.rs` | `RedisWal` |
+//! | `keys.rs` | the key layout (hash-tagged by topic) |
+//! | `codec.rs`, `reply.rs` | entries to messages, replies to values, as typed errors |
+//! | `error.rs` | `RedisError` |
+//!
+//! Needs Redis 7.0 or newer with `maxmemory-policy noeviction`
+//! ([`RedisQueueFactory::connect`] checks both).
+
+#![deny(unsafe_code)]
+
+mod codec;
+mod consumer;
+mod error;
+mod factory;
+mod keys;
+mod link;
+mod producer;
+mod queue;
+mod reply;
+mod scripts;
+mod wal;
+
+pub use error::RedisError;
+pub use factory::{
+    RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_PREFIX, DEFAULT_VISIBILITY_TIMEOUT,
+};
+pub use keys::DLQ_MAX_LEN;
+pub use wal::RedisWal;

@@ -1,0 +1,121 @@
+//! [`SubQueue`]: one subscription's stream, as its producer and consumer in this process see
+//! it: the keys, the settings, this process's count of what the stream holds, and whether
+//! the producer side is closed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base_core::MessageTopic;
+use tokio::sync::{watch, Notify};
+
+use crate::error::RedisError;
+use crate::factory::Settings;
+use crate::link::Link;
+use crate::reply;
+
+/// One subscription's stream (see the module docs).
+pub(crate) struct SubQueue {
+    pub(crate) link: Link,
+    pub(crate) topic: MessageTopic,
+    /// The stream.
+    pub(crate) key: String,
+    /// The consumer group (the handler's name).
+    pub(crate) group: String,
+    /// Where undecodable entries go.
+    pub(crate) poison: String,
+    pub(crate) bound: usize,
+    pub(crate) visibility: Duration,
+    pub(crate) block: Duration,
+    /// Entries in the stream as last heard from Redis, plus this process's sends since.
+    len: AtomicUsize,
+    /// Woken when `len` drops (an ack or a fresh count).
+    room: Notify,
+    /// `true` once the producer is dropped: the consumer drains, then reports `Closed`.
+    closed: watch::Sender<bool>,
+}
+
+impl SubQueue {
+    pub(crate) fn new(
+        link: Link,
+        settings: &Settings,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Arc<SubQueue> {
+        Arc::new(SubQueue {
+            link,
+            topic: topic.clone(),
+            key: settings.keys.stream(topic.as_str(), handler),
+            group: handler.to_owned(),
+            poison: settings.keys.poison(topic.as_str()),
+            bound: settings.bound,
+            visibility: settings.visibility,
+            block: settings.block,
+            len: AtomicUsize::new(0),
+            room: Notify::new(),
+            closed: watch::Sender::new(false),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Counts one more entry if there is room under the bound.
+    pub(crate) fn reserve(&self) -> bool {
+        self.len
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.bound).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Un-counts an entry reserved but not added.
+    pub(crate) fn unreserve(&self) {
+        let _ = self
+            .len
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        self.room.notify_waiters();
+    }
+
+    /// Redis says the stream holds `n` entries.
+    pub(crate) fn heard_len(&self, n: i64) {
+        let n = usize::try_from(n).unwrap_or(0);
+        let before = self.len.swap(n, Ordering::AcqRel);
+        if n < before || n < self.bound {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Waits until `len` may have dropped: an ack here, or, for acks in other processes,
+    /// `poll` passes and the length is read again from Redis.
+    pub(crate) async fn wait_room(&self, poll: Duration) -> Result<(), RedisError> {
+        let woken = self.room.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.len() < self.bound {
+            return Ok(());
+        }
+        if tokio::time::timeout(poll, woken).await.is_err() {
+            let mut xlen = redis::cmd("XLEN");
+            xlen.arg(&self.key);
+            let v = self.link.run("XLEN", xlen).await?;
+            self.heard_len(reply::int("XLEN", &v)?);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    /// Resolves once the producer side is closed.
+    pub(crate) async fn closed(&self) {
+        let mut rx = self.closed.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}

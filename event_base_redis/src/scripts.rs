@@ -1,0 +1,150 @@
+//! The Lua scripts: each state change of an entry is one script, so it happens whole or not
+//! at all. Every script touches the keys of one topic only (one hash tag, one Cluster slot),
+//! all named in `KEYS`.
+//!
+//! Owner checks: `XACK` takes no consumer name, so any consumer could settle an entry that
+//! another one has since taken over (a paused "zombie" waking up). Every script that settles
+//! or extends entries first checks, with `XPENDING`, that the calling consumer still owns
+//! each one, and skips (counts as fenced) those it does not.
+
+use std::sync::LazyLock;
+
+use redis::aio::MultiplexedConnection;
+use redis::Cmd;
+
+/// A script: its source, and its SHA1 for `EVALSHA`.
+#[derive(Debug)]
+pub(crate) struct Script {
+    src: String,
+    hash: String,
+}
+
+impl Script {
+    fn new(src: &str) -> Script {
+        Script {
+            src: src.to_owned(),
+            hash: redis::Script::new(src).get_hash().to_owned(),
+        }
+    }
+}
+
+/// `KEYS[1]` stream; `ARGV` m, p. Adds an entry; returns `{id, length}`.
+pub(crate) static ADD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local id = redis.call('XADD', KEYS[1], '*', 'm', ARGV[1], 'p', ARGV[2])
+return {id, redis.call('XLEN', KEYS[1])}
+",
+    )
+});
+
+/// The owner check every settling script starts with, as a Lua function.
+const OWNS: &str = r"
+local function owns(key, group, consumer, id)
+  local p = redis.call('XPENDING', key, group, id, id, 1)
+  return p[1] ~= nil and p[1][2] == consumer
+end
+";
+
+/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Acks and deletes the entries the consumer
+/// still owns; returns `{acked, fenced, length}`.
+pub(crate) static ACK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{OWNS}
+local acked, fenced = 0, 0
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
+    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
+    redis.call('XDEL', KEYS[1], ARGV[i])
+    acked = acked + 1
+  else
+    fenced = fenced + 1
+  end
+end
+return {{acked, fenced, redis.call('XLEN', KEYS[1])}}
+"
+    ))
+});
+
+/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Gives entries back at once: a copy goes to
+/// the end of the stream (a new entry any consumer reads next), the original is acked and
+/// deleted. Returns `{requeued, fenced, length}`.
+pub(crate) static REQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{OWNS}
+local requeued, fenced = 0, 0
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
+    local e = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])
+    if e[1] ~= nil then
+      redis.call('XADD', KEYS[1], '*', unpack(e[1][2]))
+      requeued = requeued + 1
+    end
+    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
+    redis.call('XDEL', KEYS[1], ARGV[i])
+  else
+    fenced = fenced + 1
+  end
+end
+return {{requeued, fenced, redis.call('XLEN', KEYS[1])}}
+"
+    ))
+});
+
+/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Renews the lease (resets the idle time,
+/// without counting a delivery) of each entry the consumer still owns; returns the ids it no
+/// longer owns (taken over by another consumer, or gone).
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{OWNS}
+local lost = {{}}
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+"
+    ))
+});
+
+/// `KEYS[1]` stream, `KEYS[2]` poison stream; `ARGV` group, id, reason, max length. Moves an
+/// entry that does not decode aside, with its fields, the source id and the reason.
+pub(crate) static POISON: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+local fields = {'src', ARGV[2], 'reason', ARGV[3]}
+if e[1] ~= nil then
+  for _, v in ipairs(e[1][2]) do fields[#fields + 1] = v end
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', unpack(fields))
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+",
+    )
+});
+
+/// Every script, loaded on each new writer connection.
+fn all() -> [&'static Script; 5] {
+    [&*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*POISON]
+}
+
+/// Loads every script into the server's script cache.
+pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> Result<(), redis::RedisError> {
+    let mut pipe = redis::pipe();
+    for s in all() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(&s.src);
+    }
+    pipe.query_async::<Vec<String>>(conn).await.map(|_| ())
+}
+
+/// `EVALSHA` of `script` with `keys` and `args`.
+pub(crate) fn evalsha<A: redis::ToRedisArgs>(script: &Script, keys: &[&str], args: A) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(&script.hash).arg(keys.len()).arg(keys).arg(args);
+    cmd
+}

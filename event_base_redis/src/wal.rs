@@ -1,0 +1,235 @@
+//! [`RedisWal`]: the WAL of a bus on Redis queues, as a façade over the queues' keys.
+//!
+//! The stream is the log: a message is in a subscription's stream from the moment `send`
+//! accepted it until its handler's copy ends, so there is no second record to keep. Where
+//! the states of [`Wal`] are:
+//!
+//! | state | in Redis |
+//! |---|---|
+//! | `Pending` | an entry of the subscription's stream not yet read by its group |
+//! | `Processing` | an entry in the group's pending list (claimed, lease held) |
+//! | `Complete` | gone: `XACK` + `XDEL` |
+//! | `Failed` | an entry of the topic's dead-letter stream `<prefix>:{<topic>}:dlq` |
+//!
+//! So `append`, `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts
+//! make the transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and
+//! the dead-letter methods read and change the dead-letter streams of every topic.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use event_base_core::backend::{Wal, WalCommit, WalRecord, WalStats};
+use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
+
+use crate::codec;
+use crate::error::RedisError;
+use crate::factory::RedisQueueFactory;
+use crate::keys::{Keys, DLQ_MAX_LEN};
+use crate::link::Link;
+use crate::reply;
+
+/// The WAL of a bus whose queues are a [`RedisQueueFactory`]'s: a façade over the same keys
+/// (see the module docs), made with [`RedisWal::over`] or [`RedisQueueFactory::wal`], or
+/// [`RedisWal::connect`] for one of its own.
+///
+/// Guarantees follow Redis's persistence, which this backend does not change:
+///
+/// | Redis runs with | an accepted send survives |
+/// |---|---|
+/// | `appendonly yes`, `appendfsync always` | a crash of Redis and a power loss |
+/// | `appendonly yes`, `appendfsync everysec` (Redis's default for AOF) | a crash of Redis; a power loss may lose the last second |
+/// | no AOF (RDB snapshots or nothing) | nothing past the last snapshot if Redis stops |
+///
+/// Replicas are copied asynchronously: a failover may lose the last writes.
+#[derive(Clone)]
+pub struct RedisWal {
+    link: Link,
+    keys: Keys,
+    stats: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    dead: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisWal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisWal")
+            .field("addr", &self.link.addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisWal {
+    /// The WAL over `queue`'s keys, sharing its connection: a dead letter is written before
+    /// the ack of its entry, so a crash between them delivers the entry again rather than
+    /// lose the dead letter.
+    pub fn over(queue: &RedisQueueFactory) -> RedisWal {
+        RedisWal {
+            link: queue.link.clone(),
+            keys: queue.settings.keys.clone(),
+            stats: Arc::new(Counters::default()),
+        }
+    }
+
+    /// A WAL of its own for the server at `url`, with the default prefix, after checking
+    /// the server as [`RedisQueueFactory::connect`] does. Prefer [`over`](Self::over) (or
+    /// [`RedisQueueFactory::wal`]), which also shares the queue's connection and prefix.
+    pub async fn connect(url: &str) -> Result<RedisWal, RedisError> {
+        Ok(RedisWal::over(&RedisQueueFactory::connect(url).await?))
+    }
+
+    /// The topics that have had a dead letter.
+    async fn topics(&self) -> Result<Vec<String>, RedisError> {
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(self.keys.topics());
+        let v = self.link.run("SMEMBERS", cmd).await?;
+        reply::array("SMEMBERS", &v)?
+            .iter()
+            .map(|t| reply::string("SMEMBERS", t))
+            .collect()
+    }
+
+    /// Every dead letter of `topic`, with its entry id.
+    async fn dead_of(&self, topic: &str) -> Result<Vec<(String, DeadLetterMessage)>, RedisError> {
+        let key = self.keys.dlq(topic);
+        let mut cmd = redis::cmd("XRANGE");
+        cmd.arg(&key).arg("-").arg("+");
+        let v = self.link.run("XRANGE", cmd).await?;
+        let mut out = Vec::new();
+        for (id, fields) in reply::entries("XRANGE", &v)? {
+            let Some(fields) = fields else { continue };
+            match codec::decode_dead(&fields) {
+                Ok(d) => out.push((id, d)),
+                Err(reason) => {
+                    tracing::warn!(target: "event_base::redis", %key, entry = %id, %reason, "skipping a dead-letter entry that does not decode");
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Wal for RedisWal {
+    fn append(&self, _message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
+        // The queue's XADD is the record; `send` resolves when Redis has it.
+        Ok(WalCommit::durable())
+    }
+
+    fn begin(&self, _id: &str) -> Result<bool, WalError> {
+        // A claimed entry is live by definition (acked entries are deleted); it may have
+        // been sent by another process, which this one has no record of.
+        Ok(true)
+    }
+
+    fn complete(&self, _id: &str) -> Result<(), WalError> {
+        Ok(())
+    }
+
+    fn retry(&self, _message: &Arc<EMessage>) -> Result<(), WalError> {
+        Ok(())
+    }
+
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError> {
+        let topic = message.topic.as_str();
+        let dead = DeadLetterMessage {
+            message: (**message).clone(),
+            reason: reason.clone(),
+            attempts: message.attempts,
+            died_at: SystemTime::now(),
+            handlers: handlers.to_vec(),
+        };
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(self.keys.topics()).arg(topic);
+        let mut xadd = redis::cmd("XADD");
+        xadd.arg(self.keys.dlq(topic))
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(DLQ_MAX_LEN)
+            .arg("*")
+            .arg(codec::DEAD)
+            .arg(codec::dead_field(&dead));
+        // Queued on the writer, ahead of the entry's ack, and retried until Redis has it.
+        self.link.push("SADD", sadd, None)?;
+        self.link.push("XADD", xadd, None)?;
+        self.stats.dead.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn cancel(&self, _id: &str) -> Result<Option<WalCommit>, WalError> {
+        // Nothing precedes the XADD, so a refused send left nothing behind.
+        Ok(Some(WalCommit::durable()))
+    }
+
+    async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
+        Ok(Vec::new())
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
+        self.flush().await?;
+        let mut all = Vec::new();
+        for topic in self.topics().await? {
+            all.extend(self.dead_of(&topic).await?.into_iter().map(|(_, d)| d));
+        }
+        all.sort_by_key(|d| d.died_at);
+        Ok(all)
+    }
+
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError> {
+        self.flush().await?;
+        for topic in self.topics().await? {
+            let found = self
+                .dead_of(&topic)
+                .await?
+                .into_iter()
+                .find(|(_, d)| d.message.id == id);
+            if let Some((entry, dead)) = found {
+                let mut cmd = redis::cmd("XDEL");
+                cmd.arg(self.keys.dlq(&topic)).arg(&entry);
+                let v = self.link.run("XDEL", cmd).await?;
+                if reply::int("XDEL", &v)? == 1 {
+                    return Ok(Some(dead));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    async fn purge_dead_letters(&self) -> Result<usize, WalError> {
+        self.flush().await?;
+        let mut purged = 0;
+        for topic in self.topics().await? {
+            let key = self.keys.dlq(&topic);
+            let mut xlen = redis::cmd("XLEN");
+            xlen.arg(&key);
+            let n = reply::int("XLEN", &self.link.run("XLEN", xlen).await?)?;
+            let mut del = redis::cmd("DEL");
+            del.arg(&key);
+            self.link.run("DEL", del).await?;
+            purged += usize::try_from(n).unwrap_or(0);
+        }
+        Ok(purged)
+    }
+
+    async fn flush(&self) -> Result<(), WalError> {
+        // The writer keeps order: once this answers, everything queued before it has.
+        self.link.run("PING", redis::cmd("PING")).await?;
+        Ok(())
+    }
+
+    fn stats(&self) -> WalStats {
+        WalStats {
+            dead: self.stats.dead.load(Ordering::Relaxed),
+            ..WalStats::default()
+        }
+    }
+}
