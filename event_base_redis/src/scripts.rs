@@ -128,9 +128,32 @@ return 1
     )
 });
 
+/// `KEYS[1]` dead-letter stream; `ARGV` message id. Deletes the dead letters of that message
+/// (it is being sent again); returns how many.
+pub(crate) static UNDEAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local n = 0
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  local f = e[2]
+  for i = 1, #f - 1, 2 do
+    if f[i] == 'd' then
+      local ok, d = pcall(cjson.decode, f[i + 1])
+      if ok and type(d) == 'table' and type(d.message) == 'table' and d.message.id == ARGV[1] then
+        redis.call('XDEL', KEYS[1], e[1])
+        n = n + 1
+      end
+    end
+  end
+end
+return n
+",
+    )
+});
+
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 5] {
-    [&*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*POISON]
+fn all() -> [&'static Script; 6] {
+    [&*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*POISON, &*UNDEAD]
 }
 
 /// Loads every script into the server's script cache.

@@ -11,12 +11,16 @@
 //! | `Complete` | gone: `XACK` + `XDEL` |
 //! | `Failed` | an entry of the topic's dead-letter stream `<prefix>:{<topic>}:dlq` |
 //!
-//! So `append`, `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts
-//! make the transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and
-//! the dead-letter methods read and change the dead-letter streams of every topic.
+//! So `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts make the
+//! transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and the
+//! dead-letter methods read and change the dead-letter streams of every topic. `append`
+//! does nothing either, except for a message this process listed as a dead letter: sent
+//! again (a replay lists the dead letters first), its dead letter is deleted, as the
+//! contract has it ("appending the same id replaces the dead letter").
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -29,6 +33,7 @@ use crate::factory::RedisQueueFactory;
 use crate::keys::{Keys, DLQ_MAX_LEN};
 use crate::link::Link;
 use crate::reply;
+use crate::scripts;
 
 /// The WAL of a bus whose queues are a [`RedisQueueFactory`]'s: a façade over the same keys
 /// (see the module docs), made with [`RedisWal::over`] or [`RedisQueueFactory::wal`], or
@@ -53,6 +58,34 @@ pub struct RedisWal {
 #[derive(Default)]
 struct Counters {
     dead: AtomicU64,
+    /// Ids of the dead letters this process listed last (a replay lists them first, then
+    /// sends one again).
+    dead_ids: Mutex<HashSet<String>>,
+    /// `dead_ids.len()`, read without the lock on every append.
+    known: AtomicU64,
+}
+
+impl Counters {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.dead_ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn know(&self, id: &str) {
+        let mut ids = self.ids();
+        ids.insert(id.to_owned());
+        self.known.store(ids.len() as u64, Ordering::Release);
+    }
+
+    /// Forgets `id`; whether it was known.
+    fn forget(&self, id: &str) -> bool {
+        if self.known.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let mut ids = self.ids();
+        let was = ids.remove(id);
+        self.known.store(ids.len() as u64, Ordering::Release);
+        was
+    }
 }
 
 impl std::fmt::Debug for RedisWal {
@@ -115,8 +148,14 @@ impl RedisWal {
 
 #[async_trait]
 impl Wal for RedisWal {
-    fn append(&self, _message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
-        // The queue's XADD is the record; `send` resolves when Redis has it.
+    fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
+        // The queue's XADD is the record; `send` resolves when Redis has it. A dead letter
+        // sent again leaves the dead letters, ahead of its entry on the writer.
+        if self.stats.forget(&message.id) {
+            let key = self.keys.dlq(message.topic.as_str());
+            let cmd = scripts::evalsha(&scripts::UNDEAD, &[&key], message.id.as_str());
+            self.link.push("UNDEAD", cmd, None)?;
+        }
         Ok(WalCommit::durable())
     }
 
@@ -180,6 +219,9 @@ impl Wal for RedisWal {
         for topic in self.topics().await? {
             all.extend(self.dead_of(&topic).await?.into_iter().map(|(_, d)| d));
         }
+        for d in &all {
+            self.stats.know(&d.message.id);
+        }
         all.sort_by_key(|d| d.died_at);
         Ok(all)
     }
@@ -197,6 +239,7 @@ impl Wal for RedisWal {
                 cmd.arg(self.keys.dlq(&topic)).arg(&entry);
                 let v = self.link.run("XDEL", cmd).await?;
                 if reply::int("XDEL", &v)? == 1 {
+                    self.stats.forget(id);
                     return Ok(Some(dead));
                 }
             }
@@ -217,6 +260,8 @@ impl Wal for RedisWal {
             self.link.run("DEL", del).await?;
             purged += usize::try_from(n).unwrap_or(0);
         }
+        self.stats.ids().clear();
+        self.stats.known.store(0, Ordering::Release);
         Ok(purged)
     }
 
