@@ -346,4 +346,7 @@ pub mod guide {
     #[cfg(feature = "gRPC")]
     #[doc = include_str!("../guide/grpc.md")]
     pub mod grpc {}
+    #[cfg(feature = "redis")]
+    #[doc = include_str!("../guide/distributed.md")]
+    pub mod distributed {}
 }
