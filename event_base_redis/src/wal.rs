@@ -159,6 +159,13 @@ impl Wal for RedisWal {
         Ok(WalCommit::durable())
     }
 
+    /// Keeps no records to check an id against (the stream is the log): every append is
+    /// new here, and idempotent sends dedup only against this process's window of completed
+    /// ids. A dedup across processes needs an id set in Redis (not there yet).
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        self.append(message).map(Some)
+    }
+
     fn begin(&self, _id: &str) -> Result<bool, WalError> {
         // A claimed entry is live by definition (acked entries are deleted); it may have
         // been sent by another process, which this one has no record of.
