@@ -13,8 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use event_base::{Ack, EventBus, FlumeQueueFactory, PersistentWal, ShutdownStrategy};
-use event_base_test::{Probe, WAIT};
+use event_base_test::file_restart::replay_jobs;
 
 const ROUNDS: usize = 10;
 
@@ -79,16 +78,8 @@ fn every_accepted_send_survives_sigkill_mid_send() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let probe = Probe::new();
-        let bus = EventBus::builder()
-            .wal(PersistentWal::open(dir.path()).unwrap())
-            .queue(FlumeQueueFactory::default())
-            .handler(probe.handler("jobs", "jobs", |_| Ack::Ack).workers(4))
-            .build()
-            .await
-            .unwrap();
-        bus.wait_idle(WAIT).await.unwrap();
-        let seen: HashSet<String> = probe.seen().into_iter().map(|s| s.id).collect();
+        let deliveries = replay_jobs(dir.path(), 4).await;
+        let seen: HashSet<String> = deliveries.iter().cloned().collect();
         let missing: Vec<&String> = accepted.difference(&seen).collect();
         assert!(
             missing.is_empty(),
@@ -99,9 +90,6 @@ fn every_accepted_send_survives_sigkill_mid_send() {
         );
         // Sends whose record was synced but whose Ok the kill pre-empted may come too;
         // nothing is delivered twice.
-        assert_eq!(probe.count(), seen.len(), "each replayed message once");
-        bus.shutdown(ShutdownStrategy::Drain { timeout: WAIT })
-            .await
-            .unwrap();
+        assert_eq!(deliveries.len(), seen.len(), "each replayed message once");
     });
 }

@@ -4,10 +4,8 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use event_base::{Ack, EventBus, FlumeQueueFactory, PersistentWal};
-use event_base_test::{Probe, WAIT};
+use event_base_test::file_restart::replay_jobs;
 
 /// Runs the child until its marker, kills it with SIGKILL, and returns (done, accepted) ids.
 fn run_and_kill(dir: &std::path::Path, policy: &str) -> (HashSet<String>, HashSet<String>) {
@@ -54,16 +52,8 @@ fn restart_and_check(policy: &str) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let probe = Probe::new();
-        let bus = EventBus::builder()
-            .wal(PersistentWal::open(dir.path()).unwrap())
-            .queue(FlumeQueueFactory::default())
-            .handler(probe.handler("jobs", "jobs", |_| Ack::Ack).workers(4))
-            .build()
-            .await
-            .unwrap();
-        bus.wait_idle(WAIT).await.unwrap();
-        let seen: HashSet<String> = probe.seen().into_iter().map(|s| s.id.clone()).collect();
+        let deliveries = replay_jobs(dir.path(), 4).await;
+        let seen: HashSet<String> = deliveries.iter().cloned().collect();
         let missing = accepted.difference(&seen).count();
         assert_eq!(
             missing, 0,
@@ -78,24 +68,11 @@ fn restart_and_check(policy: &str) {
         // before the next write, which this test does not do (`kill_during_sends.rs` does).
         let again = done.intersection(&seen).count();
         assert_eq!(again, 0, "{again} completed messages were delivered again");
-        assert_eq!(probe.count(), seen.len(), "each replayed message once");
-        bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
-            .await
-            .unwrap();
+        assert_eq!(deliveries.len(), seen.len(), "each replayed message once");
     });
     // Everything was completed: a third start finds nothing to replay.
-    rt.block_on(async {
-        let probe = Probe::new();
-        let bus = EventBus::builder()
-            .wal(PersistentWal::open(dir.path()).unwrap())
-            .queue(FlumeQueueFactory::default())
-            .handler(probe.handler("jobs", "jobs", |_| Ack::Ack))
-            .build()
-            .await
-            .unwrap();
-        bus.wait_idle(Duration::from_secs(5)).await.unwrap();
-        assert_eq!(probe.count(), 0);
-    });
+    let third = rt.block_on(replay_jobs(dir.path(), 1));
+    assert_eq!(third.len(), 0);
 }
 
 #[test]
