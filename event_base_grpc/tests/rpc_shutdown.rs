@@ -36,14 +36,10 @@ async fn shut_down_with(strategy: Strategy, name: &str) {
         .report
         .unwrap();
     assert_eq!(report.strategy, name);
-    // The report is the bus's own. (Its `left_for_replay` may count the watch feed's
-    // worker announcements made as the workers left: system messages, not user work.)
-    assert_eq!(
-        report.left_for_replay,
-        s.bus.in_flight(),
-        "{name}: {report:?}"
-    );
-    assert_eq!(report.drained, report.left_for_replay == 0);
+    // Every job was done: nothing is left, though the watch feed's handler may still hold
+    // the announcements the workers made as they left (system messages, not counted).
+    assert_eq!(report.left_for_replay, 0, "{name}: {report:?}");
+    assert!(report.drained, "{name}: {report:?}");
     assert_eq!(
         s.bus.metrics().topic("jobs").unwrap().in_flight,
         0,

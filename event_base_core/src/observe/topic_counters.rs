@@ -129,6 +129,16 @@ impl TopicCounters {
         m
     }
 
+    /// Messages of the topic accepted (or replayed) and not yet final, read as
+    /// [`snapshot`](Self::snapshot) reads them (so never negative).
+    pub(crate) fn in_flight(&self) -> u64 {
+        let finished = self.worker.finished.load(Ordering::Acquire);
+        let refused = self.sender.refused.load(Ordering::Acquire);
+        let replayed = self.sender.replayed.load(Ordering::Acquire);
+        let accepted = self.sender.accepted.load(Ordering::Acquire);
+        (accepted.saturating_sub(refused) + replayed).saturating_sub(finished)
+    }
+
     pub(crate) fn snapshot(&self, queue_depth: usize) -> TopicMetrics {
         // Finished first, accepted last: a message is accepted before it is refused or
         // finishes, so the difference read in this order is never negative.

@@ -102,7 +102,7 @@ async fn stop_bus(
     let outcomes = stop_workers(tasks, &user, stop).await;
     announce_acks(shared, &user, &outcomes).await;
     let wal_flush_error = end_tasks(tasks).await;
-    let left = shared.in_flight.get();
+    let left = user_messages_left(shared);
     let report = ShutdownReport {
         strategy: strategy.to_owned(),
         drained: left == 0 && wal_flush_error.is_none(),
@@ -127,6 +127,21 @@ async fn stop_bus(
     };
     tracing::info!(target: crate::constant::target::SHUTDOWN, strategy = %report.strategy, left_for_replay = report.left_for_replay, elapsed = ?report.elapsed, "shutdown complete");
     report
+}
+
+/// The user's messages still in flight once every task has ended: what the report calls
+/// `left_for_replay`. The bus's own announcements on `_system.` topics are not counted:
+/// the `Left` of each worker a shutdown stops and the shutdown acks are published while it
+/// stops the system workers that would hand them out, so some are always still in flight at
+/// the end, and they are no work of the user's left undone.
+fn user_messages_left(shared: &BusShared) -> u64 {
+    let system: u64 = shared
+        .topics
+        .iter()
+        .filter(|(topic, _)| topic.is_system())
+        .map(|(_, route)| route.counters().in_flight())
+        .sum();
+    shared.in_flight.get().saturating_sub(system)
 }
 
 /// Waits, before any worker is asked to stop, for what the plan's [`Settle`] says.

@@ -123,7 +123,9 @@ pub struct ShutdownReport {
     /// Whether every accepted message reached a final state before the workers stopped, and
     /// the WAL's final flush succeeded (so none of them comes back at the next start).
     pub drained: bool,
-    /// Messages left `Pending`/`Processing` in the WAL for the next start.
+    /// Messages left `Pending`/`Processing` in the WAL for the next start. Only the user's
+    /// count: the bus's own announcements on `_system.` topics still in flight at the end
+    /// (the `Left` of each worker the shutdown stopped, shutdown acks) do not.
     pub left_for_replay: u64,
     /// How long the shutdown took.
     pub elapsed: Duration,
