@@ -59,6 +59,7 @@
 //! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
 //! | `redis` | the `redis` module and `RedisQueueFactory`, `RedisWal`, `RedisError`: Redis Streams backends, so that many processes share one bus |
 //! | `gRPC` | the `grpc` module (`event_base_grpc`): the gRPC management server (`GrpcServer`), its client, and the `ebctl` binary in that crate |
+//! | `gRPC-tls` | `gRPC` with TLS (rustls): `GrpcServerBuilder::tls`, `ClientOptions::tls_ca` and `https://` addresses |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
 //! | `full` | all of the above |

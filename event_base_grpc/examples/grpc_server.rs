@@ -10,6 +10,9 @@
 //! - Listens on `EB_GRPC_ADDR` (default `127.0.0.1:50051`). With `EB_GRPC_TOKEN` set, that
 //!   is the admin token (and `EB_GRPC_READ_TOKEN`, if set, the read token); without it the
 //!   server is open.
+//! - Built with `--features tls`, and with `EB_GRPC_TLS_CERT` and `EB_GRPC_TLS_KEY` naming a
+//!   PEM certificate chain and its key, it serves over TLS (`ebctl --addr https://… --tls-ca
+//!   ca.pem`).
 //! - Runs until Ctrl-C, then drains the bus and stops serving. A `Shutdown` RPC stops the
 //!   bus; the server goes on answering reads until Ctrl-C.
 //!
@@ -67,16 +70,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let open = tokens.is_open();
     let server = GrpcServer::builder(bus.clone())
         .tokens(tokens)
-        .watch_feed(feed)
-        .serve(&addr)
-        .await?;
+        .watch_feed(feed);
+    #[cfg(feature = "tls")]
+    let (server, scheme) = match (
+        std::env::var_os("EB_GRPC_TLS_CERT"),
+        std::env::var_os("EB_GRPC_TLS_KEY"),
+    ) {
+        (Some(cert), Some(key)) => (
+            server.tls(std::fs::read(cert)?, std::fs::read(key)?),
+            "https",
+        ),
+        _ => (server, "http"),
+    };
+    #[cfg(not(feature = "tls"))]
+    let scheme = "http";
+    let server = server.serve(&addr).await?;
     println!(
         "event_base gRPC server on {} ({}); Ctrl-C to stop",
         server.local_addr(),
         if open { "no token" } else { "token required" }
     );
     println!(
-        "try: cargo run -p event_base_grpc --bin ebctl -- --addr http://{} status",
+        "try: cargo run -p event_base_grpc --bin ebctl -- --addr {scheme}://{} status",
         server.local_addr()
     );
 

@@ -35,6 +35,15 @@ pub struct ClientOptions {
     pub timeout: Option<Duration>,
     /// How long to try to connect.
     pub connect_timeout: Duration,
+    /// The PEM certificate(s) of the CA to trust for an `https://` server (feature `tls`).
+    /// Without it an `https://` server is trusted only if its certificate chains to the
+    /// roots tonic was built with (none unless its `tls-native-roots` or
+    /// `tls-webpki-roots` feature is on). Setting it makes an address without a scheme
+    /// `https://`.
+    pub tls_ca: Option<Vec<u8>>,
+    /// The name to check the server's certificate against, when it is not the address's
+    /// host (e.g. the address is an IP the certificate does not list).
+    pub tls_domain: Option<String>,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -44,19 +53,35 @@ impl std::fmt::Debug for ClientOptions {
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<set>"))
+            .field("tls_domain", &self.tls_domain)
             .finish()
     }
 }
 
 impl ClientOptions {
-    /// Options for `addr`, no token, no call deadline, 5 s to connect.
+    /// Options for `addr`, no token, no call deadline, 5 s to connect, no CA of its own.
     pub fn new(addr: impl Into<String>) -> Self {
         ClientOptions {
             addr: addr.into(),
             token: None,
             timeout: None,
             connect_timeout: Duration::from_secs(5),
+            tls_ca: None,
+            tls_domain: None,
         }
+    }
+
+    /// The CA certificate (PEM) to trust for an `https://` server (feature `tls`).
+    pub fn tls_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca = Some(pem.into());
+        self
+    }
+
+    /// The name the server's certificate must carry, if not the address's host.
+    pub fn tls_domain(mut self, name: impl Into<String>) -> Self {
+        self.tls_domain = Some(name.into());
+        self
     }
 
     /// The bearer token to send.
@@ -111,28 +136,61 @@ impl tonic::service::Interceptor for BearerToken {
     }
 }
 
-/// `addr` with a scheme.
-pub(crate) fn with_scheme(addr: &str) -> String {
+/// `addr` with a scheme: `https://` if a CA is given, else `http://`.
+pub(crate) fn with_scheme(addr: &str, tls: bool) -> String {
     if addr.contains("://") {
         addr.to_owned()
+    } else if tls {
+        format!("https://{addr}")
     } else {
         format!("http://{addr}")
     }
 }
 
-/// The endpoint `options` describe.
+/// The endpoint `options` describe: over TLS for an `https://` address.
 pub fn endpoint(options: &ClientOptions) -> Result<Endpoint, GrpcError> {
-    let addr = with_scheme(&options.addr);
+    let addr = with_scheme(&options.addr, options.tls_ca.is_some());
     let mut endpoint =
         Endpoint::from_shared(addr.clone()).map_err(|e| GrpcError::InvalidAddress {
             addr: options.addr.clone(),
             reason: e.to_string(),
         })?;
+    let https = endpoint.uri().scheme_str() == Some("https");
+    if !https && (options.tls_ca.is_some() || options.tls_domain.is_some()) {
+        return Err(GrpcError::InvalidAddress {
+            addr: options.addr.clone(),
+            reason: "a TLS CA or domain was given for a plain-text address".to_owned(),
+        });
+    }
+    if https {
+        endpoint = tls(endpoint, options)?;
+    }
     endpoint = endpoint.connect_timeout(options.connect_timeout);
     if let Some(t) = options.timeout {
         endpoint = endpoint.timeout(t);
     }
     Ok(endpoint)
+}
+
+/// `endpoint` over TLS, trusting `options.tls_ca` (and any roots tonic was built with).
+#[cfg(feature = "tls")]
+fn tls(endpoint: Endpoint, options: &ClientOptions) -> Result<Endpoint, GrpcError> {
+    let mut config = tonic::transport::ClientTlsConfig::new().with_enabled_roots();
+    if let Some(ca) = &options.tls_ca {
+        config = config.ca_certificate(tonic::transport::Certificate::from_pem(ca));
+    }
+    if let Some(domain) = &options.tls_domain {
+        config = config.domain_name(domain.clone());
+    }
+    endpoint
+        .tls_config(config)
+        .map_err(|e| GrpcError::Tls(crate::error::chain(&e)))
+}
+
+/// Without the `tls` feature an `https://` address is refused (tonic would speak plain text).
+#[cfg(not(feature = "tls"))]
+fn tls(_endpoint: Endpoint, options: &ClientOptions) -> Result<Endpoint, GrpcError> {
+    Err(GrpcError::TlsNotBuilt(format!("`{}`", options.addr)))
 }
 
 /// Connects to the server `options` names.

@@ -38,6 +38,13 @@ pub enum GrpcError {
         "the token cannot be sent as an HTTP header value (use visible ASCII characters only)"
     )]
     InvalidToken,
+    /// The TLS setup was refused: a certificate, key or CA that does not parse (feature `tls`).
+    #[error("TLS setup failed: {0}; give PEM files: the server a certificate chain and its private key, the client the CA certificate that signed the server's")]
+    Tls(String),
+    /// TLS was asked for (an `https://` address, a CA certificate) in a build without the
+    /// `tls` feature.
+    #[error("{0} needs TLS, which this build does not have; build event_base_grpc (or ebctl) with the `tls` feature, or use an http:// address")]
+    TlsNotBuilt(String),
     /// The client could not reach the server.
     #[error("could not connect to {addr}: {source}; is the server running and listening there?")]
     Connect {
@@ -47,4 +54,20 @@ pub enum GrpcError {
         #[source]
         source: tonic::transport::Error,
     },
+}
+
+/// An error's message and its causes on one line (`a: b: c`), each said once.
+#[cfg(feature = "tls")]
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -49,6 +49,8 @@ impl GrpcServer {
             health: true,
             reflection: true,
             feed: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -74,6 +76,8 @@ pub struct GrpcServerBuilder {
     health: bool,
     reflection: bool,
     feed: Option<WatchFeed>,
+    #[cfg(feature = "tls")]
+    tls: Option<tonic::transport::Identity>,
 }
 
 impl GrpcServerBuilder {
@@ -102,6 +106,28 @@ impl GrpcServerBuilder {
         self
     }
 
+    /// Serves over TLS (rustls) with this certificate chain and private key, both PEM
+    /// (feature `tls`). Clients then connect to `https://` addresses and must trust the
+    /// certificate's issuer (`ClientOptions::tls_ca`, `ebctl --tls-ca`). A certificate or key
+    /// that does not parse makes [`serve`](Self::serve) fail with [`GrpcError::Tls`].
+    ///
+    /// ```no_run
+    /// # async fn demo(bus: event_base_core::EventBus) -> Result<(), Box<dyn std::error::Error>> {
+    /// use event_base_grpc::{GrpcServer, Tokens};
+    /// let server = GrpcServer::builder(bus)
+    ///     .tls(std::fs::read("server.crt")?, std::fs::read("server.key")?)
+    ///     .tokens(Tokens::new().admin("s3cret"))
+    ///     .serve("0.0.0.0:50051")
+    ///     .await?;
+    /// # server.wait().await?; Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, cert_pem: impl AsRef<[u8]>, key_pem: impl AsRef<[u8]>) -> Self {
+        self.tls = Some(tonic::transport::Identity::from_pem(cert_pem, key_pem));
+        self
+    }
+
     /// Listens on `addr` (`"127.0.0.1:0"` picks a free port; see
     /// [`ServeHandle::local_addr`]) and serves in a task of its own.
     pub async fn serve(self, addr: &str) -> Result<ServeHandle, GrpcError> {
@@ -120,6 +146,7 @@ impl GrpcServerBuilder {
             addr: "the given listener".to_owned(),
             source,
         })?;
+        let mut transport = self.transport()?;
         if !self.tokens.is_open() || local_addr.ip().is_loopback() {
             tracing::info!(%local_addr, "event_base gRPC server listening");
         } else {
@@ -142,7 +169,7 @@ impl GrpcServerBuilder {
             routes.add_service(InterceptedService::new(v1, auth.clone()));
             routes.add_service(InterceptedService::new(v1alpha, auth));
         }
-        let router = tonic::transport::Server::builder().add_routes(routes.routes());
+        let router = transport.add_routes(routes.routes());
 
         let watcher = tokio::spawn(watch_lifecycle(
             self.bus,
@@ -165,6 +192,21 @@ impl GrpcServerBuilder {
             task: Some(task),
             started_at: SystemTime::now(),
         })
+    }
+}
+
+impl GrpcServerBuilder {
+    /// The transport: plain HTTP/2, or over TLS when a certificate was given.
+    fn transport(&self) -> Result<tonic::transport::Server, GrpcError> {
+        let server = tonic::transport::Server::builder();
+        #[cfg(feature = "tls")]
+        if let Some(identity) = &self.tls {
+            let config = tonic::transport::ServerTlsConfig::new().identity(identity.clone());
+            return server
+                .tls_config(config)
+                .map_err(|e| GrpcError::Tls(crate::error::chain(&e)));
+        }
+        Ok(server)
     }
 }
 

@@ -37,6 +37,13 @@ pub(crate) struct Cli {
     /// A file holding the token (its first line).
     #[arg(long, global = true, conflicts_with = "token")]
     pub(crate) token_file: Option<PathBuf>,
+    /// The PEM certificate of the CA that signed the server's (an `https://` server; builds
+    /// with the `tls` feature). An address without a scheme then means `https://`.
+    #[arg(long, global = true, env = "EBCTL_TLS_CA")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// The name the server's certificate must carry, when it is not the address's host.
+    #[arg(long, global = true, env = "EBCTL_TLS_DOMAIN")]
+    pub(crate) tls_domain: Option<String>,
     /// Deadline of each call, e.g. 10s (streams and shutdown are not limited by it).
     #[arg(long, global = true, env = "EBCTL_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
     pub(crate) timeout: Duration,

@@ -60,6 +60,15 @@ async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Fai
     let mut options = ClientOptions::new(cli.addr.clone());
     options.token = token;
     options.timeout = timeout;
+    if let Some(path) = &cli.tls_ca {
+        options.tls_ca = Some(std::fs::read(path).map_err(|e| {
+            Failure::Config(format!(
+                "cannot read the CA certificate {}: {e}",
+                path.display()
+            ))
+        })?);
+    }
+    options.tls_domain.clone_from(&cli.tls_domain);
     Ok(connect(&options).await?)
 }
 
