@@ -39,8 +39,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let feed = WatchFeed::default();
-    let mut builder = EventBus::builder()
+    // Dead letters, worker changes and audit records for `Watch` (`ebctl watch --kind audit`).
+    let feed = WatchFeed::default().with_audit(true);
+    let builder = EventBus::builder()
         .wal(event_base_wal::MemoryWal::new())
         .queue(event_base_queue::FlumeQueueFactory::default())
         .handler(
@@ -62,10 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ack::dead()
             }),
         ));
-    for spec in feed.handlers() {
-        builder = builder.handler(spec);
-    }
-    let bus = builder.build().await?;
+    let bus = feed.register(builder).build().await?;
 
     let open = tokens.is_open();
     let server = GrpcServer::builder(bus.clone())

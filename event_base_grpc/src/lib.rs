@@ -64,7 +64,10 @@ mod status;
 
 pub use auth::{Authenticator, Scope, Tokens};
 pub use error::GrpcError;
-pub use server::watch::{WatchFeed, DEAD_LETTER_HANDLER, DEFAULT_WATCH_CAPACITY, WORKER_HANDLER};
+pub use server::watch::{
+    WatchFeed, AUDIT_HANDLER, DEAD_LETTER_HANDLER, DEFAULT_METRICS_INTERVAL,
+    DEFAULT_WATCH_CAPACITY, WORKER_HANDLER,
+};
 pub use server::{GrpcServer, GrpcServerBuilder, ServeHandle, SERVICE_NAME};
 pub use status::{code_for, status_for};
 

@@ -368,3 +368,203 @@ async fn completions_and_help() {
     assert!(stdout(&help).contains("Exit codes:"));
     assert!(stdout(&help).contains("77"));
 }
+
+/// A running ebctl whose output is read line by line (for the commands that follow).
+struct Follower {
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    stderr: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+}
+
+impl Follower {
+    fn spawn(served: &Served, args: &[&str]) -> Follower {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ebctl"))
+            .env_remove("EBCTL_TIMEOUT")
+            .env("EBCTL_ADDR", &served.addr)
+            .env("EBCTL_TOKEN", READ)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        Follower {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    async fn line(&mut self) -> String {
+        tokio::time::timeout(common::WAIT, self.stdout.next_line())
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .expect("ebctl still running")
+    }
+
+    async fn json_line(&mut self) -> Value {
+        let line = self.line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Waits for the "watching" diagnostic: the server has subscribed it.
+    async fn subscribed(&mut self) {
+        let line = tokio::time::timeout(common::WAIT, self.stderr.next_line())
+            .await
+            .expect("a diagnostic in time")
+            .unwrap()
+            .expect("ebctl still running");
+        assert!(line.contains("watching"), "{line}");
+    }
+
+    async fn stop(mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dlq_tail_and_watch_follow_events() {
+    let probe = Probe::new();
+    let s = start(vec![
+        probe.handler("bad", "bad", dead),
+        probe.handler("worse", "worse", dead),
+        probe.handler("jobs", "jobs", ack),
+    ])
+    .await;
+
+    let mut tail = Follower::spawn(&s, &["-o", "jsonl", "dlq", "tail", "--topic", "bad"]);
+    tail.subscribed().await;
+    s.bus.send("worse", b"not followed".to_vec()).await.unwrap();
+    let id = s.bus.send("bad", b"followed".to_vec()).await.unwrap();
+    let event = tail.json_line().await;
+    assert_eq!(event["kind"], "dead_letter", "{event}");
+    assert_eq!(
+        event["dead_letter"]["message"]["id"],
+        id.to_string(),
+        "{event}"
+    );
+    tail.stop().await;
+
+    // Table form, then stop after --count.
+    let mut watch = Follower::spawn(
+        &s,
+        &[
+            "watch",
+            "--kind",
+            "lifecycle",
+            "--topic",
+            "jobs",
+            "--count",
+            "1",
+        ],
+    );
+    watch.subscribed().await;
+    s.bus
+        .shutdown(event_base_core::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    let line = watch.line().await;
+    assert!(
+        line.contains("lifecycle") && line.contains("shutdown_started"),
+        "{line}"
+    );
+    let status = tokio::time::timeout(common::WAIT, watch.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "--count 1 ends it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_watch_prints_again_until_stopped() {
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let mut metrics = Follower::spawn(
+        &s,
+        &[
+            "-o", "jsonl", "metrics", "--topic", "jobs", "--watch", "100ms",
+        ],
+    );
+    let first = metrics.json_line().await;
+    assert_eq!(first["topics"]["jobs"]["acked"], 0, "{first}");
+    for i in 0..3u8 {
+        s.bus.send("jobs", vec![i]).await.unwrap();
+    }
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    // Printed again and again: a later one has the three acks, as the core counts them.
+    loop {
+        let again = metrics.json_line().await;
+        if again["topics"]["jobs"]["acked"] == 3 {
+            assert_eq!(
+                again["topics"]["jobs"]["sent"],
+                s.bus.metrics().topics["jobs"].sent
+            );
+            break;
+        }
+    }
+    metrics.stop().await;
+
+    // Watch's own metrics events, in JSON lines.
+    let mut watch = Follower::spawn(
+        &s,
+        &[
+            "-o",
+            "jsonl",
+            "watch",
+            "--kind",
+            "metrics",
+            "--metrics-interval",
+            "100ms",
+            "--count",
+            "2",
+        ],
+    );
+    for _ in 0..2 {
+        let event = watch.json_line().await;
+        assert_eq!(event["kind"], "metrics", "{event}");
+        assert_eq!(event["topics"]["jobs"]["acked"], 3, "{event}");
+        assert!(
+            event["topics"].get("_system.dead_letter").is_none(),
+            "{event}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_add_and_remove() {
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let added = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "workers", "add", "jobs", "2"],
+        )
+        .await,
+    );
+    let names: Vec<String> = s.bus.workers("jobs");
+    assert_eq!(names.len(), 3, "{names:?}");
+    let listed: Vec<&str> = added["names"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{added}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(listed.len(), 2, "{added}");
+    assert!(listed.iter().all(|n| names.iter().any(|m| m == n)));
+
+    let removed = ebctl(Some(&s), Some(ADMIN), &["workers", "remove", listed[0]]).await;
+    assert_eq!(code(&removed), 0, "{}", stderr(&removed));
+    let state = s.bus.registry().get(listed[0]).unwrap().status;
+    assert_eq!(state, event_base_core::WorkerStatus::Stopped);
+
+    let unknown = ebctl(Some(&s), Some(ADMIN), &["workers", "remove", "ghost-0"]).await;
+    assert_eq!(code(&unknown), 65, "{}", stderr(&unknown));
+    let unknown_handler = ebctl(Some(&s), Some(ADMIN), &["workers", "add", "ghost", "1"]).await;
+    assert_eq!(code(&unknown_handler), 65, "{}", stderr(&unknown_handler));
+}

@@ -10,7 +10,7 @@ use crate::convert::{self, PayloadCut};
 use crate::dlq::page_size;
 use crate::pb;
 use crate::server::api::{AdminApi, AnswerStream};
-use crate::server::watch::{self, WatchSelection, DEAD_LETTER_HANDLER, WORKER_HANDLER};
+use crate::server::watch::{self, WatchSelection};
 use crate::status::core;
 
 /// Topics or workers on a page when the request says nothing, and at most.
@@ -247,20 +247,32 @@ impl AdminApi {
     ) -> Result<AnswerStream<pb::WatchResponse>, Status> {
         let selection = WatchSelection::from_pb(req)?;
         let registry = self.bus.registry();
-        let fed = registry.get(&format!("{DEAD_LETTER_HANDLER}-0")).is_some()
-            && registry.get(&format!("{WORKER_HANDLER}-0")).is_some();
-        if selection.needs_handlers() && !fed {
-            return Err(Status::failed_precondition(
-                "this bus was built without the watch feed's handlers, so it does not announce \
-                 dead letters and worker changes to the server: add `WatchFeed::handlers()` to the \
-                 bus's builder and pass the feed to `GrpcServer::builder(..).watch_feed(..)`, or \
-                 watch WATCH_EVENT_KIND_LIFECYCLE only",
-            ));
+        let missing: Vec<&str> = selection
+            .needs_handlers()
+            .into_iter()
+            .filter(|(handler, _)| registry.get(&format!("{handler}-0")).is_none())
+            .map(|(_, kind)| kind)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Status::failed_precondition(format!(
+                "this bus was built without the watch feed's handlers for {}, so it does not \
+                 announce those events to the server: add the feed's handlers to the bus's \
+                 builder (`WatchFeed::register` or `WatchFeed::handlers()`; for audit records \
+                 a feed made `with_audit(true)`) and pass the feed to \
+                 `GrpcServer::builder(..).watch_feed(..)`, or watch other kinds",
+                missing.join(", ")
+            )));
         }
         // Subscribed before answering, so nothing that happens after the call is missed.
         let rx = self.feed.subscribe();
         let (tx, out) = mpsc::channel(WATCH_BUFFER);
-        tokio::spawn(watch::forward(rx, selection, tx, self.stop.clone()));
+        tokio::spawn(watch::forward(
+            rx,
+            selection,
+            self.bus.clone(),
+            tx,
+            self.stop.clone(),
+        ));
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(out)))
     }
 }

@@ -84,7 +84,11 @@ impl Probe {
 
 /// A bus with `specs` and the watch feed's handlers.
 pub async fn bus_with(specs: Vec<HandlerSpec>) -> (EventBus, WatchFeed) {
-    let feed = WatchFeed::new(64);
+    bus_with_feed(specs, WatchFeed::new(64)).await
+}
+
+/// A bus with `specs` and `feed`'s handlers.
+pub async fn bus_with_feed(specs: Vec<HandlerSpec>, feed: WatchFeed) -> (EventBus, WatchFeed) {
     let mut builder = EventBus::builder()
         .wal(MemoryWal::new())
         .queue(FlumeQueueFactory::default());

@@ -356,12 +356,16 @@ pub(crate) struct Replay {
 
 #[derive(Debug, Args)]
 pub(crate) struct Watch {
-    /// Only these kinds of event.
+    /// Only these kinds of event (default: dead-letter, worker, lifecycle; audit and metrics
+    /// only when named).
     #[arg(long = "kind", value_enum)]
     pub(crate) kinds: Vec<WatchKind>,
-    /// Only dead-letter and worker events of these topics.
+    /// Only dead-letter, worker and audit events, and counters, of these topics.
     #[arg(long = "topic")]
     pub(crate) topics: Vec<String>,
+    /// With `--kind metrics`: how often to print the counters (default 5s, at least 100ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) metrics_interval: Option<Duration>,
     /// Stop after this many events (default: follow until interrupted).
     #[arg(long)]
     pub(crate) count: Option<u64>,
@@ -369,9 +373,16 @@ pub(crate) struct Watch {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum WatchKind {
+    /// A message became a dead letter.
     DeadLetter,
+    /// A worker joined, left or was declared dead.
     Worker,
+    /// The bus began or finished shutting down.
     Lifecycle,
+    /// A delivery started or finished (two per delivery).
+    Audit,
+    /// The counters per topic, every --metrics-interval.
+    Metrics,
 }
 
 #[derive(Debug, Subcommand)]

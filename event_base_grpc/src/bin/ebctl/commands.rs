@@ -573,6 +573,7 @@ async fn dlq(c: &mut AdminClient, action: &Dlq, format: Format) -> Result<Done, 
             let w = cli::Watch {
                 kinds: vec![cli::WatchKind::DeadLetter],
                 topics: topics.clone(),
+                metrics_interval: None,
                 count: None,
             };
             watch(c, &w, format).await
@@ -722,15 +723,20 @@ async fn watch(c: &mut AdminClient, w: &cli::Watch, format: Format) -> Result<Do
             cli::WatchKind::DeadLetter => pb::WatchEventKind::DeadLetter as i32,
             cli::WatchKind::Worker => pb::WatchEventKind::Worker as i32,
             cli::WatchKind::Lifecycle => pb::WatchEventKind::Lifecycle as i32,
+            cli::WatchKind::Audit => pb::WatchEventKind::Audit as i32,
+            cli::WatchKind::Metrics => pb::WatchEventKind::Metrics as i32,
         })
         .collect();
     let mut stream = c
         .watch(pb::WatchRequest {
             kinds,
             topics: w.topics.clone(),
+            metrics_interval: w.metrics_interval.and_then(duration),
         })
         .await?
         .into_inner();
+    // The server subscribes before it answers: from here on nothing is missed.
+    eprintln!("ebctl: watching (Ctrl-C to stop)");
     let mut seen = 0u64;
     while let Some(event) = stream.next().await {
         let (json, text) = output::watch_event(&event?);

@@ -299,6 +299,46 @@ pub(crate) fn watch_event(e: &pb::WatchResponse) -> (Value, String) {
                 format!("{at_text}  lifecycle    {stage}"),
             )
         }
+        Some(Event::Audit(r)) => {
+            let mut text = format!(
+                "{at_text}  audit        {} on {} by {} (attempt {}): {}",
+                r.message_id,
+                r.topic,
+                r.worker,
+                r.attempt,
+                audit_kind(r.event)
+            );
+            if !r.reason.is_empty() {
+                text.push_str(&format!(" ({})", r.reason));
+            }
+            (
+                json!({"seq": e.seq, "at": at, "kind": "audit", "audit": audit_record(r)}),
+                text,
+            )
+        }
+        Some(Event::Metrics(m)) => {
+            let mut names: Vec<&String> = m.topics.keys().collect();
+            names.sort();
+            let node = m.node.unwrap_or_default();
+            let mut text = format!(
+                "{at_text}  metrics      in flight {} ({} on timers), {} workers",
+                node.in_flight, node.waiting_on_timers, node.workers
+            );
+            for name in names {
+                let t = &m.topics[name];
+                text.push_str(&format!(
+                    "; {name}: sent {} acked {} retried {} dead {} in flight {}",
+                    t.sent, t.acked, t.retried, t.dead, t.in_flight
+                ));
+            }
+            (
+                json!({"seq": e.seq, "at": at, "kind": "metrics",
+                       "node": {"in_flight": node.in_flight, "waiting_on_timers": node.waiting_on_timers,
+                                "uptime_ms": millis(node.uptime.as_ref()), "workers": node.workers},
+                       "topics": m.topics.iter().map(|(k, v)| (k.clone(), topic_metrics(v))).collect::<serde_json::Map<_, _>>()}),
+                text,
+            )
+        }
         Some(Event::Lagged(l)) => (
             json!({"seq": e.seq, "at": at, "kind": "lagged", "skipped": l.skipped}),
             format!(
