@@ -43,7 +43,8 @@
 //!
 //! - [`GrpcServer`] / [`GrpcServerBuilder`] / [`ServeHandle`]: serving a bus.
 //! - [`Tokens`], [`Scope`]: bearer tokens with a read and an admin scope (module [`auth`]).
-//! - [`WatchFeed`]: the handlers that let `Watch` see dead letters and worker changes.
+//! - [`WatchFeed`]: the handlers that let `Watch` see dead letters, worker changes and (with
+//!   `with_audit(true)`) audit records.
 //! - [`code_for`] / [`status_for`]: how every `CoreError` becomes a gRPC status.
 //! - [`client`]: connecting with a token; [`pb`]: the generated messages, client and server.
 //!

@@ -100,7 +100,7 @@ impl GrpcServerBuilder {
     }
 
     /// The feed of `Watch`'s dead-letter and worker events; its handlers must be on the bus
-    /// (see [`WatchFeed`]). Without one, `Watch` streams lifecycle events only.
+    /// (see [`WatchFeed`]). Without one, `Watch` streams lifecycle and metrics events only.
     pub fn watch_feed(mut self, feed: WatchFeed) -> Self {
         self.feed = Some(feed);
         self

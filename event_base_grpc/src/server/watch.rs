@@ -3,8 +3,8 @@
 //! The bus announces dead letters on `_system.dead_letter`, worker changes on
 //! `_system.worker_discovery` and batches of audit records on `_system.audit` only when a
 //! handler subscribes to them (so a bus nobody watches pays nothing). [`WatchFeed::handlers`]
-//! are such handlers (the audit one only with [`WatchFeed::with_audit`]): they turn each announcement into [`pb::WatchResponse`]s and put
-//! them on a bounded broadcast channel. Every `Watch` call reads its own receiver; one that
+//! are such handlers (the audit one only with [`WatchFeed::with_audit`]): they turn each
+//! announcement into [`pb::WatchResponse`]s and put them on a bounded broadcast channel. Every `Watch` call reads its own receiver; one that
 //! falls more than the channel's capacity behind gets a `lagged { skipped }` event and goes on
 //! from the oldest event still held, its stream intact.
 //!
