@@ -107,6 +107,11 @@ async fn read_commands_in_table_and_json() {
         metrics["topics"]["bad"]["dead"],
         s.bus.metrics().topic("bad").unwrap().dead
     );
+    let user = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "metrics"]).await);
+    let names: Vec<&String> = user["topics"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["bad", "orders"], "the user's topics only");
+    let all = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "metrics", "--system"]).await);
+    assert!(all["topics"].get("_system.dead_letter").is_some(), "{all}");
     let wal = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "wal"]).await);
     assert_eq!(wal["appended"], s.bus.wal_stats().appended);
 

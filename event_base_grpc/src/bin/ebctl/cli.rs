@@ -91,6 +91,9 @@ pub(crate) enum Command {
         /// Only these topics.
         #[arg(long = "topic")]
         topics: Vec<String>,
+        /// Include the bus's own `_system.` topics.
+        #[arg(long)]
+        system: bool,
         /// Include the per-worker counters.
         #[arg(long)]
         workers: bool,

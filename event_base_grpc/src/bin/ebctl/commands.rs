@@ -108,12 +108,13 @@ async fn run_with(c: &mut AdminClient, command: &Command, format: Format) -> Res
         },
         Command::Metrics {
             topics,
+            system,
             workers,
             watch,
         } => match watch {
-            None => metrics(c, topics, *workers).await,
+            None => metrics(c, topics, *system, *workers).await,
             Some(every) => loop {
-                if let Done::Show(s) = metrics(c, topics, *workers).await? {
+                if let Done::Show(s) = metrics(c, topics, *system, *workers).await? {
                     print(format, &s);
                 }
                 tokio::time::sleep(*every).await;
@@ -304,8 +305,13 @@ async fn remove_worker(c: &mut AdminClient, name: &str) -> Result<Done, Failure>
     show(output::report(&report), output::report_text(&report))
 }
 
-async fn metrics(c: &mut AdminClient, topics: &[String], workers: bool) -> Result<Done, Failure> {
-    let m = c
+async fn metrics(
+    c: &mut AdminClient,
+    topics: &[String],
+    system: bool,
+    workers: bool,
+) -> Result<Done, Failure> {
+    let mut m = c
         .get_metrics(pb::GetMetricsRequest {
             topics: topics.to_vec(),
             include_workers: workers,
@@ -313,6 +319,11 @@ async fn metrics(c: &mut AdminClient, topics: &[String], workers: bool) -> Resul
         })
         .await?
         .into_inner();
+    // As `topics` does: the bus's own topics only when asked for (or named).
+    if !system && topics.is_empty() {
+        m.topics
+            .retain(|name, _| !name.starts_with(event_base_core::constant::SYSTEM_PREFIX));
+    }
     let node = m.node.unwrap_or_default();
     let json = json!({
         "taken_at": output::time(m.taken_at.as_ref()),
