@@ -165,6 +165,17 @@ impl RedisServer {
         first.trim_end().to_owned()
     }
 
+    /// Runs one command (inline protocol: words without spaces) and returns its whole reply,
+    /// nested arrays included.
+    pub fn query(&self, words: &[&str]) -> Reply {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut line = words.join(" ");
+        line.push_str("\r\n");
+        s.write_all(line.as_bytes()).expect("write to redis");
+        read_reply(&mut BufReader::new(s))
+    }
+
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -179,6 +190,74 @@ impl Drop for RedisServer {
         self.resume();
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A reply, as [`RedisServer::query`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `+OK`.
+    Status(String),
+    /// `-ERR ...`.
+    Error(String),
+    /// `:1`.
+    Int(i64),
+    /// A bulk string; `None` for a nil one.
+    Bulk(Option<String>),
+    /// An array; `None` for a nil one.
+    Array(Option<Vec<Reply>>),
+}
+
+impl Reply {
+    /// The integer of an `Int`, or of a `Bulk` that holds one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(n) => Some(*n),
+            Reply::Bulk(Some(s)) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The text of a `Status` or `Bulk`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Reply::Status(s) | Reply::Bulk(Some(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The items of an array (empty for anything else).
+    pub fn items(&self) -> &[Reply] {
+        match self {
+            Reply::Array(Some(v)) => v,
+            _ => &[],
+        }
+    }
+}
+
+fn read_reply(r: &mut impl BufRead) -> Reply {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("read from redis");
+    let line = line.trim_end();
+    let (kind, rest) = line.split_at(1.min(line.len()));
+    let len = || rest.parse::<i64>().expect("a length");
+    match kind {
+        "+" => Reply::Status(rest.to_owned()),
+        "-" => Reply::Error(rest.to_owned()),
+        ":" => Reply::Int(len()),
+        "$" => match usize::try_from(len()) {
+            Err(_) => Reply::Bulk(None),
+            Ok(n) => {
+                let mut body = vec![0; n + 2];
+                r.read_exact(&mut body).expect("read a bulk reply");
+                Reply::Bulk(Some(String::from_utf8_lossy(&body[..n]).into_owned()))
+            }
+        },
+        "*" => match usize::try_from(len()) {
+            Err(_) => Reply::Array(None),
+            Ok(n) => Reply::Array(Some((0..n).map(|_| read_reply(r)).collect())),
+        },
+        _ => panic!("not a RESP reply: {line:?}"),
     }
 }
 

@@ -1,0 +1,195 @@
+//! One process of the multi-process Redis tests, in one of three roles, each on handler
+//! `work` of topic `jobs` (stream `eb:{jobs}:s:work`). Every line it prints is written before
+//! what it reports is acknowledged to Redis, so a parent reading its stdout sees it even if
+//! the process is then killed with SIGKILL (a line shorter than `PIPE_BUF` reaches the pipe
+//! whole, in one `write`).
+//!
+//! - `redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>`: a bus with
+//!   `<workers>` workers claiming `<batch>` entries at a time; each handling sleeps
+//!   `<work-us>` microseconds (the work), prints `h <id>` and acks. Prints `ready` once built.
+//! - `redis_node sender <url> <n> <tasks>`: writes `<n>` messages to the subscription's stream
+//!   from `<tasks>` concurrent tasks, with no handler of its own (through the queue backend:
+//!   a bus needs a local handler to know a topic's subscriptions), printing `sent <id>` for
+//!   each one Redis confirmed, then `done`.
+//! - `redis_node zombie <url> <visibility-ms>`: a bus with one worker that sends one message
+//!   to itself, prints `started <id>` when its handler begins it, then waits for a line on
+//!   stdin before acking it (prints `returning <id>`). Warnings of the Redis backend (a fenced
+//!   ack) are printed to stdout as well, as tracing lines.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base::backend::QueueFactory;
+use event_base::{
+    async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, MessageTopic, NodeType,
+    RedisQueueFactory,
+};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>
+       redis_node sender <url> <n> <tasks>
+       redis_node zombie <url> <visibility-ms>";
+
+/// Prints one line and writes it out at once.
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+struct Record {
+    work: Duration,
+}
+
+#[async_trait]
+impl EHandler for Record {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        if !self.work.is_zero() {
+            tokio::time::sleep(self.work).await;
+        }
+        say(format_args!("h {}", msg.id));
+        Ack::Ack
+    }
+}
+
+struct Zombie;
+
+#[async_trait]
+impl EHandler for Zombie {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        say(format_args!("started {}", msg.id));
+        let line = tokio::task::spawn_blocking(|| {
+            let mut s = String::new();
+            std::io::stdin().read_line(&mut s).map(|_| s)
+        })
+        .await;
+        if !matches!(line, Ok(Ok(_))) {
+            std::future::pending::<()>().await;
+        }
+        say(format_args!("returning {}", msg.id));
+        Ack::Ack
+    }
+}
+
+/// Prints warnings and errors to stdout, one line each: `WARN <target> field=value ...`.
+struct PrintWarnings;
+
+struct Line(String);
+
+impl tracing::field::Visit for Line {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PrintWarnings {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let meta = event.metadata();
+        if *meta.level() > tracing::Level::WARN {
+            return;
+        }
+        let mut line = Line(format!("{} {}", meta.level(), meta.target()));
+        event.record(&mut line);
+        say(format_args!("{}", line.0));
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &mut impl Iterator<Item = String>) -> Result<T, Error>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    Ok(args.next().ok_or(USAGE)?.parse()?)
+}
+
+async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let visibility = Duration::from_millis(arg(&mut args)?);
+    let batch: usize = arg(&mut args)?;
+    let workers: usize = arg(&mut args)?;
+    let work = Duration::from_micros(arg(&mut args)?);
+    let queue = RedisQueueFactory::connect(&url)
+        .await?
+        .visibility_timeout(visibility);
+    let bus = EventBus::builder()
+        .node_type(NodeType::Worker)
+        .batch_size(batch)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(HandlerSpec::new("work", "jobs", Record { work }).workers(workers))
+        .build()
+        .await?;
+    say(format_args!("ready"));
+    std::future::pending::<()>().await;
+    drop(bus);
+    Ok(())
+}
+
+async fn sender(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let n: usize = arg(&mut args)?;
+    let tasks: usize = arg(&mut args)?;
+    let queue = RedisQueueFactory::connect(&url).await?;
+    let topic = MessageTopic::from("jobs");
+    let producer = queue.create_subscription(&topic, "work")?.producer;
+    let mut running = Vec::new();
+    for t in 0..tasks.max(1) {
+        let producer = producer.clone();
+        let share = n / tasks.max(1) + usize::from(t < n % tasks.max(1));
+        running.push(tokio::spawn(async move {
+            for i in 0..share {
+                let payload = format!("{t}-{i}").into_bytes();
+                let message = Arc::new(EMessage::standard("jobs", payload));
+                let id = message.id.clone();
+                producer.send(message).await?;
+                say(format_args!("sent {id}"));
+            }
+            Ok::<(), event_base::QueueError>(())
+        }));
+    }
+    for task in running {
+        task.await??;
+    }
+    say(format_args!("done"));
+    Ok(())
+}
+
+async fn zombie(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let visibility = Duration::from_millis(arg(&mut args)?);
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(PrintWarnings);
+        tracing::subscriber::set_global_default(subscriber)?;
+    }
+    let queue = RedisQueueFactory::connect(&url)
+        .await?
+        .visibility_timeout(visibility);
+    let bus = EventBus::builder()
+        .node_type(NodeType::Worker)
+        .batch_size(1)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(HandlerSpec::new("work", "jobs", Zombie).workers(1))
+        .build()
+        .await?;
+    bus.send("jobs", b"zombie".to_vec()).await?;
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Error> {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("worker") => worker(args).await,
+        Some("sender") => sender(args).await,
+        Some("zombie") => zombie(args).await,
+        _ => Err(USAGE.into()),
+    }
+}
