@@ -128,6 +128,112 @@ fn held_bound() -> usize {
     BATCH + BATCH.max(WORKERS) + WORKERS + SETTLE_CHUNK
 }
 
+/// What a run with a killed worker saw: the ids the sender confirmed, the ids each worker
+/// process handled (in order), and what the killed one held when it died.
+struct Outcome {
+    sent: HashSet<String>,
+    handled: Vec<Vec<String>>,
+    held_at_kill: i64,
+}
+
+/// Reads the children's lines until every confirmed message was handled and acked, killing
+/// worker `killed` (SIGKILL) once it has handled [`KILL_AFTER`]; then stops the others and
+/// reads what they printed to the end.
+fn run_and_kill(
+    server: &RedisServer,
+    workers: &mut [Node],
+    killed: usize,
+    sender_index: usize,
+    events: &mpsc::Receiver<(usize, String)>,
+) -> Outcome {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let next = |events: &mpsc::Receiver<(usize, String)>| {
+        let left = deadline.saturating_duration_since(Instant::now());
+        events.recv_timeout(left.min(Duration::from_millis(50)))
+    };
+    let mut sent: HashSet<String> = HashSet::new();
+    let mut sender_done = false;
+    let mut handled: Vec<Vec<String>> = vec![Vec::new(); WORKER_PROCESSES];
+    let mut handled_ids: HashSet<String> = HashSet::new();
+    let mut held_at_kill: Option<i64> = None;
+    // Sent and confirmed, not yet handled.
+    let mut unhandled = 0usize;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "not finished in time: {} sent ({sender_done}), {} handled, killed: {held_at_kill:?}, stream holds {}",
+            sent.len(),
+            handled_ids.len(),
+            xlen(server)
+        );
+        match next(events) {
+            Ok((i, line)) if i == sender_index => {
+                if let Some(id) = line.strip_prefix("sent ") {
+                    if sent.insert(id.to_owned()) && !handled_ids.contains(id) {
+                        unhandled += 1;
+                    }
+                } else if line == "done" {
+                    sender_done = true;
+                }
+            }
+            Ok((i, line)) => {
+                if let Some(id) = line.strip_prefix("h ") {
+                    handled[i].push(id.to_owned());
+                    if handled_ids.insert(id.to_owned()) && sent.contains(id) {
+                        unhandled -= 1;
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("every child's output ended"),
+        }
+        if held_at_kill.is_none() && handled[killed].len() >= KILL_AFTER {
+            let pid = workers[killed].pid();
+            workers[killed].kill();
+            // What it held is still its own: nobody takes an entry over before its lease (a
+            // visibility timeout) has run out, and it renewed them every third of one.
+            let prefix = format!("{pid}-");
+            let held: i64 = pending_per_consumer(server)
+                .into_iter()
+                .filter(|(name, _)| name.starts_with(&prefix))
+                .map(|(_, n)| n)
+                .sum();
+            held_at_kill = Some(held);
+            assert!(
+                handled_ids.len() < MESSAGES,
+                "killed mid-run: {} of {MESSAGES} handled before the kill",
+                handled_ids.len()
+            );
+        }
+        if held_at_kill.is_some()
+            && sender_done
+            && sent.len() == MESSAGES
+            && unhandled == 0
+            && xlen(server) == 0
+        {
+            break;
+        }
+    }
+    // Every entry is acked and deleted: no more deliveries come. Stop the survivors and read
+    // what they printed to the end.
+    for w in workers.iter_mut() {
+        w.kill();
+    }
+    while let Ok((i, line)) = events.recv_timeout(WAIT) {
+        if let Some(id) = line.strip_prefix("h ") {
+            if i < WORKER_PROCESSES {
+                handled[i].push(id.to_owned());
+            }
+        }
+    }
+
+    Outcome {
+        sent,
+        handled,
+        held_at_kill: held_at_kill.expect("killed"),
+    }
+}
+
 #[test]
 fn three_workers_and_a_sender_survive_a_sigkilled_worker() {
     let server = RedisServer::start();
@@ -161,89 +267,12 @@ fn three_workers_and_a_sender_survive_a_sigkilled_worker() {
     );
     drop(tx);
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let next = |events: &mpsc::Receiver<(usize, String)>| {
-        let left = deadline.saturating_duration_since(Instant::now());
-        events.recv_timeout(left.min(Duration::from_millis(50)))
-    };
-    let mut sent: HashSet<String> = HashSet::new();
-    let mut sender_done = false;
-    let mut handled: Vec<Vec<String>> = vec![Vec::new(); WORKER_PROCESSES];
-    let mut handled_ids: HashSet<String> = HashSet::new();
     let killed = 0;
-    let mut held_at_kill: Option<i64> = None;
-    // Sent and confirmed, not yet handled.
-    let mut unhandled = 0usize;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "not finished in time: {} sent ({sender_done}), {} handled, killed: {held_at_kill:?}, stream holds {}",
-            sent.len(),
-            handled_ids.len(),
-            xlen(&server)
-        );
-        match next(&events) {
-            Ok((i, line)) if i == sender_index => {
-                if let Some(id) = line.strip_prefix("sent ") {
-                    if sent.insert(id.to_owned()) && !handled_ids.contains(id) {
-                        unhandled += 1;
-                    }
-                } else if line == "done" {
-                    sender_done = true;
-                }
-            }
-            Ok((i, line)) => {
-                if let Some(id) = line.strip_prefix("h ") {
-                    handled[i].push(id.to_owned());
-                    if handled_ids.insert(id.to_owned()) && sent.contains(id) {
-                        unhandled -= 1;
-                    }
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("every child's output ended"),
-        }
-        if held_at_kill.is_none() && handled[killed].len() >= KILL_AFTER {
-            let pid = workers[killed].pid();
-            workers[killed].kill();
-            // What it held is still its own: nobody takes an entry over before its lease (a
-            // visibility timeout) has run out, and it renewed them every third of one.
-            let prefix = format!("{pid}-");
-            let held: i64 = pending_per_consumer(&server)
-                .into_iter()
-                .filter(|(name, _)| name.starts_with(&prefix))
-                .map(|(_, n)| n)
-                .sum();
-            held_at_kill = Some(held);
-            assert!(
-                handled_ids.len() < MESSAGES,
-                "killed mid-run: {} of {MESSAGES} handled before the kill",
-                handled_ids.len()
-            );
-        }
-        if held_at_kill.is_some()
-            && sender_done
-            && sent.len() == MESSAGES
-            && unhandled == 0
-            && xlen(&server) == 0
-        {
-            break;
-        }
-    }
-    // Every entry is acked and deleted: no more deliveries come. Stop the survivors and read
-    // what they printed to the end.
-    for w in &mut workers {
-        w.kill();
-    }
-    while let Ok((i, line)) = events.recv_timeout(WAIT) {
-        if let Some(id) = line.strip_prefix("h ") {
-            if i < WORKER_PROCESSES {
-                handled[i].push(id.to_owned());
-            }
-        }
-    }
-
-    let held = held_at_kill.expect("killed");
+    let Outcome {
+        sent,
+        handled,
+        held_at_kill: held,
+    } = run_and_kill(&server, &mut workers, killed, sender_index, &events);
     assert!(held > 0, "the killed worker held entries when it died");
     assert!(
         held as usize <= held_bound(),

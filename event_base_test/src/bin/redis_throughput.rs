@@ -345,8 +345,21 @@ fn run(server: &RedisServer, setup: &Setup) -> Run {
         std::thread::sleep(Duration::from_millis(2));
     }
     let secs = started.elapsed().as_secs_f64();
+    let latencies_us = latencies(&mut procs[..worker_procs], &rx);
+    Run {
+        secs,
+        send_secs,
+        handled: counts.iter().sum(),
+        latencies_us,
+        polls,
+    }
+}
+
+/// Asks each worker process for its latencies and reads them.
+fn latencies(workers: &mut [Proc], rx: &mpsc::Receiver<(usize, String)>) -> Vec<u64> {
+    let worker_procs = workers.len();
     let mut latencies_us = Vec::new();
-    for p in procs.iter_mut().take(worker_procs) {
+    for p in workers.iter_mut() {
         p.tell("report");
     }
     let mut ended = 0;
@@ -360,13 +373,7 @@ fn run(server: &RedisServer, setup: &Setup) -> Run {
             ended += 1;
         }
     }
-    Run {
-        secs,
-        send_secs,
-        handled: counts.iter().sum(),
-        latencies_us,
-        polls,
-    }
+    latencies_us
 }
 
 /// `INFO commandstats` as command → calls, without the benchmark's own probes.
