@@ -173,8 +173,8 @@ pub mod prelude {
     #[cfg(feature = "middleware")]
     pub use crate::LoggerMiddleware;
     pub use crate::{
-        async_trait, set_node_name, set_node_type, Ack, CoreError, DeadLetterMessage, DeadReason,
-        DeliveryMode, EHandler, EMessage, EventBus, HandlerSpec, Json, JsonPayload,
+        async_trait, set_node_name, set_node_type, Ack, BatchAck, CoreError, DeadLetterMessage,
+        DeadReason, DeliveryMode, EBatchHandler, EHandler, EMessage, EventBus, HandlerSpec, Json, JsonPayload,
         MessageMetadata, MessagePayload, MessageTopic, Middleware, Next, NodeType, SendOptions,
         ShutdownStrategy, TopicRouter,
     };
@@ -220,7 +220,7 @@ pub fn builder() -> EventBusBuilder {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__event_base_backends as backends;
-    pub use event_base_core::__private::{decode_param, linkme};
+    pub use event_base_core::__private::{decode_param, linkme, one_of_batch};
     pub use event_base_core::async_trait;
 
     use crate::{

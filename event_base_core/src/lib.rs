@@ -99,11 +99,12 @@ pub use delivery::consumer_router::ConsumerRouter;
 pub use delivery::topic_router::{SendOptions, TopicRouter};
 pub use error::{BoxError, CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
+pub use handler::batch::{batch_fn, BatchAck, BatchSpec, EBatchHandler, FnBatchHandler};
 pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
 pub use handler::into_ack::IntoAck;
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};
 pub use handler::pipeline::Pipeline;
-pub use handler::spec::{HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
+pub use handler::spec::{BatchRegistration, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
@@ -142,4 +143,11 @@ pub use uuid::Uuid;
 pub mod __private {
     pub use crate::message::json::decode_param;
     pub use linkme;
+
+    /// A batch handler as the one-message handler a `HandlerRegistration` also names.
+    pub fn one_of_batch(
+        handler: std::sync::Arc<dyn crate::EBatchHandler>,
+    ) -> std::sync::Arc<dyn crate::EHandler> {
+        std::sync::Arc::new(crate::handler::batch::OneOfBatch(handler))
+    }
 }

@@ -38,7 +38,8 @@ pub(crate) const SYSTEM_TOPICS: [&str; 10] = [
 ];
 
 /// The parameters `#[handler]` knows, for the "unknown parameter" error.
-const PARAMS: &str = "topic, workers, timeout, retries, shutdown_timeout, middleware, outbox";
+const PARAMS: &str =
+    "topic, workers, timeout, retries, shutdown_timeout, middleware, outbox, batch, linger_ms";
 
 /// Example shown when `topic` is not a string literal.
 const TOPIC_EXAMPLE: &str = "`topic` must be a string literal, e.g. `topic = \"order.created\"`";
@@ -63,6 +64,8 @@ pub(crate) struct HandlerSpec {
     pub(crate) middleware: Vec<Expr>,
     /// `outbox` (or `outbox = true`): the handler's sends are released with its `Ack`.
     pub(crate) outbox: bool,
+    /// `batch = n` (at least 1) and `linger_ms = ms` (0 when not given): a batch handler.
+    pub(crate) batch: Option<(u64, u64)>,
 }
 
 /// Parses and checks the attribute's arguments `attr` and the function `item`.
@@ -75,7 +78,8 @@ pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec
             "missing `topic`: write `#[handler(topic = \"order.created\")]`",
         )
     })?;
-    let signature = signature(&item)?;
+    let batch = settings.batch.map(|n| (n, settings.linger_ms.unwrap_or(0)));
+    let signature = signature(&item, batch.is_some())?;
     Ok(HandlerSpec {
         item,
         signature,
@@ -89,6 +93,7 @@ pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec
             .map(|a| a.elems.into_iter().collect())
             .unwrap_or_default(),
         outbox: settings.outbox.unwrap_or(false),
+        batch,
     })
 }
 
@@ -130,6 +135,10 @@ struct Settings {
     shutdown_timeout: Option<u64>,
     middleware: Option<syn::ExprArray>,
     outbox: Option<bool>,
+    batch: Option<u64>,
+    linger_ms: Option<u64>,
+    /// Where each parameter was named, for errors about two that do not go together.
+    names: Vec<Ident>,
 }
 
 impl Settings {
@@ -148,8 +157,37 @@ impl Settings {
             }
             s.set(&key, &p)?;
             seen.push(key);
+            s.names.push(p.name);
         }
+        s.check_batch()?;
         Ok(s)
+    }
+
+    /// `linger_ms` needs `batch`; `outbox` and `middleware` do not go with it.
+    fn check_batch(&self) -> syn::Result<()> {
+        let named = |key: &str| self.names.iter().find(|n| *n == key);
+        if self.batch.is_none() {
+            if let Some(name) = named("linger_ms") {
+                return Err(syn::Error::new_spanned(
+                    name,
+                    "`linger_ms` is for batch handlers: add `batch = n` (the most messages per call)",
+                ));
+            }
+            return Ok(());
+        }
+        if let (Some(name), Some(true)) = (named("outbox"), self.outbox) {
+            return Err(syn::Error::new_spanned(
+                name,
+                "a batch handler has no outbox (it holds one delivery's sends): drop `outbox` or `batch`",
+            ));
+        }
+        if let Some(name) = named("middleware") {
+            return Err(syn::Error::new_spanned(
+                name,
+                "middleware wraps single deliveries and cannot wrap a batch handler: drop `middleware` or `batch`",
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the value of parameter `key` and stores it.
@@ -168,6 +206,15 @@ impl Settings {
                 )?;
                 self.timeout = Some(n);
             }
+            "batch" => {
+                let n = at_least_one(
+                    &p.value,
+                    "batch",
+                    "`batch` is the most messages per call and must be at least 1",
+                )?;
+                self.batch = Some(n);
+            }
+            "linger_ms" => self.linger_ms = Some(lit_int(&p.value, "linger_ms")?.base10_parse()?),
             "retries" => self.retries = Some(lit_int(&p.value, "retries")?.base10_parse()?),
             "shutdown_timeout" => {
                 let i = lit_int(&p.value, "shutdown_timeout")?;
@@ -308,6 +355,34 @@ mod tests {
         assert_eq!(spec.shutdown_timeout, Some(7));
         assert_eq!(spec.middleware.len(), 2);
         assert_eq!(spec.item.sig.ident, "h");
+    }
+
+    #[test]
+    fn batch_and_linger_land_in_the_spec_and_refuse_what_does_not_go_with_them() {
+        let batch_fn = || {
+            item(quote!(
+                async fn store(batch: &[EMessage]) -> Vec<Ack> {
+                    vec![]
+                }
+            ))
+        };
+        let spec = parse(quote!(topic = "t", batch = 500, linger_ms = 10), batch_fn()).unwrap();
+        assert_eq!(spec.batch, Some((500, 10)));
+        let spec = parse(quote!(topic = "t", batch = 8), batch_fn()).unwrap();
+        assert_eq!(spec.batch, Some((8, 0)));
+        let e = error_of(quote!(topic = "t", batch = 0), batch_fn());
+        assert!(e.contains("at least 1"), "{e}");
+        let e = error_of(quote!(topic = "t", linger_ms = 5), handler_fn());
+        assert!(e.contains("add `batch = n`"), "{e}");
+        let e = error_of(quote!(topic = "t", batch = 2, outbox), batch_fn());
+        assert!(e.contains("no outbox"), "{e}");
+        let e = error_of(quote!(topic = "t", batch = 2, middleware = [A]), batch_fn());
+        assert!(e.contains("cannot wrap a batch handler"), "{e}");
+        // A batch handler takes the batch, and a single handler does not.
+        let e = error_of(quote!(topic = "t", batch = 2), handler_fn());
+        assert!(e.contains("a batch handler takes `batch: &[EMessage]`"), "{e}");
+        let e = error_of(quote!(topic = "t"), batch_fn());
+        assert!(e.contains("add `batch = n`"), "{e}");
     }
 
     #[test]

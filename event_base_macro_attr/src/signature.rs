@@ -17,6 +17,8 @@ pub(crate) enum Input {
     Message,
     /// `order: Json<Order>`: the payload decoded; the type as written.
     Json(Box<Type>),
+    /// `batch: &[EMessage]`: a batch handler's messages.
+    Batch,
 }
 
 /// What the function returns.
@@ -25,6 +27,8 @@ pub(crate) enum Output {
     Ack,
     /// `-> Result<..>`: turned into an `Ack` by `IntoAck`; the type as written.
     Result(Box<Type>),
+    /// `-> Vec<Ack>`: a batch handler's answer per message.
+    Acks,
 }
 
 /// A checked handler signature.
@@ -41,9 +45,13 @@ const FORMS: &str = "`msg: &EMessage`, `order: Json<Order>`, or both";
 /// The answers a handler can return, for the error messages.
 const ANSWERS: &str = "`Ack`, `Result<(), E>` or `Result<Ack, E>` with `E: Display`";
 
+/// The batch handler's form, for the error messages.
+const BATCH_FORM: &str = "a batch handler takes `batch: &[EMessage]` and returns `Ack` (for every message), `Vec<Ack>` (one per message, in order), `Result<(), E>` or `Result<Ack, E>`";
+
 /// Checks the function: `async`, not generic, not a method, one or two parameters it can
-/// bind, and a return type it can turn into an `Ack`.
-pub(crate) fn signature(item: &ItemFn) -> syn::Result<Signature> {
+/// bind, and a return type it can turn into an `Ack`; for a batch handler (`batch`), the one
+/// parameter `&[EMessage]` and a return type it can turn into a `BatchAck`.
+pub(crate) fn signature(item: &ItemFn, batch: bool) -> syn::Result<Signature> {
     let sig = &item.sig;
     if sig.asyncness.is_none() {
         return Err(syn::Error::new_spanned(
@@ -63,9 +71,73 @@ pub(crate) fn signature(item: &ItemFn) -> syn::Result<Signature> {
             "a handler cannot be generic",
         ));
     }
+    if batch {
+        return batch_signature(item);
+    }
     let inputs = inputs(item)?;
     let output = output(&sig.output, sig.ident.span())?;
     Ok(Signature { inputs, output })
+}
+
+/// A batch handler: `(batch: &[EMessage]) -> Ack | Vec<Ack> | Result<..>`.
+fn batch_signature(item: &ItemFn) -> syn::Result<Signature> {
+    let sig = &item.sig;
+    let mut args = sig.inputs.iter();
+    let (Some(arg), None) = (args.next(), args.next()) else {
+        return Err(match sig.inputs.iter().nth(1) {
+            Some(extra) => syn::Error::new_spanned(extra, BATCH_FORM),
+            None => syn::Error::new(sig.paren_token.span.join(), BATCH_FORM),
+        });
+    };
+    let FnArg::Typed(t) = arg else {
+        return Err(syn::Error::new_spanned(arg, BATCH_FORM));
+    };
+    if !is_message_slice(&t.ty) {
+        return Err(syn::Error::new_spanned(&t.ty, BATCH_FORM));
+    }
+    let output = match &sig.output {
+        ReturnType::Default => return Err(syn::Error::new(sig.ident.span(), BATCH_FORM)),
+        ReturnType::Type(_, ty) if is_ack_vec(ty) => Output::Acks,
+        ReturnType::Type(_, ty) => match output(&sig.output, sig.ident.span()) {
+            Ok(o) => o,
+            Err(_) => return Err(syn::Error::new_spanned(ty, BATCH_FORM)),
+        },
+    };
+    Ok(Signature {
+        inputs: vec![Input::Batch],
+        output,
+    })
+}
+
+/// `&[EMessage]` (shared, a slice of `EMessage` by any path).
+fn is_message_slice(ty: &Type) -> bool {
+    match ty {
+        Type::Group(g) => is_message_slice(&g.elem),
+        Type::Paren(p) => is_message_slice(&p.elem),
+        Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
+            Type::Slice(s) => matches!(last_segment(&s.elem), Some(("EMessage", _))),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `Vec<Ack>`.
+fn is_ack_vec(ty: &Type) -> bool {
+    let Type::Path(p) = ty else { return false };
+    let Some(seg) = p.path.segments.last() else {
+        return false;
+    };
+    if seg.ident != "Vec" {
+        return false;
+    }
+    match &seg.arguments {
+        PathArguments::AngleBracketed(a) if a.args.len() == 1 => matches!(
+            a.args.first(),
+            Some(GenericArgument::Type(t)) if matches!(last_segment(t), Some(("Ack", PathArguments::None)))
+        ),
+        _ => false,
+    }
 }
 
 fn inputs(item: &ItemFn) -> syn::Result<Vec<Input>> {
@@ -102,7 +174,9 @@ fn inputs(item: &ItemFn) -> syn::Result<Vec<Input>> {
         });
         if repeated {
             let text = match input {
-                Input::Message => "the message is passed once; remove this parameter",
+                Input::Message | Input::Batch => {
+                    "the message is passed once; remove this parameter"
+                }
                 Input::Json(_) => {
                     "a handler takes one `Json<T>` parameter; read anything else from `msg: &EMessage`"
                 }
@@ -121,6 +195,10 @@ fn input(ty: &Type) -> syn::Result<Input> {
     match ty {
         Type::Group(g) => input(&g.elem),
         Type::Paren(p) => input(&p.elem),
+        _ if is_message_slice(ty) => Err(syn::Error::new_spanned(
+            ty,
+            "a handler of a batch of messages is a batch handler: add `batch = n` (the most messages per call)",
+        )),
         Type::Reference(r) => match last_segment(&r.elem) {
             Some(("EMessage", _)) if r.mutability.is_some() => Err(syn::Error::new_spanned(
                 ty,

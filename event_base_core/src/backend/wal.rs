@@ -230,6 +230,23 @@ pub trait Wal: Send + Sync + 'static {
     /// causes a redelivery, which at-least-once allows.
     fn complete(&self, id: &str) -> Result<(), WalError>;
 
+    /// [`begin`](Self::begin) for the messages of one batch (a batch handler's call), with one
+    /// flag per id, in order. The default calls `begin` for each; a backend with a single
+    /// ordered writer overrides it to hand the writer the batch at once.
+    fn begin_batch(&self, ids: &[&str]) -> Result<Vec<bool>, WalError> {
+        ids.iter().map(|id| self.begin(id)).collect()
+    }
+
+    /// [`complete`](Self::complete) for the messages of one batch, recorded together. The
+    /// default calls `complete` for each; a backend with a single ordered writer overrides it
+    /// so the batch costs one write.
+    fn complete_batch(&self, ids: &[&str]) -> Result<(), WalError> {
+        for id in ids {
+            self.complete(id)?;
+        }
+        Ok(())
+    }
+
     /// Marks message `id` `Complete` and records `messages` as newly accepted (`Pending`), as
     /// one step: a handler's completion and the messages its outbox held. Backends that can
     /// write both in one durable record override it, so that after a crash either all of it
@@ -311,6 +328,12 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn complete(&self, id: &str) -> Result<(), WalError> {
         (**self).complete(id)
+    }
+    fn begin_batch(&self, ids: &[&str]) -> Result<Vec<bool>, WalError> {
+        (**self).begin_batch(ids)
+    }
+    fn complete_batch(&self, ids: &[&str]) -> Result<(), WalError> {
+        (**self).complete_batch(ids)
     }
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
         (**self).retry(message)

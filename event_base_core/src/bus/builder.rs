@@ -441,6 +441,26 @@ fn validate(specs: &[HandlerSpec]) -> Result<(), CoreError> {
                 spec.name
             )));
         }
+        if let Some(batch) = &spec.batch {
+            if batch.max == 0 {
+                return Err(CoreError::Config(format!(
+                    "batch handler `{}` has batch = 0; a batch holds at least 1 message",
+                    spec.name
+                )));
+            }
+            if spec.outbox {
+                return Err(CoreError::Config(format!(
+                    "batch handler `{}` has an outbox; the outbox holds one delivery's sends, so it is for single-message handlers: drop `outbox` or the batch",
+                    spec.name
+                )));
+            }
+            if !spec.middleware.is_empty() {
+                return Err(CoreError::Config(format!(
+                    "batch handler `{}` has middleware of its own; middleware wraps single deliveries and cannot wrap a batch call: drop it, or do its work in the handler",
+                    spec.name
+                )));
+            }
+        }
         if !names.insert(spec.name.clone()) {
             return Err(CoreError::Config(format!(
                 "two handlers are named `{}`; worker names must be unique, rename one",

@@ -72,6 +72,55 @@ impl BusShared {
         }
     }
 
+    /// The acked deliveries of one batch (a batch handler's call, ended at `ended` if the
+    /// worker read the clock): the messages they complete are completed together
+    /// (`Wal::complete_batch`), then their queue entries acked. Returns the dead letters to
+    /// settle, as [`finish_ok`](Self::finish_ok) does for one.
+    pub(crate) fn finish_batch_ok(
+        &self,
+        entry: &TopicEntry,
+        jobs: &[Job],
+        ended: Option<SystemTime>,
+    ) -> Vec<Dead> {
+        let mut complete: Vec<&str> = Vec::with_capacity(jobs.len());
+        let mut ended_copies: Vec<&Job> = Vec::with_capacity(jobs.len());
+        let mut dead = Vec::new();
+        for job in jobs {
+            let failure = match &job.group {
+                None => None,
+                Some(group) => {
+                    if !group.finish_one() {
+                        continue;
+                    }
+                    group.failure().cloned()
+                }
+            };
+            ended_copies.push(job);
+            match self.copy_ended(entry, &job.message, failure) {
+                None => {}
+                Some(Ok(())) => complete.push(&job.message.id),
+                Some(Err(d)) => dead.push(d),
+            }
+        }
+        for id in &complete {
+            // Into the dedup window before the records leave the WAL (see `dedup.rs`).
+            self.dedup.completed(id, ended);
+        }
+        if !complete.is_empty() {
+            if let Err(e) = self.wal.complete_batch(&complete) {
+                tracing::error!(target: crate::constant::target::DELIVERY, messages = complete.len(), error = %e, "could not mark a batch's messages complete; they may be delivered again after a restart");
+            }
+        }
+        // Acked after the completions are recorded, so a crash in between delivers again.
+        for job in ended_copies {
+            ack_claim(job);
+        }
+        for _ in &complete {
+            self.message_final(entry);
+        }
+        dead
+    }
+
     /// Completes message `id` and appends the messages its handler's outbox held, in one
     /// WAL commit, then queues them.
     fn complete_with(&self, id: &str, at: Option<SystemTime>, held: Vec<Arc<EMessage>>) {

@@ -8,6 +8,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `ehandler.rs` | `EHandler`, `handler_fn`, `FnHandler` |
+//! | `batch.rs` | `EBatchHandler`, `BatchAck`, `BatchSpec`, `batch_fn`: handlers that take several messages per call |
 //! | `into_ack.rs` | `IntoAck`: what a handler function returns (`Ack`, `Result<(), E>`, `Result<Ack, E>`) as an `Ack` |
 //! | `spec.rs` | `HandlerSpec`, `HandlerRegistration`, `HANDLER_REGISTRY` |
 //! | `middleware.rs` | `Middleware`, `Next`, `BoxAckFuture` |
@@ -16,6 +17,7 @@
 //! | `runtime.rs` | `HandlerRuntime`: a handler as a running bus keeps it, to start workers from |
 
 pub(crate) mod backoff;
+pub(crate) mod batch;
 pub(crate) mod ehandler;
 pub(crate) mod into_ack;
 pub(crate) mod middleware;

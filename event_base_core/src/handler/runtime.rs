@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::handler::backoff::Backoff;
+use crate::handler::batch::BatchSpec;
 use crate::handler::middleware::Middleware;
 use crate::handler::pipeline::Pipeline;
 use crate::handler::spec::HandlerSpec;
@@ -24,6 +25,8 @@ pub(crate) struct HandlerRuntime {
     pub(crate) shutdown_timeout: Option<Duration>,
     /// Sends held until the handler acks.
     pub(crate) outbox: bool,
+    /// For a batch handler: what its workers call, and how they form batches.
+    pub(crate) batch: Option<BatchSpec>,
     next_index: AtomicUsize,
 }
 
@@ -38,6 +41,7 @@ impl HandlerRuntime {
             timeout: spec.timeout,
             retries: spec.retries,
             outbox: spec.outbox,
+            batch: spec.batch.clone(),
             backoff: spec.backoff,
             shutdown_timeout: spec.shutdown_timeout,
             next_index: AtomicUsize::new(0),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::handler::backoff::Backoff;
+use crate::handler::batch::{BatchSpec, EBatchHandler, OneOfBatch};
 use crate::handler::ehandler::EHandler;
 use crate::handler::middleware::Middleware;
 use crate::message::topic::MessageTopic;
@@ -33,15 +34,44 @@ pub struct HandlerRegistration {
     pub shutdown_timeout_secs: Option<u64>,
     /// `outbox`: sends held until the handler acks.
     pub outbox: bool,
+    /// `batch = n, linger_ms = ms`: a batch handler, built by `make_batch`, taking up to `n`
+    /// messages per call and waiting up to `ms` milliseconds for more.
+    pub batch: Option<BatchRegistration>,
     /// Builds the handler value.
     pub make_handler: fn() -> Arc<dyn EHandler>,
     /// Builds the handler's middleware, outermost first.
     pub make_middleware: fn() -> Vec<Arc<dyn Middleware>>,
 }
 
+/// What `#[handler(.., batch = n, linger_ms = ms)]` records of a batch handler.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchRegistration {
+    /// The most messages per call.
+    pub max: usize,
+    /// How long to wait for more, in milliseconds.
+    pub linger_ms: u64,
+    /// Builds the batch handler value.
+    pub make_batch: fn() -> Arc<dyn EBatchHandler>,
+}
+
 impl HandlerRegistration {
     /// Turns the registration into a [`HandlerSpec`].
     pub fn to_spec(&self) -> HandlerSpec {
+        if let Some(b) = &self.batch {
+            let mut spec = HandlerSpec::batch_of(
+                self.name,
+                self.topic,
+                (b.make_batch)(),
+                b.max,
+                Duration::from_millis(b.linger_ms),
+            )
+            .workers(self.workers);
+            spec.timeout = self.timeout_secs.map(Duration::from_secs);
+            spec.retries = self.retries;
+            spec.shutdown_timeout = self.shutdown_timeout_secs.map(Duration::from_secs);
+            spec.middleware = (self.make_middleware)();
+            return spec;
+        }
         HandlerSpec {
             name: self.name.to_owned(),
             topic: MessageTopic::from(self.topic),
@@ -53,6 +83,7 @@ impl HandlerRegistration {
             middleware: (self.make_middleware)(),
             backoff: None,
             outbox: self.outbox,
+            batch: None,
         }
     }
 }
@@ -94,6 +125,10 @@ pub struct HandlerSpec {
     pub backoff: Option<Backoff>,
     /// Whether the handler's sends are held until it acks ([`HandlerSpec::outbox`]).
     pub outbox: bool,
+    /// For a batch handler ([`HandlerSpec::batch`]): the handler its workers call and how they
+    /// form batches. `handler` then calls it with one message at a time (for code that takes a
+    /// spec's handler); the bus's workers call the batch handler.
+    pub batch: Option<BatchSpec>,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -105,6 +140,7 @@ impl std::fmt::Debug for HandlerSpec {
             .field("timeout", &self.timeout)
             .field("retries", &self.retries)
             .field("middleware", &self.middleware.len())
+            .field("batch", &self.batch)
             .finish()
     }
 }
@@ -127,7 +163,52 @@ impl HandlerSpec {
             middleware: Vec::new(),
             backoff: None,
             outbox: false,
+            batch: None,
         }
+    }
+
+    /// A batch handler with one worker: its worker hands it up to `max` ready messages per
+    /// call (at least 1), waiting at most `linger` for more while it holds fewer; see
+    /// [`EBatchHandler`] for how its answer, a panic or a timeout apply to each message.
+    ///
+    /// ```
+    /// use event_base_core::{batch_fn, Ack, EMessage, HandlerSpec};
+    /// use std::time::Duration;
+    ///
+    /// let spec = HandlerSpec::batch(
+    ///     "store",
+    ///     "metrics.points",
+    ///     batch_fn(|_batch: Vec<EMessage>| async { Ack::Ack }),
+    ///     500,
+    ///     Duration::from_millis(10),
+    /// )
+    /// .retries(5);
+    /// assert_eq!(spec.batch.as_ref().map(|b| (b.max, b.linger)), Some((500, Duration::from_millis(10))));
+    /// ```
+    pub fn batch(
+        name: impl Into<String>,
+        topic: impl Into<MessageTopic>,
+        handler: impl EBatchHandler,
+        max: usize,
+        linger: Duration,
+    ) -> Self {
+        HandlerSpec::batch_of(name, topic, Arc::new(handler), max, linger)
+    }
+
+    fn batch_of(
+        name: impl Into<String>,
+        topic: impl Into<MessageTopic>,
+        handler: Arc<dyn EBatchHandler>,
+        max: usize,
+        linger: Duration,
+    ) -> Self {
+        let mut spec = HandlerSpec::new(name, topic, OneOfBatch(handler.clone()));
+        spec.batch = Some(BatchSpec {
+            handler,
+            max,
+            linger,
+        });
+        spec
     }
 
     /// Holds the messages the handler sends while it runs (from its own task, to its own
@@ -135,7 +216,8 @@ impl HandlerSpec {
     /// handler's completion, in one record, so that after a crash either the completion and
     /// all its messages are in the log or none is (and the handler runs again). On `NoAck`,
     /// `Dead`, a panic or a timeout they are discarded, so a retried handler never sends
-    /// twice. A held send answers `Ok` with the message's id at once.
+    /// twice. A held send answers `Ok` with the message's id at once. Not for batch handlers
+    /// ([`HandlerSpec::batch`]): the builder refuses the two together.
     ///
     /// ```
     /// use event_base_core::{Ack, EMessage, HandlerSpec, handler_fn};

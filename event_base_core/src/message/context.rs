@@ -29,7 +29,9 @@ pub(crate) type HandlingBus = Arc<dyn Any + Send + Sync>;
 /// What a handler runs with: the message, its handler's retry limit, the bus running it, and
 /// the failure the handler reported, if any.
 struct Current {
-    message: Arc<EMessage>,
+    /// `None` for a batch handler's call: it handles several messages, none of them *the*
+    /// current one (sends from it inherit no provenance).
+    message: Option<Arc<EMessage>>,
     retries: u32,
     bus: HandlingBus,
     /// Set by an `Err` answer ([`report_failure`]), taken by the worker ([`take_failure`]).
@@ -50,7 +52,7 @@ tokio::task_local! {
 /// assert!(event_base_core::current_message().is_none()); // not inside a handler
 /// ```
 pub fn current_message() -> Option<Arc<EMessage>> {
-    CURRENT.try_with(|c| c.message.clone()).ok()
+    CURRENT.try_with(|c| c.message.clone()).ok().flatten()
 }
 
 /// The `retries` of the handler the current task runs, or [`DEFAULT_MAX_RETRIES`] outside
@@ -130,11 +132,29 @@ pub(crate) async fn with_current<F: std::future::Future>(
     fut: F,
 ) -> F::Output {
     let current = Current {
-        message,
+        message: Some(message),
         retries,
         bus,
         failure: RefCell::new(None),
         outbox: outbox.then(|| RefCell::new(Vec::new())),
+    };
+    CURRENT.scope(current, fut).await
+}
+
+/// Runs `fut`, a batch handler's call, for a handler with `retries` that `bus` runs: no
+/// current message, no outbox, but `Ack::retry()`, `Err` texts and `send_msg!` work as in a
+/// single-message handler.
+pub(crate) async fn with_current_batch<F: std::future::Future>(
+    retries: u32,
+    bus: HandlingBus,
+    fut: F,
+) -> F::Output {
+    let current = Current {
+        message: None,
+        retries,
+        bus,
+        failure: RefCell::new(None),
+        outbox: None,
     };
     CURRENT.scope(current, fut).await
 }
@@ -147,7 +167,9 @@ pub(crate) fn inherit(message: &mut EMessage) {
         return;
     }
     let _ = CURRENT.try_with(|current| {
-        let parent = &current.message;
+        let Some(parent) = &current.message else {
+            return;
+        };
         if parent.id == message.id {
             return;
         }

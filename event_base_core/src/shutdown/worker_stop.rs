@@ -115,16 +115,18 @@ pub(super) async fn stop_and_wait(
                 }
                 false if deadline.is_some_and(|d| Instant::now() >= d) => {
                     worker.abort().await;
-                    let job = w.take_current();
-                    let interrupted = job.as_ref().map(|j| j.message.id.clone());
+                    let jobs = w.take_in_hand();
+                    let interrupted = jobs.first().map(|j| j.message.id.clone());
                     if let Some(slot) = tasks.shared.sub_of(w).and_then(|e| e.slot(w.index)) {
                         slot.running.store(false, Ordering::Release);
                     }
                     w.set_status(WorkerStatus::Stopped);
-                    if let Some(job) = job {
-                        tracing::warn!(target: crate::constant::target::SHUTDOWN, worker = %w.name, id = %job.message.id, "worker did not stop in time; cancelled mid-message");
+                    if let Some(id) = &interrupted {
+                        tracing::warn!(target: crate::constant::target::SHUTDOWN, worker = %w.name, %id, messages = jobs.len(), "worker did not stop in time; cancelled mid-message");
                         if tasks.shared.is_accepting() {
-                            crate::worker::monitor::redeliver(tasks, w, job).await;
+                            for job in jobs {
+                                crate::worker::monitor::redeliver(tasks, w, job).await;
+                            }
                         }
                         outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));
                     } else {

@@ -15,12 +15,14 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | `Worker`: the loop, and one job from WAL `Processing` to its next state |
+//! | `batch.rs` | a batch handler's worker: forming batches (linger), one batch to each message's next state |
 //! | `deliver.rs` | one delivery: span, message context, panic catching, timeout, latencies |
 //! | `outcome.rs` | the one place that turns how a delivery ended into what happens next |
 //! | `catch_unwind.rs` | a handler's panic as a value |
 //! | `registry.rs` | `WorkerRegistry`, `WorkerInfo`, `WorkerStatus`: every worker and its liveness |
 //! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 
+mod batch;
 pub(crate) mod catch_unwind;
 mod deliver;
 pub(crate) mod monitor;
@@ -104,6 +106,8 @@ pub struct Worker {
     /// Whether the handler's sends are held until it acks.
     outbox: bool,
     inbox: JobReceiver,
+    /// For a batch handler: what it calls and how it forms batches (`worker/batch.rs`).
+    batch: Option<crate::handler::batch::BatchSpec>,
     /// Where this worker stages its audit records (`None`: not audited).
     audit: Option<Arc<AuditStage>>,
 }
@@ -148,6 +152,7 @@ impl Worker {
             },
             audit,
             outbox: handler.outbox,
+            batch: handler.batch.clone(),
             inbox,
             shared,
             entry,
@@ -171,6 +176,9 @@ impl Worker {
     /// topic's queue itself, claimed one message at a time. Each is tried without waiting
     /// first; only when all are empty does the worker park on all of them at once.
     pub(crate) async fn run(self, router: Option<Arc<ConsumerRouter>>) {
+        if let Some(spec) = self.batch.clone() {
+            return self.run_batch(spec, router).await;
+        }
         let work = self.entry.work_rx.clone();
         let consumer = self.entry.consumer.clone();
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
@@ -262,6 +270,11 @@ impl Worker {
                 return;
             }
         }
+        self.stopped().await;
+    }
+
+    /// The worker's loop has ended: say so.
+    async fn stopped(&self) {
         self.state.set_status(WorkerStatus::Stopped);
         self.shared
             .announce_worker(
@@ -309,12 +322,21 @@ impl Worker {
             WorkerStatus::Idle
         });
         let took = started.and_then(|t| t.elapsed().ok()).unwrap_or_default();
-        let attempts = job.message.attempts;
-        let decision = decide(outcome, attempts, self.policy);
-        // A retry is a normal path; a dead letter is logged once, as a warning, where it is
-        // settled (`delivery/settle.rs`), with the panic or timeout as its reason.
-        if let Decision::Retry { delay, reason } = &decision {
-            let (id, worker) = (&job.message.id, &self.state.name);
+        let decision = decide(outcome, job.message.attempts, self.policy);
+        self.log_retry(&job, &decision);
+        // When the delivery ended, from the clock reads already made (for the dedup window).
+        let ended = started.map(|t| t + took);
+        let audit = (mark, took);
+        self.apply(job, decision, audit, ended, held).await;
+        true
+    }
+
+    /// A retry is a normal path, logged here; a dead letter is logged once, as a warning,
+    /// where it is settled (`delivery/settle.rs`), with the panic or timeout as its reason.
+    #[inline]
+    fn log_retry(&self, job: &Job, decision: &Decision) {
+        if let Decision::Retry { delay, reason } = decision {
+            let (id, worker, attempts) = (&job.message.id, &self.state.name, job.message.attempts);
             match reason {
                 Some(reason) => {
                     tracing::info!(target: crate::constant::target::DELIVERY, %id, %worker, attempts, ?delay, %reason, "delivery failed; retrying");
@@ -324,11 +346,6 @@ impl Worker {
                 }
             }
         }
-        // When the delivery ended, from the clock reads already made (for the dedup window).
-        let ended = started.map(|t| t + took);
-        let audit = (mark, took);
-        self.apply(job, decision, audit, ended, held).await;
-        true
     }
 
     /// Carries out a [`Decision`]: WAL state, counters, audit, and the next delivery.

@@ -95,12 +95,14 @@ fn stale_limit(
 }
 
 async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
-    let Some(job) = state.take_current() else {
+    let jobs = state.take_in_hand();
+    let Some(first) = jobs.first() else {
         return; // it finished just now
     };
+    let first_id = first.message.id.clone();
     let shared = &tasks.shared;
     state.set_status(WorkerStatus::Dead);
-    tracing::error!(target: crate::constant::target::WORKER, worker = %state.name, topic = %state.topic, id = %job.message.id, "worker stuck past the stale limit: declared dead, its message is delivered again");
+    tracing::error!(target: crate::constant::target::WORKER, worker = %state.name, topic = %state.topic, id = %first_id, messages = jobs.len(), "worker stuck past the stale limit: declared dead, its message is delivered again");
     let Some(entry) = shared.sub_of(state).cloned() else {
         return;
     };
@@ -114,7 +116,9 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
     shared
         .announce_worker(crate::system_topics::discovery::DiscoveryEvent::Dead, state)
         .await;
-    redeliver(tasks, state, job).await;
+    for job in jobs {
+        redeliver(tasks, state, job).await;
+    }
     if let Some(runtime) = tasks.handlers.get(&state.handler).cloned() {
         match tasks.spawn_worker(&runtime) {
             Ok(new) => {

@@ -75,6 +75,8 @@ pub(crate) struct WorkerState {
     /// The job being handled. Whoever takes it out owns its outcome: the worker when the
     /// handler returns, or the monitor when it declares the worker dead.
     current: Mutex<Option<Job>>,
+    /// A batch worker's jobs being handled, owned as `current` is.
+    batch: Mutex<Vec<Job>>,
     /// Milliseconds since the Unix epoch of the last sign of life the monitor saw.
     last_heartbeat_ms: AtomicU64,
 }
@@ -101,6 +103,7 @@ impl WorkerState {
             stop_requested: AtomicBool::new(false),
             stop: Notify::new(),
             current: Mutex::new(None),
+            batch: Mutex::new(Vec::new()),
             last_heartbeat_ms: AtomicU64::new(now_ms()),
         }
     }
@@ -158,11 +161,41 @@ impl WorkerState {
         self.current.lock().ok().and_then(|mut c| c.take())
     }
 
+    /// A batch worker's jobs, handed over as one (see `current`).
+    pub(crate) fn set_current_batch(&self, jobs: Vec<Job>) {
+        if let Ok(mut b) = self.batch.lock() {
+            *b = jobs;
+        }
+    }
+
+    /// Takes a batch worker's jobs; empty if someone else (the monitor) already did.
+    pub(crate) fn take_current_batch(&self) -> Vec<Job> {
+        self.batch
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default()
+    }
+
+    /// Takes whatever the worker is handling (its job, or its batch's); empty if it handles
+    /// nothing or someone else took it.
+    pub(crate) fn take_in_hand(&self) -> Vec<Job> {
+        let mut jobs: Vec<Job> = self.take_current().into_iter().collect();
+        jobs.extend(self.take_current_batch());
+        jobs
+    }
+
     pub(crate) fn current_id(&self) -> Option<String> {
-        self.current
+        let single = self
+            .current
             .lock()
             .ok()
-            .and_then(|c| c.as_ref().map(|j| j.message.id.clone()))
+            .and_then(|c| c.as_ref().map(|j| j.message.id.clone()));
+        single.or_else(|| {
+            self.batch
+                .lock()
+                .ok()
+                .and_then(|b| b.first().map(|j| j.message.id.clone()))
+        })
     }
 
     pub(crate) fn beat(&self) {

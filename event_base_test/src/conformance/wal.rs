@@ -502,6 +502,41 @@ pub async fn state_survives_a_reopen(b: &impl WalBackend) {
     assert_eq!(wal.pending().await.unwrap().len(), 4);
 }
 
+/// `begin_batch` answers one flag per id, as `begin` would (a gone record is `false`), and
+/// `complete_batch` completes every record named; both survive a reopen as their one-by-one
+/// forms do.
+pub async fn batch_begin_and_complete_act_on_each(b: &impl WalBackend) {
+    let ms: Vec<_> = (0..4).map(msg).collect();
+    {
+        let wal = b.open();
+        for m in &ms[..3] {
+            append(&wal, m).await;
+        }
+        let ids: Vec<&str> = ms.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(
+            wal.begin_batch(&ids).unwrap(),
+            [true, true, true, false],
+            "3 was never appended"
+        );
+        assert_eq!(
+            live(&wal).await,
+            vec![
+                (0, WalRecordState::Processing, 0),
+                (1, WalRecordState::Processing, 0),
+                (2, WalRecordState::Processing, 0),
+            ]
+        );
+        wal.complete_batch(&[&ms[0].id, &ms[2].id]).unwrap();
+        assert_eq!(live(&wal).await, vec![(1, WalRecordState::Processing, 0)]);
+        let s = wal.stats();
+        assert_eq!((s.appended, s.completed, s.live), (3, 2, 1));
+        wal.complete_batch(&[]).unwrap();
+        wal.flush().await.unwrap();
+    }
+    let wal = b.open();
+    assert_eq!(live(&wal).await, vec![(1, WalRecordState::Processing, 0)]);
+}
+
 /// Runs every case of this module over each backend given, one `#[tokio::test]` per case,
 /// in a module per backend: `name => expression making a fresh backend`.
 ///
@@ -530,6 +565,7 @@ macro_rules! wal_conformance {
                 append_over_a_dead_letter_replaces_it,
                 append_batch_appends_all,
                 append_unique_refuses_an_id_it_holds,
+                batch_begin_and_complete_act_on_each,
                 stats_follow_every_transition,
                 concurrent_callers_lose_nothing,
                 state_survives_a_reopen,

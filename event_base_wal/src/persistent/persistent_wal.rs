@@ -305,6 +305,19 @@ impl PersistentWal {
             .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
+    /// Sends several records that nobody waits on, to be written together.
+    fn send_all(&self, entries: Vec<Entry>) -> Result<(), WalError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
+        tx.send(WriterOp::WriteAll(entries))
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+    }
+
     /// Sends a record whose durability the caller waits for (per the policy).
     fn send_durable(&self, entry: Entry) -> Result<WalCommit, WalError> {
         if self.policy == SyncPolicy::Never {
@@ -381,6 +394,34 @@ impl Wal for PersistentWal {
             self.send(Entry::Complete(RecordId::Message(message), at), None)?;
         }
         Ok(())
+    }
+
+    /// The batch's `Processing` marks go to the writer as one op: one write.
+    fn begin_batch(&self, ids: &[&str]) -> Result<Vec<bool>, WalError> {
+        let mut flags = Vec::with_capacity(ids.len());
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.index.begin_record(id) {
+                Some(message) => {
+                    entries.push(Entry::Processing(RecordId::Message(message)));
+                    flags.push(true);
+                }
+                None => flags.push(false),
+            }
+        }
+        self.send_all(entries)?;
+        Ok(flags)
+    }
+
+    /// The batch's completions go to the writer as one op, with one clock read: one write.
+    fn complete_batch(&self, ids: &[&str]) -> Result<(), WalError> {
+        let at = SystemTime::now();
+        let entries: Vec<Entry> = ids
+            .iter()
+            .filter_map(|id| self.index.complete_live_record(id))
+            .map(|message| Entry::Complete(RecordId::Message(message), at))
+            .collect();
+        self.send_all(entries)
     }
 
     /// One record (`CompleteWith`) for the completion and the messages: all of it survives a

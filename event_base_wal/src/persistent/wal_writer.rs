@@ -53,6 +53,8 @@ pub(crate) enum WriterOp {
         entry: Entry,
         waiter: Option<Waiter>,
     },
+    /// Append several records in one write (a batch's state changes); nobody waits on them.
+    WriteAll(Vec<Entry>),
     /// Sync everything written so far, then answer.
     Flush(Waiter),
     /// Answer the completions kept (see `Writer::completions`) at or after `since`.
@@ -184,6 +186,7 @@ impl Writer {
             for op in ops.drain(..) {
                 let waiter = match op {
                     WriterOp::Write { waiter, .. } => waiter,
+                    WriterOp::WriteAll(_) => None,
                     WriterOp::Flush(w) => Some(w),
                     WriterOp::Completions { since, reply } => {
                         let _ = reply.send(self.completions_since(since));
@@ -206,25 +209,12 @@ impl Writer {
                     let _ = reply.send(self.completions_since(since));
                 }
                 WriterOp::Write { entry, waiter } => {
-                    let start = self.buf.len();
-                    encode(&entry, &mut self.buf);
-                    if self.buf.len() - start - FRAME_HEADER > self.max_body {
-                        // Never write what recovery would call corrupt.
-                        self.buf.truncate(start);
-                        tracing::error!(target: event_base_core::constant::target::WAL, id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
-                        if let Some(w) = waiter {
-                            w.answer(Err(WalError::RecordTooLarge {
-                                id: entry.id().to_owned(),
-                                size: self.buf.len() - start - FRAME_HEADER,
-                                limit: self.max_body,
-                            }));
-                        }
-                        continue;
-                    }
-                    self.account(&entry);
-                    if let Some(w) = waiter {
-                        waiters.push(w);
-                        need_sync |= self.policy != SyncPolicy::Never;
+                    self.stage(&entry, waiter, &mut waiters, &mut need_sync);
+                }
+                WriterOp::WriteAll(entries) => {
+                    for entry in &entries {
+                        self.stage(entry, None, &mut waiters, &mut need_sync);
+                        self.seal_if_full(&mut result);
                     }
                 }
                 WriterOp::Flush(w) => {
@@ -232,13 +222,7 @@ impl Writer {
                     need_sync = true;
                 }
             }
-            // Seal the segment as soon as it is full, even in the middle of a batch, so
-            // segments stay close to their configured size.
-            let active_len = self.sizes.get(&self.active).copied().unwrap_or(0);
-            if result.is_ok() && active_len + self.buf.len() as u64 >= self.segment_bytes {
-                result = self.write_buf().and_then(|()| self.rotate());
-                self.buf.clear();
-            }
+            self.seal_if_full(&mut result);
         }
         if result.is_ok() {
             result = self.write_buf().and_then(|()| {
@@ -268,6 +252,48 @@ impl Writer {
         }
         if result.is_ok() {
             self.compact();
+        }
+    }
+
+    /// Encodes `entry` into the buffer and accounts for it; a record over the size limit is
+    /// not written, and its waiter (if any) told why.
+    fn stage(
+        &mut self,
+        entry: &Entry,
+        waiter: Option<Waiter>,
+        waiters: &mut Vec<Waiter>,
+        need_sync: &mut bool,
+    ) {
+        let start = self.buf.len();
+        encode(entry, &mut self.buf);
+        if self.buf.len() - start - FRAME_HEADER > self.max_body {
+            // Never write what recovery would call corrupt.
+            let size = self.buf.len() - start - FRAME_HEADER;
+            self.buf.truncate(start);
+            tracing::error!(target: event_base_core::constant::target::WAL, id = %entry.id(), limit = self.max_body, "WAL record over the size limit was not written");
+            if let Some(w) = waiter {
+                w.answer(Err(WalError::RecordTooLarge {
+                    id: entry.id().to_owned(),
+                    size,
+                    limit: self.max_body,
+                }));
+            }
+            return;
+        }
+        self.account(entry);
+        if let Some(w) = waiter {
+            waiters.push(w);
+            *need_sync |= self.policy != SyncPolicy::Never;
+        }
+    }
+
+    /// Seals the segment as soon as it is full, even in the middle of a batch, so segments
+    /// stay close to their configured size.
+    fn seal_if_full(&mut self, result: &mut Result<(), WalError>) {
+        let active_len = self.sizes.get(&self.active).copied().unwrap_or(0);
+        if result.is_ok() && active_len + self.buf.len() as u64 >= self.segment_bytes {
+            *result = self.write_buf().and_then(|()| self.rotate());
+            self.buf.clear();
         }
     }
 
