@@ -111,3 +111,40 @@ async fn an_idle_bus_does_not_spin() {
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count(), 101);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lingering_batch_worker_does_not_spin() {
+    let _watchdog = Watchdog::start();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    // A linger far past the window: the worker holds one message and waits for more.
+    let spec = event_base::HandlerSpec::batch(
+        "store",
+        "points",
+        event_base::batch_fn(move |batch: Vec<event_base::EMessage>| {
+            counted.fetch_add(batch.len(), std::sync::atomic::Ordering::SeqCst);
+            async { Ack::Ack }
+        }),
+        100,
+        Duration::from_secs(3600),
+    );
+    let bus = event_base::builder()
+        .heartbeat(HEARTBEAT, Duration::from_secs(7200))
+        .handler(spec)
+        .build()
+        .await
+        .unwrap();
+    bus.send("points", b"x".to_vec()).await.unwrap();
+
+    let woke = wake_ups_in_a_window().await;
+    assert!(
+        woke <= ALLOWED,
+        "a lingering batch worker woke {woke} times in {WINDOW:?}"
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "still lingering");
+    // Shutting down ends the linger at once.
+    bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
+        .await
+        .unwrap();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
