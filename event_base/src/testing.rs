@@ -70,11 +70,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::time::SystemTime;
+
+use event_base_core::backend::{Wal, WalCommit, WalRecord, WalStats};
 use event_base_core::{
     async_trait, Ack, AuditEvent, AuditOutcome, AuditRecord, CoreError, DeadLetterMessage,
-    EHandler, EMessage, EventBus, EventBusBuilder, HandlerRegistration, HandlerSpec, IntoMessage,
-    MessageId, ShutdownReport, ShutdownStrategy, HANDLER_REGISTRY,
+    DeadReason, EHandler, EMessage, EventBus, EventBusBuilder, HandlerRegistration, HandlerSpec,
+    IntoMessage, MessageId, ShutdownReport, ShutdownStrategy, WalError, HANDLER_REGISTRY,
 };
+use event_base_wal::MemoryWal;
 
 type Captured = Arc<Mutex<HashMap<String, Vec<EMessage>>>>;
 
@@ -93,6 +97,142 @@ fn captured_counts(captured: &Captured) -> Vec<(String, usize)> {
     counts
 }
 
+/// What the harness's WAL saw appended: every message in order, and what each outbox
+/// completion released, by the id of the message whose handler acked.
+#[derive(Debug, Default)]
+struct Appended {
+    messages: Vec<Arc<EMessage>>,
+    released: HashMap<String, Vec<Arc<EMessage>>>,
+}
+
+type Journal = Arc<Mutex<Appended>>;
+
+/// The harness's WAL: a `MemoryWal` that also notes every message appended to it, so a test
+/// can ask what a handler sent ([`TestBus::sent_by`]) and what its outbox released
+/// ([`TestBus::released`]) after the records themselves have completed and gone.
+struct RecordingWal {
+    inner: MemoryWal,
+    journal: Journal,
+}
+
+impl RecordingWal {
+    fn note(&self, messages: &[Arc<EMessage>]) {
+        if let Ok(mut j) = self.journal.lock() {
+            j.messages.extend(messages.iter().cloned());
+        }
+    }
+}
+
+#[async_trait]
+impl Wal for RecordingWal {
+    fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
+        let commit = self.inner.append(message)?;
+        self.note(std::slice::from_ref(message));
+        Ok(commit)
+    }
+    fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        let commit = self.inner.append_batch(messages)?;
+        self.note(messages);
+        Ok(commit)
+    }
+    fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
+        let commit = self.inner.append_unique(message)?;
+        if commit.is_some() {
+            self.note(std::slice::from_ref(message));
+        }
+        Ok(commit)
+    }
+    fn append_batch_unique(
+        &self,
+        messages: &[Arc<EMessage>],
+    ) -> Result<(WalCommit, Vec<bool>), WalError> {
+        let (commit, appended) = self.inner.append_batch_unique(messages)?;
+        let new: Vec<Arc<EMessage>> = messages
+            .iter()
+            .zip(&appended)
+            .filter(|(_, &a)| a)
+            .map(|(m, _)| m.clone())
+            .collect();
+        self.note(&new);
+        Ok((commit, appended))
+    }
+    async fn recent_completions(
+        &self,
+        since: SystemTime,
+    ) -> Result<Vec<(String, SystemTime)>, WalError> {
+        self.inner.recent_completions(since).await
+    }
+    fn begin(&self, id: &str) -> Result<bool, WalError> {
+        self.inner.begin(id)
+    }
+    fn complete(&self, id: &str) -> Result<(), WalError> {
+        self.inner.complete(id)
+    }
+    fn begin_batch(&self, ids: &[&str]) -> Result<Vec<bool>, WalError> {
+        self.inner.begin_batch(ids)
+    }
+    fn complete_batch(&self, ids: &[&str]) -> Result<(), WalError> {
+        self.inner.complete_batch(ids)
+    }
+    fn complete_with(&self, id: &str, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
+        let commit = self.inner.complete_with(id, messages)?;
+        self.note(messages);
+        if let Ok(mut j) = self.journal.lock() {
+            j.released
+                .entry(id.to_owned())
+                .or_default()
+                .extend(messages.iter().cloned());
+        }
+        Ok(commit)
+    }
+    fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
+        self.inner.retry(message)
+    }
+    fn fail(
+        &self,
+        message: &Arc<EMessage>,
+        reason: &DeadReason,
+        handlers: &[String],
+    ) -> Result<(), WalError> {
+        self.inner.fail(message, reason, handlers)
+    }
+    fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
+        self.inner.cancel(id)
+    }
+    async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
+        self.inner.pending().await
+    }
+    async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
+        self.inner.dead_letters().await
+    }
+    async fn take_dead_letter(&self, id: &str) -> Result<Option<DeadLetterMessage>, WalError> {
+        self.inner.take_dead_letter(id).await
+    }
+    async fn purge_dead_letters(&self) -> Result<usize, WalError> {
+        self.inner.purge_dead_letters().await
+    }
+    async fn flush(&self) -> Result<(), WalError> {
+        self.inner.flush().await
+    }
+    fn stats(&self) -> WalStats {
+        self.inner.stats()
+    }
+}
+
+/// One delivery of a message that did not ack, as [`TestBus::failures`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The delivery (1 for the first).
+    pub attempt: u32,
+    /// Why, as the bus recorded it: the text of a handler's `Err`, `panic: ..`, the reason of
+    /// a payload a `Json<T>` parameter could not decode (`could not decode the payload as
+    /// ..`), `timed out ..`; `None` for a `NoAck` the handler answered itself.
+    pub reason: Option<String>,
+    /// Whether this delivery made the message a dead letter (else it was retried).
+    pub dead: bool,
+}
+
 /// Builds a [`TestBus`].
 #[must_use = "a builder does nothing until `build().await`"]
 pub struct TestBusBuilder {
@@ -102,6 +242,7 @@ pub struct TestBusBuilder {
     /// Whether to add every `#[handler]` of the binary (those of captured topics left out).
     registered: bool,
     captured: Captured,
+    journal: Journal,
     settle_timeout: Duration,
 }
 
@@ -192,6 +333,7 @@ impl TestBusBuilder {
         Ok(TestBus {
             bus,
             captured: self.captured,
+            journal: self.journal,
             settle_timeout: self.settle_timeout,
         })
     }
@@ -220,6 +362,7 @@ impl EHandler for Capture {
 pub struct TestBus {
     bus: EventBus,
     captured: Captured,
+    journal: Journal,
     settle_timeout: Duration,
 }
 
@@ -238,11 +381,17 @@ impl std::fmt::Debug for TestBus {
 impl TestBus {
     /// A builder: in-memory WAL and queues, auditing on, no handlers yet.
     pub fn builder() -> TestBusBuilder {
+        let journal = Journal::default();
+        let wal = RecordingWal {
+            inner: MemoryWal::new(),
+            journal: journal.clone(),
+        };
         TestBusBuilder {
-            builder: crate::builder().audit(1 << 16),
+            builder: crate::builder().wal(wal).audit(1 << 16),
             handlers: Vec::new(),
             registered: false,
             captured: Arc::default(),
+            journal,
             settle_timeout: Duration::from_secs(10),
         }
     }
@@ -301,6 +450,147 @@ impl TestBus {
         self.outcomes(id)
             .filter(|o| matches!(o, AuditOutcome::Retried { .. }))
             .count()
+    }
+
+    /// How the message's last delivery ended (`None` while no delivery of it has ended): the
+    /// typed outcome of a typed handler too, e.g. `Dead { reason: Other(..) }` with the text
+    /// of a `Result` handler's last `Err`, or with the reason a `Json<T>` parameter could not
+    /// decode the payload.
+    ///
+    /// ```
+    /// use event_base::prelude::*;
+    /// use event_base::testing::TestBus;
+    /// use event_base::AuditOutcome;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Order {
+    ///     qty: u32,
+    /// }
+    ///
+    /// #[handler(topic = "orders", retries = 1)]
+    /// async fn place(Json(order): Json<Order>) -> Result<(), String> {
+    ///     if order.qty == 0 {
+    ///         return Err("an order of nothing".into());
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), CoreError> {
+    /// let t = TestBus::builder()
+    ///     .with_registered_handlers()
+    ///     .start()
+    ///     .await?;
+    /// let good = t.publish("orders", br#"{"qty":2}"#.to_vec()).await?;
+    /// let empty = t.publish("orders", br#"{"qty":0}"#.to_vec()).await?;
+    /// let garbled = t.publish("orders", b"qty=2".to_vec()).await?;
+    /// t.settle().await?;
+    ///
+    /// assert_eq!(t.outcome(&good), Some(AuditOutcome::Acked));
+    /// // The Err text, once per delivery: retried once, then dead with it.
+    /// let failures = t.failures(&empty);
+    /// assert_eq!(failures.len(), 2);
+    /// assert!(failures.iter().all(|f| f.reason.as_deref() == Some("an order of nothing")));
+    /// assert!(failures[1].dead);
+    /// // Bad input is dead at once, the reason naming the type.
+    /// let failures = t.failures(&garbled);
+    /// assert_eq!(failures.len(), 1);
+    /// assert!(failures[0].reason.as_deref().is_some_and(|r| r.contains("Order")));
+    /// # t.stop().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn outcome(&self, id: &str) -> Option<AuditOutcome> {
+        self.outcomes(id).last()
+    }
+
+    /// Every delivery of the message that did not ack, in order, with why: see [`Failure`]
+    /// and the example of [`outcome`](Self::outcome).
+    pub fn failures(&self, id: &str) -> Vec<Failure> {
+        self.history(id)
+            .into_iter()
+            .filter_map(|r| match r.event {
+                AuditEvent::Finished { outcome, .. } => match outcome {
+                    AuditOutcome::Acked => None,
+                    AuditOutcome::Retried { reason, .. } => Some(Failure {
+                        attempt: r.attempt,
+                        reason,
+                        dead: false,
+                    }),
+                    AuditOutcome::Dead { reason } => Some(Failure {
+                        attempt: r.attempt,
+                        reason: Some(reason.to_string()),
+                        dead: true,
+                    }),
+                },
+                AuditEvent::Started => None,
+            })
+            .collect()
+    }
+
+    /// The messages sent while message `id` was handled (those whose `causation_id` is `id`,
+    /// which a send from a handler inherits), in the order the bus accepted them. For a
+    /// handler with an outbox these are only what its acking run released: the sends of runs
+    /// that failed were discarded and never reached the bus.
+    pub fn sent_by(&self, id: &str) -> Vec<EMessage> {
+        self.journal
+            .lock()
+            .map(|j| {
+                j.messages
+                    .iter()
+                    .filter(|m| m.metadata.causation_id.as_deref() == Some(id))
+                    .map(|m| (**m).clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// What the outbox of the handler that acked message `id` released with that ack, in the
+    /// same WAL commit as the completion (empty when nothing was released: the handler has no
+    /// outbox, sent nothing, or never acked). When the message has several handlers and the
+    /// acking one was not the last to finish, its messages were released as sends of their
+    /// own: see [`sent_by`](Self::sent_by).
+    ///
+    /// ```
+    /// use event_base::prelude::*;
+    /// use event_base::testing::TestBus;
+    ///
+    /// // Sends a receipt, then fails on the first delivery: only the second's receipt goes out.
+    /// async fn bill(msg: EMessage) -> Ack {
+    ///     let receipt = format!("receipt of attempt {}", msg.attempts);
+    ///     if event_base::send_msg!("receipts", receipt.into_bytes()).await.is_err() {
+    ///         return Ack::retry();
+    ///     }
+    ///     if msg.attempts == 1 { Ack::retry() } else { Ack::Ack }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), CoreError> {
+    /// let t = TestBus::builder()
+    ///     .handler(HandlerSpec::new("bill", "orders", event_base::handler_fn(bill)).outbox(true))
+    ///     .capture("receipts")
+    ///     .start()
+    ///     .await?;
+    /// let id = t.publish("orders", b"42".to_vec()).await?;
+    /// t.settle().await?;
+    ///
+    /// let released = t.released(&id);
+    /// assert_eq!(released.len(), 1);
+    /// assert_eq!(&released[0].payload.0[..], b"receipt of attempt 2");
+    /// assert_eq!(t.sent_by(&id), released, "the first run's receipt never left the outbox");
+    /// assert_eq!(t.captured("receipts").len(), 1);
+    /// # t.stop().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn released(&self, id: &str) -> Vec<EMessage> {
+        self.journal
+            .lock()
+            .ok()
+            .and_then(|j| {
+                j.released
+                    .get(id)
+                    .map(|v| v.iter().map(|m| (**m).clone()).collect())
+            })
+            .unwrap_or_default()
     }
 
     /// The dead letters.
