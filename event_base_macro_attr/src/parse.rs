@@ -380,7 +380,10 @@ mod tests {
         assert!(e.contains("cannot wrap a batch handler"), "{e}");
         // A batch handler takes the batch, and a single handler does not.
         let e = error_of(quote!(topic = "t", batch = 2), handler_fn());
-        assert!(e.contains("a batch handler takes `batch: &[EMessage]`"), "{e}");
+        assert!(
+            e.contains("a batch handler takes `batch: &[EMessage]`"),
+            "{e}"
+        );
         let e = error_of(quote!(topic = "t"), batch_fn());
         assert!(e.contains("add `batch = n`"), "{e}");
     }

@@ -27,7 +27,12 @@ impl Calls {
     fn record(&self, batch: &[EMessage]) {
         let messages = batch
             .iter()
-            .map(|m| (String::from_utf8_lossy(&m.payload.0).into_owned(), m.attempts))
+            .map(|m| {
+                (
+                    String::from_utf8_lossy(&m.payload.0).into_owned(),
+                    m.attempts,
+                )
+            })
             .collect();
         self.0.lock().unwrap().push(Call {
             at: tokio::time::Instant::now(),
@@ -261,7 +266,11 @@ async fn a_panicking_batch_handler_fails_each_message_on_its_own_count() {
         // Dead only after its own three attempts (each in a poisoned batch); a message whose
         // retry landed in a batch without the poison was acked then.
         if let Some((_, a, r)) = dead.iter().find(|(d, _, _)| d == p) {
-            assert_eq!((*a, attempts.len()), (3, 3), "{p}: dead only after 3 attempts");
+            assert_eq!(
+                (*a, attempts.len()),
+                (3, 3),
+                "{p}: dead only after 3 attempts"
+            );
             assert!(r.contains("poisoned batch"), "{p}: {r}");
         }
         accounted += 1;
@@ -340,7 +349,11 @@ async fn batch_handlers_are_checked_at_build() {
     let ack = |_: &[EMessage]| BatchAck::All(Ack::Ack);
     let calls = Arc::new(Calls::default());
     let zero = recording(&calls, 0, Duration::ZERO, ack);
-    let e = event_base::builder().handler(zero).build().await.unwrap_err();
+    let e = event_base::builder()
+        .handler(zero)
+        .build()
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("batch = 0"), "{e}");
     let outbox = recording(&calls, 2, Duration::ZERO, ack).outbox(true);
     let e = event_base::builder()
@@ -478,12 +491,13 @@ async fn a_batch_handler_over_a_file_wal_completes_and_replays() {
         .await
         .unwrap();
     bus.wait_idle(WAIT).await.unwrap();
-    let mut again: Vec<String> = replayed
-        .attempts_by_payload()
-        .into_keys()
-        .collect();
+    let mut again: Vec<String> = replayed.attempts_by_payload().into_keys().collect();
     again.sort();
-    assert_eq!(again, ["late1", "late2"], "the acked batches completed in the WAL");
+    assert_eq!(
+        again,
+        ["late1", "late2"],
+        "the acked batches completed in the WAL"
+    );
     bus.shutdown(ShutdownStrategy::Drain { timeout: WAIT })
         .await
         .unwrap();

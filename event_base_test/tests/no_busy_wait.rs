@@ -141,7 +141,11 @@ async fn a_lingering_batch_worker_does_not_spin() {
         woke <= ALLOWED,
         "a lingering batch worker woke {woke} times in {WINDOW:?}"
     );
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "still lingering");
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "still lingering"
+    );
     // Shutting down ends the linger at once.
     bus.shutdown(event_base::ShutdownStrategy::Drain { timeout: WAIT })
         .await

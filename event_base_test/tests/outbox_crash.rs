@@ -64,7 +64,10 @@ fn a_completion_and_its_outbox_survive_a_kill_together_or_not_at_all() {
     for round in 0..ROUNDS {
         let kill_after = rng.usize(1..600);
         let got = run_and_kill(dir.path(), kill_after);
-        println!("round {round}: killed after {kill_after}, {} orders", got.len());
+        println!(
+            "round {round}: killed after {kill_after}, {} orders",
+            got.len()
+        );
         sent.extend(got);
     }
 
@@ -88,7 +91,10 @@ fn a_completion_and_its_outbox_survive_a_kill_together_or_not_at_all() {
                 let (order, k) = body
                     .rsplit_once(':')
                     .unwrap_or_else(|| panic!("mail payload {body:?}"));
-                mails.entry(order.to_owned()).or_default().push(k.to_owned());
+                mails
+                    .entry(order.to_owned())
+                    .or_default()
+                    .push(k.to_owned());
             }
             other => panic!("a record on topic {other}"),
         }
@@ -120,11 +126,17 @@ fn a_completion_and_its_outbox_survive_a_kill_together_or_not_at_all() {
             ["0", "1", "2"],
             "KILL_SEED={seed}: order {order} has some mails only"
         );
-        assert!(!owed.contains(&order), "KILL_SEED={seed}: {order} is owed and has mails");
+        assert!(
+            !owed.contains(&order),
+            "KILL_SEED={seed}: {order} is owed and has mails"
+        );
     }
     println!(
         "{} orders accepted: {complete} complete with their mails, {still_owed} owed",
         sent.len()
     );
-    assert!(complete > 0, "KILL_SEED={seed}: no order completed in any run");
+    assert!(
+        complete > 0,
+        "KILL_SEED={seed}: no order completed in any run"
+    );
 }

@@ -52,7 +52,10 @@ async fn a_typed_handlers_outcome_and_failures_carry_its_text() {
         .collect();
     assert_eq!(
         seen,
-        [(1, Some(text.as_str()), false), (2, Some(text.as_str()), true)]
+        [
+            (1, Some(text.as_str()), false),
+            (2, Some(text.as_str()), true)
+        ]
     );
 
     let failures = t.failures(&bad);
@@ -127,7 +130,11 @@ async fn released_is_what_the_acking_run_sent_and_nothing_of_failed_runs() {
     assert_eq!(payloads(&t.released(&late)), ["0@2", "1@2"]);
     assert!(t.released(&never).is_empty(), "a dead run releases nothing");
     for id in [&ok, &flaky, &late, &never] {
-        assert_eq!(t.sent_by(id), t.released(id), "{id}: only released sends went out");
+        assert_eq!(
+            t.sent_by(id),
+            t.released(id),
+            "{id}: only released sends went out"
+        );
     }
     let released = t.released(&ok);
     assert!(released
@@ -164,7 +171,13 @@ async fn a_batch_handlers_messages_each_have_an_outcome() {
         event_base::batch_fn(|batch: Vec<EMessage>| async move {
             batch
                 .iter()
-                .map(|m| if m.payload.0.is_empty() { Ack::dead() } else { Ack::Ack })
+                .map(|m| {
+                    if m.payload.0.is_empty() {
+                        Ack::dead()
+                    } else {
+                        Ack::Ack
+                    }
+                })
                 .collect::<Vec<_>>()
         }),
         10,

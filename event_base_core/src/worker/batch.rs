@@ -244,7 +244,10 @@ impl Worker {
             }
         };
         let mut batch: Vec<Job> = Vec::with_capacity(jobs.len());
-        for (job, live) in jobs.drain(..).zip(flags.into_iter().chain(std::iter::repeat(true))) {
+        for (job, live) in jobs
+            .drain(..)
+            .zip(flags.into_iter().chain(std::iter::repeat(true)))
+        {
             if live {
                 batch.push(job);
             } else {

@@ -29,7 +29,10 @@ impl EHandler for Bill {
     async fn handler(&self, msg: &EMessage) -> Ack {
         for k in 0..3 {
             let mail = format!("{}:{k}", msg.id);
-            if event_base::send_msg!("mail", mail.into_bytes()).await.is_err() {
+            if event_base::send_msg!("mail", mail.into_bytes())
+                .await
+                .is_err()
+            {
                 return Ack::retry();
             }
         }
@@ -61,7 +64,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bus = EventBus::builder()
         .wal(wal)
         .queue(FlumeQueueFactory::default())
-        .handler(HandlerSpec::new("bill", "orders", Bill).workers(4).outbox(true))
+        .handler(
+            HandlerSpec::new("bill", "orders", Bill)
+                .workers(4)
+                .outbox(true),
+        )
         .handler(HandlerSpec::new("later", "mail", Later).workers(2))
         .build()
         .await?;
@@ -74,7 +81,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let id = bus.send("orders", format!("order-{t}-{i}")).await?;
                 let mut out = out.lock().map_err(|_| "stdout lock poisoned")?;
                 // A closed pipe means the test is gone: stop.
-                if writeln!(out, "SENT {id}").and_then(|()| out.flush()).is_err() {
+                if writeln!(out, "SENT {id}")
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
                     break;
                 }
             }
