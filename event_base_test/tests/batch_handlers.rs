@@ -221,7 +221,7 @@ async fn a_vec_of_acks_answers_each_message() {
         dead_of(&bus).await,
         [("dead".to_owned(), 1, DeadReason::Explicit.to_string())]
     );
-    let m = bus.metrics().topic("points").unwrap().clone();
+    let m = bus.metrics().topic("points").unwrap();
     assert_eq!((m.acked, m.retried, m.dead), (3, 1, 1));
     assert_eq!(bus.wal_stats().live, 0);
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
@@ -276,7 +276,7 @@ async fn a_panicking_batch_handler_fails_each_message_on_its_own_count() {
         accounted += 1;
     }
     assert_eq!(accounted, 4);
-    let m = bus.metrics().topic("points").unwrap().clone();
+    let m = bus.metrics().topic("points").unwrap();
     assert_eq!(m.acked + m.dead, 5, "every message ended once: {m:?}");
     assert_eq!(bus.wal_stats().live, 0);
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
