@@ -379,7 +379,10 @@ impl std::fmt::Debug for TestBus {
 }
 
 impl TestBus {
-    /// A builder: in-memory WAL and queues, auditing on, no handlers yet.
+    /// A builder: in-memory WAL and queues, auditing on, no handlers yet. The WAL also keeps
+    /// every message appended to it for the bus's life (for [`sent_by`](Self::sent_by) and
+    /// [`released`](Self::released)): a `TestBus` is sized for tests, not for millions of
+    /// messages.
     pub fn builder() -> TestBusBuilder {
         let journal = Journal::default();
         let wal = RecordingWal {

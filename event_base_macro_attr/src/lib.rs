@@ -30,6 +30,8 @@
 //! | `shutdown_timeout = secs` | time to finish the current message at shutdown | none |
 //! | `middleware = [A, B::new()]` | middleware values, outermost first | none |
 //! | `outbox` | sends made by the handler are held until it acks, then written with its completion | off |
+//! | `batch = n` | a batch handler: `async fn(batch: &[EMessage])` gets up to `n` ready messages per call | off |
+//! | `linger_ms = ms` | with `batch`: how long to wait for a batch to fill | 0 |
 //!
 //! Every mistake (unknown or repeated parameter, wrong type, a topic under the reserved
 //! `_system.` prefix that is not a system topic, a function that is not `async`, a parameter
@@ -54,6 +56,7 @@ mod signature;
 ///
 /// ```text
 /// #[handler(topic = "..", workers = n, timeout = secs, retries = n, shutdown_timeout = secs, middleware = [..])]
+/// #[handler(topic = "..", batch = n, linger_ms = ms, ..)]
 /// ```
 ///
 /// # Parameters
@@ -69,6 +72,8 @@ mod signature;
 /// | `shutdown_timeout` | whole seconds | none (the strategy's own limit) | the longest a shutdown waits for each of this handler's workers to finish its message; past it the worker is cancelled and the message is left in the WAL for the next start |
 /// | `middleware` | a list of expressions, `[A, B::new(..)]` | none | middleware values (each an `impl Middleware`) wrapped around this handler, outermost first, inside the bus-wide middleware of `EventBusBuilder::middleware` |
 /// | `outbox` | a flag (`outbox`, or `outbox = true`) | off | the messages the handler sends while it runs (to its own bus, from its own task) are held and released only with its `Ack`, in the same WAL record as its completion; on `NoAck`, `Dead`, a panic or a timeout they are discarded (`HandlerSpec::outbox`) |
+/// | `batch` | whole number, at least 1 | off | a [batch handler](#batch-handlers): its worker hands it up to `batch` ready messages per call (`HandlerSpec::batch`) |
+/// | `linger_ms` | whole milliseconds, with `batch` | `0` | how long a worker holding fewer than `batch` messages waits for more before it calls; never while the bus shuts down |
 ///
 /// Any other name is a compile error that lists these. Every mistake (an unknown or repeated
 /// parameter, a value of the wrong type, `workers = 0`, `timeout = 0`, an empty or reserved
@@ -130,6 +135,31 @@ mod signature;
 ///     bus.shutdown(ShutdownStrategy::Force).await?;
 ///     Ok(())
 /// }
+/// ```
+///
+/// # Batch handlers
+///
+/// With `batch = n` the function takes `batch: &[EMessage]` (at least one, at most `n`
+/// messages, in the order taken) and returns `Ack` (the answer for every message), `Vec<Ack>`
+/// (one per message, in order; a list of another length fails every message of the batch), or
+/// `Result<(), E>` / `Result<Ack, E>` (for every message). A panic or a timeout fails every
+/// message of the batch; retries, backoff and dead letters then apply to each message on its
+/// own count (`event_base::EBatchHandler` has the table). The generated struct implements
+/// `EBatchHandler`. `outbox` and `middleware` do not go with `batch` (compile errors).
+///
+/// ```
+/// use event_base::prelude::*;
+///
+/// #[handler(topic = "metrics.points", batch = 500, linger_ms = 10)]
+/// async fn store(batch: &[EMessage]) -> Vec<Ack> {
+///     batch.iter().map(|m| if m.payload.0.is_empty() { Ack::dead() } else { Ack::Ack }).collect()
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let points = [EMessage::standard("metrics.points", b"cpu=1".to_vec())];
+/// assert_eq!(StoreHandler.handle_batch(&points).await, BatchAck::Each(vec![Ack::Ack]));
+/// # }
 /// ```
 ///
 /// # What it generates
