@@ -208,20 +208,35 @@ async fn a_batch_handlers_messages_each_have_an_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_publish_shows_as_one_delivery() {
-    let t = TestBus::builder().handler(biller(true)).capture("receipts").start().await.unwrap();
+    let t = TestBus::builder()
+        .handler(biller(true))
+        .capture("receipts")
+        .start()
+        .await
+        .unwrap();
     let first = t
-        .publish("bills", EMessage::standard("bills", b"ok".to_vec()).with_id("bill-7"))
+        .publish(
+            "bills",
+            EMessage::standard("bills", b"ok".to_vec()).with_id("bill-7"),
+        )
         .await
         .unwrap();
     t.settle().await.unwrap();
     let again = t
-        .publish("bills", EMessage::standard("bills", b"ok".to_vec()).with_id("bill-7"))
+        .publish(
+            "bills",
+            EMessage::standard("bills", b"ok".to_vec()).with_id("bill-7"),
+        )
         .await
         .unwrap();
     t.settle().await.unwrap();
     assert_eq!((&*first, &*again), ("bill-7", "bill-7"));
     assert_eq!(t.outcome("bill-7"), Some(AuditOutcome::Acked));
-    assert_eq!(t.history("bill-7").len(), 2, "one start, one finish: delivered once");
+    assert_eq!(
+        t.history("bill-7").len(),
+        2,
+        "one start, one finish: delivered once"
+    );
     assert_eq!(t.released("bill-7").len(), 2, "its receipts released once");
     t.stop().await.unwrap();
 }
