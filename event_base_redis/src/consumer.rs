@@ -6,23 +6,23 @@
 //! | `claim_batch` | `XREADGROUP GROUP <handler> <me> COUNT n BLOCK b STREAMS <stream> >` on a connection of its own; every half visibility timeout, first `XAUTOCLAIM` of entries idle past it |
 //! | `ack` | script `ACK`: owner check, `XACK` + `XDEL` |
 //! | `nack` | script `REQUEUE`: owner check, a copy at the end of the stream, `XACK` + `XDEL` of the original |
-//! | `claim_stale` | `XAUTOCLAIM … <min_idle> <cursor> COUNT n` |
+//! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: `XCLAIM … JUSTID` of what it still owns |
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use event_base_core::backend::{Claimed, EConsumer, Receipt};
-use event_base_core::QueueError;
+use event_base_core::{DeadLetterMessage, DeadReason, QueueError};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use tokio::time::Instant;
 
 use crate::codec;
 use crate::error::RedisError;
-use crate::keys::POISON_MAX_LEN;
+use crate::keys::{DLQ_MAX_LEN, POISON_MAX_LEN};
 use crate::queue::SubQueue;
 use crate::reply::{self, RawEntry};
 use crate::scripts;
@@ -248,23 +248,34 @@ impl Inner {
         let mut got = 0;
         // One pass over the pending list at most: from the kept cursor round to it again.
         loop {
-            let mut cmd = redis::cmd("XAUTOCLAIM");
-            cmd.arg(&self.q.key)
-                .arg(&self.q.group)
-                .arg(&self.name)
-                .arg(min_idle.as_millis() as u64)
-                .arg(cursor.as_str())
-                .arg("COUNT")
-                .arg((max - got).max(1));
-            let v = match self.q.link.run("XAUTOCLAIM", cmd).await {
+            let cmd = scripts::evalsha(
+                &scripts::RECLAIM,
+                &[&self.q.key],
+                (
+                    &self.q.group,
+                    &self.name,
+                    min_idle.as_millis() as u64,
+                    cursor.as_str(),
+                    (max - got).max(1),
+                ),
+            );
+            let v = match self.q.link.run("RECLAIM", cmd).await {
                 Ok(v) => v,
                 Err(e) => {
                     self.forget_group_on(&e);
                     return Err(e);
                 }
             };
-            let (next, entries) = reply::autoclaim(&v)?;
-            got += self.accept(entries, out).await;
+            let (next, taken) = reply::reclaim(&v)?;
+            let mut live = Vec::with_capacity(taken.len());
+            for (entry, count) in taken {
+                if count > i64::from(self.q.max_deliveries) {
+                    self.stalled(entry, count).await;
+                } else {
+                    live.push(entry);
+                }
+            }
+            got += self.accept(live, out).await;
             let wrapped = next == "0-0";
             *cursor = next;
             if got >= max || wrapped || *cursor == start {
@@ -272,6 +283,54 @@ impl Inner {
             }
         }
         Ok(got)
+    }
+
+    /// Dead-letters an entry taken over once too often (its delivery count `count` is past
+    /// `max_deliveries`): every consumer that had it died or stopped before settling it, so
+    /// it is likely the message that brings them down.
+    async fn stalled(&self, (id, fields): RawEntry, count: i64) {
+        let Some(fields) = fields else { return };
+        let message = match codec::decode_message(&fields) {
+            Ok(m) => m,
+            Err(reason) => return self.poison(&id, reason).await,
+        };
+        let max = self.q.max_deliveries;
+        let reason = DeadReason::Other(format!(
+            "delivered {count} times, over max_deliveries ({max}): each consumer that claimed it \
+             died or stopped before settling it (a message that crashes or hangs its process?); \
+             fix the handler, then replay it"
+        ));
+        let dead = DeadLetterMessage {
+            attempts: message.attempts,
+            message,
+            reason,
+            died_at: SystemTime::now(),
+            handlers: vec![self.q.group.clone()],
+        };
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(&self.q.topics).arg(self.q.topic.as_str());
+        let cmd = scripts::evalsha(
+            &scripts::DEAD,
+            &[&self.q.key, &self.q.dlq],
+            (
+                &self.q.group,
+                &self.name,
+                &id,
+                codec::dead_field(&dead),
+                DLQ_MAX_LEN,
+            ),
+        );
+        // The topic is listed first (same writer, in order), so the dead letter is found.
+        let listed = self.q.link.push("SADD", sadd, None);
+        match (listed, self.q.link.run("DEAD", cmd).await) {
+            (Ok(()), Ok(v)) if reply::int("DEAD", &v).unwrap_or(0) == 1 => {
+                tracing::error!(target: "event_base::redis", topic = %self.q.topic, handler = %self.q.group, entry = %id, message = %dead.message.id, deliveries = count, max_deliveries = max, "message dead-lettered: delivered too often without being settled");
+            }
+            (Ok(()), Ok(_)) => {}
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(target: "event_base::redis", topic = %self.q.topic, entry = %id, error = %e, "could not dead-letter an entry past max_deliveries; it stays pending and the next takeover tries again");
+            }
+        }
     }
 
     /// Whether it is time to look for stale entries (and if so, the next time is set).

@@ -27,6 +27,9 @@ pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_BLOCK: Duration = Duration::from_secs(2);
 /// The key prefix, unless set otherwise.
 pub const DEFAULT_PREFIX: &str = "eb";
+/// How many times an entry may be delivered (claimed, then taken over from a consumer that
+/// neither settled it nor renewed its lease) before it is dead-lettered, unless set otherwise.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 
 /// The settings of a [`RedisQueueFactory`] (and of the [`RedisWal`] over its keys).
 #[derive(Debug, Clone)]
@@ -36,6 +39,7 @@ pub(crate) struct Settings {
     pub(crate) bound: usize,
     pub(crate) visibility: Duration,
     pub(crate) block: Duration,
+    pub(crate) max_deliveries: u32,
 }
 
 /// Queues on Redis Streams, shared by every process that connects to the same server and
@@ -85,6 +89,7 @@ impl std::fmt::Debug for RedisQueueFactory {
             .field("prefix", &self.settings.prefix)
             .field("bound", &self.settings.bound)
             .field("visibility_timeout", &self.settings.visibility)
+            .field("max_deliveries", &self.settings.max_deliveries)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +124,7 @@ impl RedisQueueFactory {
                 bound: DEFAULT_BOUND,
                 visibility: DEFAULT_VISIBILITY_TIMEOUT,
                 block: DEFAULT_BLOCK,
+                max_deliveries: DEFAULT_MAX_DELIVERIES,
             },
             local: FlumeQueueFactory::default(),
             incarnation: Arc::from(format!("{}-{short}", std::process::id())),
@@ -151,6 +157,21 @@ impl RedisQueueFactory {
     /// it. So a dead process's entries are delivered again within about 1.5 times this.
     pub fn visibility_timeout(mut self, d: Duration) -> Self {
         self.settings.visibility = d.max(Duration::from_millis(100));
+        self
+    }
+
+    /// How many deliveries an entry gets at most (default [`DEFAULT_MAX_DELIVERIES`]; at
+    /// least 1). An entry is delivered once when first claimed, and once more each time it
+    /// is taken over from a consumer whose lease ran out (Redis's delivery count, as
+    /// `XPENDING` shows it). A takeover that would deliver it more often dead-letters it
+    /// instead, in the topic's dead-letter stream with a reason that says so: a message that
+    /// crashes (or hangs) every process that handles it stops there rather than take the
+    /// cluster down one process after the other.
+    ///
+    /// Retries (`Ack::NoAck`) and `nack`s do not count: they are handled by the bus's
+    /// `max_retries`; this counts only deliveries whose consumer vanished.
+    pub fn max_deliveries(mut self, n: u32) -> Self {
+        self.settings.max_deliveries = n.max(1);
         self
     }
 

@@ -53,7 +53,8 @@ mod wal;
 
 pub use error::RedisError;
 pub use factory::{
-    RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_PREFIX, DEFAULT_VISIBILITY_TIMEOUT,
+    RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_MAX_DELIVERIES, DEFAULT_PREFIX,
+    DEFAULT_VISIBILITY_TIMEOUT,
 };
 pub use keys::DLQ_MAX_LEN;
 pub use wal::RedisWal;

@@ -27,6 +27,12 @@ pub(crate) struct SubQueue {
     pub(crate) bound: usize,
     pub(crate) visibility: Duration,
     pub(crate) block: Duration,
+    /// Deliveries an entry gets at most; a takeover past it dead-letters the entry.
+    pub(crate) max_deliveries: u32,
+    /// The topic's dead-letter stream.
+    pub(crate) dlq: String,
+    /// The set of topics with dead letters.
+    pub(crate) topics: String,
     /// Entries in the stream as last heard from Redis, plus this process's sends since.
     len: AtomicUsize,
     /// Woken when `len` drops (an ack or a fresh count).
@@ -51,6 +57,9 @@ impl SubQueue {
             bound: settings.bound,
             visibility: settings.visibility,
             block: settings.block,
+            max_deliveries: settings.max_deliveries,
+            dlq: settings.keys.dlq(topic.as_str()),
+            topics: settings.keys.topics(),
             len: AtomicUsize::new(0),
             room: Notify::new(),
             closed: watch::Sender::new(false),

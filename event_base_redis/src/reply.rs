@@ -100,14 +100,24 @@ pub(crate) fn read_group(v: &Value) -> Result<Vec<RawEntry>, RedisError> {
     }
 }
 
-/// `XAUTOCLAIM`'s reply: the next cursor and the entries claimed.
-pub(crate) fn autoclaim(v: &Value) -> Result<(String, Vec<RawEntry>), RedisError> {
-    const CMD: &str = "XAUTOCLAIM";
+/// The `RECLAIM` script's reply: the next cursor, the entries taken over, and the delivery
+/// count of each.
+pub(crate) fn reclaim(v: &Value) -> Result<(String, Vec<(RawEntry, i64)>), RedisError> {
+    const CMD: &str = "RECLAIM";
     let parts = array(CMD, v)?;
-    let (Some(cursor), Some(list)) = (parts.first(), parts.get(1)) else {
+    let (Some(cursor), Some(list), Some(counts)) = (parts.first(), parts.get(1), parts.get(2))
+    else {
         return Err(unexpected(CMD, format!("{} parts", parts.len())));
     };
-    Ok((string(CMD, cursor)?, entries(CMD, list)?))
+    let entries = entries(CMD, list)?;
+    let counts = ints(CMD, counts)?;
+    if entries.len() != counts.len() {
+        return Err(unexpected(
+            CMD,
+            format!("{} entries and {} counts", entries.len(), counts.len()),
+        ));
+    }
+    Ok((string(CMD, cursor)?, entries.into_iter().zip(counts).collect()))
 }
 
 /// The integers of an array reply (the counts scripts return).
@@ -157,7 +167,13 @@ mod tests {
             Value::Array(vec![bulk("m")]),
         ])]);
         assert!(entries("X", &odd).is_err());
-        assert!(autoclaim(&Value::Array(vec![bulk("0-0")])).is_err());
+        assert!(reclaim(&Value::Array(vec![bulk("0-0")])).is_err());
+        let mismatched = Value::Array(vec![
+            bulk("0-0"),
+            Value::Array(vec![Value::Array(vec![bulk("1-0"), Value::Nil])]),
+            Value::Array(vec![]),
+        ]);
+        assert!(reclaim(&mismatched).is_err());
     }
 
     #[test]

@@ -110,6 +110,40 @@ return lost
     ))
 });
 
+/// `KEYS[1]` stream; `ARGV` group, consumer, min idle (ms), cursor, count. Takes over
+/// entries idle past the min idle time (`XAUTOCLAIM`) and reads each one's delivery count
+/// (`XPENDING`, which now counts this takeover too) in the same script. Returns
+/// `{next cursor, entries, counts}`, `counts[i]` the count of `entries[i]`.
+pub(crate) static RECLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
+local counts = {}
+for i, e in ipairs(r[2]) do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], e[1], e[1], 1)
+  if p[1] ~= nil then counts[i] = p[1][4] else counts[i] = 0 end
+end
+return {r[1], r[2], counts}
+",
+    )
+});
+
+/// `KEYS[1]` stream, `KEYS[2]` dead-letter stream; `ARGV` group, consumer, id, dead letter
+/// (the `d` field), max length. Dead-letters an entry the consumer owns: the dead letter is
+/// added and the entry acked and deleted, at once. Returns 1, or 0 if the consumer no longer
+/// owns it (fenced: its new owner decides).
+pub(crate) static DEAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{OWNS}
+if not owns(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'd', ARGV[4])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+return 1
+"
+    ))
+});
+
 /// `KEYS[1]` stream, `KEYS[2]` poison stream; `ARGV` group, id, reason, max length. Moves an
 /// entry that does not decode aside, with its fields, the source id and the reason.
 pub(crate) static POISON: LazyLock<Script> = LazyLock::new(|| {
@@ -152,8 +186,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 6] {
-    [&*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*POISON, &*UNDEAD]
+fn all() -> [&'static Script; 8] {
+    [
+        &*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON, &*UNDEAD,
+    ]
 }
 
 /// Loads every script into the server's script cache.

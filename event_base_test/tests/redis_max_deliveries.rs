@@ -1,0 +1,156 @@
+//! `max_deliveries`: an entry taken over again and again (every consumer that claimed it died
+//! or stopped before settling it) is dead-lettered, with a reason saying so, instead of being
+//! delivered once more.
+//!
+//! The consumers that "die" are simulated: each claims through the queue contract and is
+//! dropped without settling, so nothing renews its lease, as when its process is killed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base::backend::{Claimed, QueueFactory, TopicQueue, Wal};
+use event_base::{Ack, DeadReason, EMessage, EventBus, MessageTopic, RedisQueueFactory};
+use event_base_test::redis_server::RedisServer;
+use event_base_test::{Probe, WAIT};
+
+/// A consumer of subscription `work` of topic `jobs` (a new consumer name each time).
+fn consumer(factory: &RedisQueueFactory) -> TopicQueue {
+    factory
+        .create_subscription(&MessageTopic::from("jobs"), "work")
+        .unwrap()
+}
+
+/// Delivers the entry of `message` `n` times in all: a first claim, then `n - 1` takeovers,
+/// each by a new consumer, the previous one gone. Returns the first consumer (kept alive, to
+/// try its late ack) and its claim.
+async fn deliver(
+    factory: &RedisQueueFactory,
+    message: &Arc<EMessage>,
+    n: usize,
+) -> (TopicQueue, Vec<Claimed>) {
+    let first = consumer(factory);
+    first.producer.send(message.clone()).await.unwrap();
+    let mut claimed = Vec::new();
+    first.consumer.claim_batch(10, &mut claimed).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    for _ in 1..n {
+        let next = consumer(factory);
+        let mut out = Vec::new();
+        let got = next
+            .consumer
+            .claim_stale(Duration::ZERO, 10, &mut out)
+            .await
+            .unwrap();
+        assert_eq!(got, 1, "taken over while under max_deliveries");
+        assert_eq!(out[0].message.id, message.id);
+    }
+    (first, claimed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_past_max_deliveries_dead_letters_the_entry() {
+    let server = RedisServer::start();
+    let factory = RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .max_deliveries(3);
+    let wal = factory.wal();
+    let message = Arc::new(EMessage::standard("jobs", b"crashes its process".to_vec()));
+    let (first, claimed) = deliver(&factory, &message, 3).await;
+    let delivered = server.command(&["XPENDING", "eb:{jobs}:s:work", "work", "-", "+", "1"]);
+    assert!(
+        delivered.starts_with('*'),
+        "the entry is pending: {delivered}"
+    );
+
+    // The fourth delivery would pass max_deliveries: dead-lettered instead.
+    let last = consumer(&factory);
+    let mut out = Vec::new();
+    let got = last
+        .consumer
+        .claim_stale(Duration::ZERO, 10, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(got, 0, "not delivered a fourth time");
+    assert!(out.is_empty());
+
+    let dead = wal.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message.id, message.id);
+    assert_eq!(dead[0].message.payload, message.payload);
+    assert_eq!(dead[0].handlers, vec!["work".to_owned()]);
+    let DeadReason::Other(reason) = &dead[0].reason else {
+        panic!("reason {:?}", dead[0].reason)
+    };
+    assert!(
+        reason.contains("delivered 4 times") && reason.contains("max_deliveries (3)"),
+        "{reason}"
+    );
+    // Gone from the subscription: acked and deleted with the dead letter.
+    assert_eq!(server.command(&["XLEN", "eb:{jobs}:s:work"]), ":0");
+    assert_eq!(
+        server.command(&["XPENDING", "eb:{jobs}:s:work", "work", "-", "+", "10"]),
+        "*0"
+    );
+
+    // The first consumer waking up and acking late is fenced: nothing changes.
+    first.consumer.ack(&claimed).await.unwrap();
+    assert_eq!(wal.dead_letters().await.unwrap().len(), 1);
+    drop(last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_dead_letters_an_entry_its_sweep_finds_past_max_deliveries() {
+    const VISIBILITY: Duration = Duration::from_millis(300);
+    let server = RedisServer::start();
+    let factory = || async {
+        RedisQueueFactory::connect(&server.url())
+            .await
+            .unwrap()
+            .max_deliveries(2)
+            .visibility_timeout(VISIBILITY)
+    };
+    // Delivered twice already; both consumers are gone.
+    let message = Arc::new(EMessage::standard("jobs", b"poison pill".to_vec()));
+    let (first, _) = deliver(&factory().await, &message, 2).await;
+    drop(first);
+
+    let probe = Probe::new();
+    let queue = factory().await;
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(probe.handler("work", "jobs", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    let fine = bus.send("jobs", b"fine".to_vec()).await.unwrap();
+    probe.wait_for(1, WAIT).await;
+
+    // The bus's sweep takes the entry over once its lease ran out, and dead-letters it.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let dead = loop {
+        let dead = bus.dead_letters().await.unwrap();
+        if !dead.is_empty() {
+            break dead;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the entry past max_deliveries was not dead-lettered"
+        );
+        // Redis offers nothing to wait on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message.id, message.id);
+    assert_eq!(probe.count(), 1, "only the fine message was handled");
+    assert_eq!(probe.count_of(&fine), 1);
+    assert_eq!(probe.count_of(&message.id), 0, "never handled a third time");
+    assert_eq!(server.command(&["XLEN", "eb:{jobs}:s:work"]), ":0");
+
+    // Replayed: the same id is delivered again, from a fresh entry.
+    bus.replay_dead_letter(&message.id).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(&message.id), 1);
+    assert!(bus.dead_letters().await.unwrap().is_empty());
+}
