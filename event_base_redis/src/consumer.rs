@@ -7,6 +7,7 @@
 //! | `ack` | script `ACK`: owner check, `XACK` + `XDEL` |
 //! | `nack` | script `REQUEUE`: owner check, a copy at the end of the stream, `XACK` + `XDEL` of the original |
 //! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
+//! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: `XCLAIM … JUSTID` of what it still owns |
 
 use std::collections::HashSet;
@@ -29,6 +30,9 @@ use crate::scripts;
 
 /// Ids per script call when settling or extending many entries.
 const CHUNK: usize = 256;
+
+/// Due messages one `PROMOTE` call moves at most.
+const PROMOTE_BATCH: usize = 256;
 
 /// The claiming side of one subscription's stream (see the module docs).
 pub(crate) struct RedisConsumer {
@@ -153,15 +157,23 @@ impl Inner {
         let read = async move { cmd.query_async::<Value>(&mut conn).await };
         tokio::pin!(read);
         let result = if block.is_some() {
-            tokio::select! {
-                r = &mut read => r,
-                () = self.q.closed() => loop {
+            // Woken early when the producer closes, or a message is scheduled here for
+            // before the block ends.
+            let woken = tokio::select! {
+                r = &mut read => Some(r),
+                () = self.q.closed() => None,
+                () = self.q.rearmed() => None,
+            };
+            match woken {
+                Some(r) => r,
+                None => loop {
                     // Wake the blocked read; it then answers nil (or what it had just got).
                     // Repeated, in case the read had not reached the server yet.
                     let mut unblock = redis::cmd("CLIENT");
                     unblock.arg("UNBLOCK").arg(client_id);
                     let _ = self.q.link.run("CLIENT UNBLOCK", unblock).await;
-                    if let Ok(r) = tokio::time::timeout(Duration::from_millis(200), &mut read).await {
+                    if let Ok(r) = tokio::time::timeout(Duration::from_millis(200), &mut read).await
+                    {
                         break r;
                     }
                 },
@@ -333,6 +345,40 @@ impl Inner {
         }
     }
 
+    /// Moves the subscription's messages that are due (by the server's clock) to its stream,
+    /// if it is time to look; returns when to look next.
+    async fn promote(&self) -> Result<Instant, RedisError> {
+        if let Some(next) = self.q.promote_due(Instant::now() + self.q.block) {
+            return Ok(next);
+        }
+        loop {
+            let cmd = scripts::evalsha(
+                &scripts::PROMOTE,
+                &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
+                PROMOTE_BATCH,
+            );
+            let v = match self.q.link.run("PROMOTE", cmd).await {
+                Ok(v) => v,
+                Err(e) => {
+                    self.q.due_by(Instant::now());
+                    return Err(e);
+                }
+            };
+            let r = reply::ints("PROMOTE", &v)?;
+            let (moved, wait) = (
+                r.first().copied().unwrap_or(0),
+                r.get(1).copied().unwrap_or(-1),
+            );
+            if moved > 0 && wait == 0 {
+                continue; // more are due than one call moves
+            }
+            if let Ok(ms) = u64::try_from(wait) {
+                self.q.due_by(Instant::now() + Duration::from_millis(ms));
+            }
+            return Ok(self.q.next_look());
+        }
+    }
+
     /// Whether it is time to look for stale entries (and if so, the next time is set).
     fn sweep_due(&self) -> Option<Duration> {
         let mut next = self.next_sweep.lock().unwrap_or_else(|e| e.into_inner());
@@ -463,6 +509,7 @@ impl EConsumer for RedisConsumer {
                 }
                 continue;
             }
+            let next_look = inner.promote().await.map_err(queue_error)?;
             let block = match inner.sweep_due() {
                 None => {
                     let n = inner
@@ -476,6 +523,7 @@ impl EConsumer for RedisConsumer {
                 }
                 Some(until_sweep) => inner.q.block.min(until_sweep),
             };
+            let block = block.min(next_look.saturating_duration_since(Instant::now()));
             let entries = inner
                 .read(&mut reader, max, Some(block))
                 .await

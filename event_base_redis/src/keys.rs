@@ -4,6 +4,8 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
+//! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later: member the message id, score when due (server ms) |
+//! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
 //! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
@@ -32,6 +34,16 @@ impl Keys {
         format!("{}:{{{}}}:s:{}", self.prefix, topic, handler)
     }
 
+    /// The subscription's messages due later (sorted by when).
+    pub(crate) fn delayed(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:d:{}", self.prefix, topic, handler)
+    }
+
+    /// The fields of the subscription's delayed messages.
+    pub(crate) fn delayed_fields(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:dm:{}", self.prefix, topic, handler)
+    }
+
     /// The topic's dead letters.
     pub(crate) fn dlq(&self, topic: &str) -> String {
         format!("{}:{{{}}}:dlq", self.prefix, topic)
@@ -57,6 +69,8 @@ mod tests {
         let k = Keys::new("eb");
         assert_eq!(k.stream("orders", "ship"), "eb:{orders}:s:ship");
         assert_eq!(k.dlq("orders"), "eb:{orders}:dlq");
+        assert_eq!(k.delayed("orders", "ship"), "eb:{orders}:d:ship");
+        assert_eq!(k.delayed_fields("orders", "ship"), "eb:{orders}:dm:ship");
         assert_eq!(k.poison("orders"), "eb:{orders}:poison");
         assert_eq!(k.topics(), "eb:topics");
     }

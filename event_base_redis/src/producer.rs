@@ -1,11 +1,14 @@
-//! [`RedisProducer`]: `XADD`s a subscription's messages, through the writer connection.
+//! [`RedisProducer`]: `XADD`s a subscription's messages, through the writer connection; a
+//! message due later goes to the subscription's delayed set instead (script `SCHEDULE`),
+//! from which a consumer moves it to the stream once it is due (script `PROMOTE`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use event_base_core::backend::{EProducer, TrySendError};
 use event_base_core::{EMessage, QueueError};
+use tokio::time::Instant;
 
 use crate::codec;
 use crate::queue::SubQueue;
@@ -34,13 +37,35 @@ impl RedisProducer {
         RedisProducer { q }
     }
 
+    /// The command that adds `message`: to the stream, or, due later, to the subscription's
+    /// delayed set (with the delay left by this process's clock, counted from the server's:
+    /// the server's clock decides when it is due, whichever node moves it).
     fn add_command(&self, message: &EMessage) -> redis::Cmd {
         let m = codec::message_field(message);
-        scripts::evalsha(
-            &scripts::ADD,
-            &[&self.q.key],
-            (m, message.payload.0.as_ref()),
-        )
+        let p = message.payload.0.as_ref();
+        let delay = message
+            .deliver_at
+            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+            .filter(|d| !d.is_zero());
+        match delay {
+            None => scripts::evalsha(&scripts::ADD, &[&self.q.key], (m, p)),
+            Some(d) => {
+                self.q.due_by(Instant::now() + d);
+                scripts::evalsha(
+                    &scripts::SCHEDULE,
+                    &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
+                    (d.as_millis() as u64, message.id.as_str(), m, p),
+                )
+            }
+        }
+    }
+}
+
+/// The stream's length in a reply of `ADD` (`{id, length}`) or `SCHEDULE` (length).
+fn length_of(v: &redis::Value) -> Option<i64> {
+    match reply::array("ADD", v) {
+        Ok(parts) if !parts.is_empty() => parts.get(1).and_then(|n| reply::int("ADD", n).ok()),
+        _ => reply::int("SCHEDULE", v).ok(),
     }
 }
 
@@ -58,10 +83,8 @@ impl EProducer for RedisProducer {
         }
         let q = self.q.clone();
         let then = Box::new(move |v: &redis::Value| {
-            if let Ok(parts) = reply::array("XADD", v) {
-                if let Some(Ok(n)) = parts.get(1).map(|n| reply::int("XADD", n)) {
-                    q.heard_len(n);
-                }
+            if let Some(n) = length_of(v) {
+                q.heard_len(n);
             }
         });
         match self
@@ -83,8 +106,8 @@ impl EProducer for RedisProducer {
         }
         match self.q.link.run("XADD", self.add_command(&message)).await {
             Ok(v) => {
-                if let Some(n) = reply::array("XADD", &v)?.get(1) {
-                    self.q.heard_len(reply::int("XADD", n)?);
+                if let Some(n) = length_of(&v) {
+                    self.q.heard_len(n);
                 }
                 Ok(())
             }
@@ -97,5 +120,10 @@ impl EProducer for RedisProducer {
 
     fn len(&self) -> usize {
         self.q.len()
+    }
+
+    /// Messages due later wait in Redis (the subscription's delayed set), not in a process.
+    fn keeps_delayed(&self) -> bool {
+        true
     }
 }

@@ -3,11 +3,12 @@
 //! the producer side is closed.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_base_core::MessageTopic;
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 use crate::error::RedisError;
 use crate::factory::Settings;
@@ -27,6 +28,13 @@ pub(crate) struct SubQueue {
     pub(crate) bound: usize,
     pub(crate) visibility: Duration,
     pub(crate) block: Duration,
+    /// Messages due later, and their fields.
+    pub(crate) delayed: String,
+    pub(crate) delayed_fields: String,
+    /// When this process's consumer next moves due messages to the stream.
+    promote_at: Mutex<Instant>,
+    /// Woken when a message is scheduled here for earlier than `promote_at`.
+    rearmed: Notify,
     /// Deliveries an entry gets at most; a takeover past it dead-letters the entry.
     pub(crate) max_deliveries: u32,
     /// The topic's dead-letter stream.
@@ -57,6 +65,10 @@ impl SubQueue {
             bound: settings.bound,
             visibility: settings.visibility,
             block: settings.block,
+            delayed: settings.keys.delayed(topic.as_str(), handler),
+            delayed_fields: settings.keys.delayed_fields(topic.as_str(), handler),
+            promote_at: Mutex::new(Instant::now()),
+            rearmed: Notify::new(),
             max_deliveries: settings.max_deliveries,
             dlq: settings.keys.dlq(topic.as_str()),
             topics: settings.keys.topics(),
@@ -112,6 +124,46 @@ impl SubQueue {
             self.heard_len(reply::int("XLEN", &v)?);
         }
         Ok(())
+    }
+
+    fn promote_at(&self) -> std::sync::MutexGuard<'_, Instant> {
+        self.promote_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A message was scheduled here, due at `at` by this process's clock: the consumer looks
+    /// then at the latest (woken if it waits for longer).
+    pub(crate) fn due_by(&self, at: Instant) {
+        let mut next = self.promote_at();
+        if at < *next {
+            *next = at;
+            drop(next);
+            self.rearmed.notify_waiters();
+        }
+    }
+
+    /// When the consumer should next move due messages; `None`: now, and the next look is
+    /// set to `fallback` already, to be brought forward with [`due_by`](Self::due_by) once
+    /// Redis said when the next message is due. (Set before asking Redis, so a message
+    /// scheduled meanwhile, too late for that answer, brings it forward too.)
+    pub(crate) fn promote_due(&self, fallback: Instant) -> Option<Instant> {
+        let mut next = self.promote_at();
+        let now = Instant::now();
+        if now < *next {
+            Some(*next)
+        } else {
+            *next = fallback;
+            None
+        }
+    }
+
+    /// When the consumer next moves due messages.
+    pub(crate) fn next_look(&self) -> Instant {
+        *self.promote_at()
+    }
+
+    /// Resolves when a message was scheduled for earlier than the consumer's next look.
+    pub(crate) async fn rearmed(&self) {
+        self.rearmed.notified().await;
     }
 
     pub(crate) fn close(&self) {

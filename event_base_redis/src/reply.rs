@@ -117,7 +117,10 @@ pub(crate) fn reclaim(v: &Value) -> Result<(String, Vec<(RawEntry, i64)>), Redis
             format!("{} entries and {} counts", entries.len(), counts.len()),
         ));
     }
-    Ok((string(CMD, cursor)?, entries.into_iter().zip(counts).collect()))
+    Ok((
+        string(CMD, cursor)?,
+        entries.into_iter().zip(counts).collect(),
+    ))
 }
 
 /// The integers of an array reply (the counts scripts return).

@@ -38,6 +38,49 @@ return {id, redis.call('XLEN', KEYS[1])}
     )
 });
 
+/// The server's clock in milliseconds, as a Lua local `now`.
+const NOW: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+";
+
+/// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` delay (ms),
+/// message id, m, p. Keeps a message until the server's clock passes now + delay; returns
+/// the stream's length.
+pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[2] .. ':m', ARGV[3], ARGV[2] .. ':p', ARGV[4])
+return redis.call('XLEN', KEYS[3])
+"
+    ))
+});
+
+/// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` limit. Moves up
+/// to `limit` messages that are due by the server's clock to the stream, each whole or not
+/// at all; any node may run it. Returns `{moved, wait}`: `wait` the milliseconds until the
+/// next one is due (0: more are due now), -1 if none is left.
+pub(crate) static PROMOTE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+for _, id in ipairs(due) do
+  local f = redis.call('HMGET', KEYS[2], id .. ':m', id .. ':p')
+  if f[1] and f[2] then
+    redis.call('XADD', KEYS[3], '*', 'm', f[1], 'p', f[2])
+  end
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p')
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local wait = -1
+if first[2] ~= nil then wait = math.max(0, tonumber(first[2]) - now) end
+return {{#due, wait}}
+"
+    ))
+});
+
 /// The owner check every settling script starts with, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
@@ -186,9 +229,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 8] {
+fn all() -> [&'static Script; 10] {
     [
-        &*ADD, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON, &*UNDEAD,
+        &*ADD, &*SCHEDULE, &*PROMOTE, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON,
+        &*UNDEAD,
     ]
 }
 

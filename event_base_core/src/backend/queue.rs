@@ -62,6 +62,16 @@ pub trait EProducer: Send + Sync + 'static {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Whether the queue itself keeps messages that are due later (`deliver_at` ahead) and
+    /// releases each to its consumers when it is due. The bus then hands such messages to
+    /// `try_send`/`send` at once, instead of holding them in its in-process scheduler (where
+    /// a crash of the process would lose them unless its WAL replays them), and routes what
+    /// the queue's consumer claims without holding it back for its `deliver_at` again (the
+    /// queue's clock decided). Default `false`.
+    fn keeps_delayed(&self) -> bool {
+        false
+    }
 }
 
 /// The claiming side of a topic's queue.

@@ -137,7 +137,10 @@ impl BusShared {
         // here, without an `.await`, so this future stays small; the waiting path, whose
         // timers and commits make a large state, is boxed and only built when needed.
         let (message, commit) = match commit {
-            commit if commit.is_durable() && !due_later(&message) => {
+            commit
+                if commit.is_durable()
+                    && (!due_later(&message) || entry.producer.keeps_delayed()) =>
+            {
                 match entry.producer.try_send(message) {
                     Ok(()) => return Ok(id),
                     Err(TrySendError::Full(message)) => (message, commit),
@@ -489,9 +492,10 @@ impl BusShared {
                 .await
                 .map_err(|_| timeout_error(topic, timeout))??,
         }
-        if let Some(at) = message.deliver_at {
-            if at > SystemTime::now() {
-                for entry in targets {
+        let later = due_later(&message);
+        for entry in targets {
+            if later && !entry.producer.keeps_delayed() {
+                if let Some(at) = message.deliver_at {
                     self.scheduler.schedule(
                         instant_for(at),
                         Scheduled::Message {
@@ -499,12 +503,10 @@ impl BusShared {
                             message: message.clone(),
                         },
                     );
-                    queued.fetch_add(1, Ordering::Release);
                 }
-                return Ok(());
+                queued.fetch_add(1, Ordering::Release);
+                continue;
             }
-        }
-        for entry in targets {
             match entry.producer.try_send(message.clone()) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) if try_send => {
@@ -649,7 +651,7 @@ fn place_now(
     now: SystemTime,
 ) -> Result<Option<Arc<EMessage>>, CoreError> {
     match message.deliver_at {
-        Some(at) if at > now => {
+        Some(at) if at > now && !entry.producer.keeps_delayed() => {
             scheduler.schedule(
                 instant_for(at),
                 Scheduled::Message {

@@ -6,7 +6,8 @@
 //!   not know makes it a dead letter with [`DeadReason::UnknownWorker`], never a drop;
 //! - `Broadcast` gives a copy to every worker of the topic;
 //! - `Standard` goes to the next idle worker; `Repeated(n)` is handed out `n` times;
-//! - a message whose `deliver_at` is still ahead goes to the scheduler;
+//! - a message whose `deliver_at` is still ahead goes to the scheduler, unless its queue keeps
+//!   delayed messages itself (`EProducer::keeps_delayed`: it released the message when due);
 //! - a message on the wrong topic becomes a dead letter rather than reach a handler that
 //!   would misread it.
 //!
@@ -171,7 +172,8 @@ impl ConsumerRouter {
             return None;
         }
         if let Some(at) = message.deliver_at {
-            if at > SystemTime::now() {
+            // A queue that keeps delayed messages released this one when its clock said so.
+            if at > SystemTime::now() && !entry.producer.keeps_delayed() {
                 let what = match claim {
                     None => Scheduled::Message {
                         entry: self.entry.clone(),

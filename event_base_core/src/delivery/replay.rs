@@ -30,13 +30,15 @@ impl BusShared {
             count += 1;
             for entry in targets {
                 match message.deliver_at {
-                    Some(at) if at > now => self.scheduler.schedule(
-                        instant_for(at),
-                        Scheduled::Message {
-                            entry: entry.clone(),
-                            message: message.clone(),
-                        },
-                    ),
+                    Some(at) if at > now && !entry.producer.keeps_delayed() => {
+                        self.scheduler.schedule(
+                            instant_for(at),
+                            Scheduled::Message {
+                                entry: entry.clone(),
+                                message: message.clone(),
+                            },
+                        )
+                    }
                     _ => entry.producer.send(message.clone()).await?,
                 }
             }
