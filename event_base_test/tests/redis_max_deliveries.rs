@@ -154,3 +154,118 @@ async fn a_bus_dead_letters_an_entry_its_sweep_finds_past_max_deliveries() {
     assert_eq!(probe.count_of(&message.id), 1);
     assert!(bus.dead_letters().await.unwrap().is_empty());
 }
+
+/// Kills the child process if the test ends early.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `redis_crash_child`; returns it and a channel of its output lines.
+fn crash_child(
+    server: &RedisServer,
+    visibility: Duration,
+    max: u32,
+) -> (KillOnDrop, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redis_crash_child"))
+        .args([
+            server.url(),
+            visibility.as_millis().to_string(),
+            max.to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start redis_crash_child");
+    let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (KillOnDrop(child), rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_crashes_every_process_reaches_the_dead_letters_after_max_deliveries() {
+    const VISIBILITY: Duration = Duration::from_millis(300);
+    const MAX: u32 = 3;
+    let server = RedisServer::start();
+    let factory = RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .max_deliveries(MAX);
+    let message = Arc::new(EMessage::standard("jobs", b"crashes its handler".to_vec()));
+    consumer(&factory)
+        .producer
+        .send(message.clone())
+        .await
+        .unwrap();
+
+    // Each process claims it (the first by reading it, the next ones by taking it over from
+    // the dead one) and dies handling it: MAX times.
+    for round in 1..=MAX {
+        let (mut child, mut lines) = crash_child(&server, VISIBILITY, MAX);
+        let handling = format!("handling {}", message.id);
+        let saw = tokio::time::timeout(WAIT, async {
+            while let Some(line) = lines.recv().await {
+                if line == handling {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        assert!(saw, "process {round} handled the message");
+        let status = tokio::task::spawn_blocking(move || child.0.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!status.success(), "process {round} crashed: {status}");
+    }
+    assert_eq!(factory.wal().dead_letters().await.unwrap().len(), 0);
+
+    // The next process takes it over once more: past MAX, so a dead letter, not a crash.
+    let (mut child, mut lines) = crash_child(&server, VISIBILITY, MAX);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.command(&["XLEN", "eb:{jobs}:dlq"]) != ":1" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the message did not reach the dead letters"
+        );
+        // Redis offers nothing to wait on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the last process is alive"
+    );
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let mut last_lines = Vec::new();
+    while let Ok(line) = lines.try_recv() {
+        last_lines.push(line);
+    }
+    assert!(
+        !last_lines.iter().any(|l| l.starts_with("handling")),
+        "the last process never handled it: {last_lines:?}"
+    );
+    let dead = factory.wal().dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].message.id, message.id);
+    assert!(
+        matches!(&dead[0].reason, DeadReason::Other(r) if r.contains("delivered 4 times")),
+        "{:?}",
+        dead[0].reason
+    );
+    assert_eq!(server.command(&["XLEN", "eb:{jobs}:s:work"]), ":0");
+}
