@@ -13,6 +13,7 @@ use crate::consumer::RedisConsumer;
 use crate::error::RedisError;
 use crate::keys::Keys;
 use crate::link::{Link, Timeouts};
+use crate::node::Node;
 use crate::producer::RedisProducer;
 use crate::queue::SubQueue;
 use crate::reply;
@@ -30,6 +31,8 @@ pub const DEFAULT_PREFIX: &str = "eb";
 /// How many times an entry may be delivered (claimed, then taken over from a consumer that
 /// neither settled it nor renewed its lease) before it is dead-lettered, unless set otherwise.
 pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
+/// How often a node beats, unless set otherwise; silent for three beats, it is evicted.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// The settings of a [`RedisQueueFactory`] (and of the [`RedisWal`] over its keys).
 #[derive(Debug, Clone)]
@@ -77,6 +80,9 @@ pub struct RedisQueueFactory {
     pub(crate) link: Link,
     pub(crate) settings: Settings,
     local: FlumeQueueFactory,
+    /// This process in the cluster: heartbeats, and its consumers for the janitor.
+    node: Arc<Node>,
+    heartbeat: Duration,
     /// Unique per factory: consumer names are `<incarnation>-<n>`.
     incarnation: Arc<str>,
     consumers: Arc<AtomicU64>,
@@ -90,6 +96,8 @@ impl std::fmt::Debug for RedisQueueFactory {
             .field("bound", &self.settings.bound)
             .field("visibility_timeout", &self.settings.visibility)
             .field("max_deliveries", &self.settings.max_deliveries)
+            .field("heartbeat", &self.heartbeat)
+            .field("node_id", &self.incarnation)
             .finish_non_exhaustive()
     }
 }
@@ -116,7 +124,15 @@ impl RedisQueueFactory {
         )?;
         let id = event_base_core::new_message_id();
         let short: String = id.chars().filter(|c| *c != '-').take(12).collect();
+        let incarnation = format!("{}-{short}", std::process::id());
         Ok(RedisQueueFactory {
+            node: Node::new(
+                link.clone(),
+                DEFAULT_PREFIX,
+                incarnation.clone(),
+                DEFAULT_HEARTBEAT,
+            ),
+            heartbeat: DEFAULT_HEARTBEAT,
             link,
             settings: Settings {
                 keys: Keys::new(DEFAULT_PREFIX),
@@ -127,7 +143,7 @@ impl RedisQueueFactory {
                 max_deliveries: DEFAULT_MAX_DELIVERIES,
             },
             local: FlumeQueueFactory::default(),
-            incarnation: Arc::from(format!("{}-{short}", std::process::id())),
+            incarnation: Arc::from(incarnation),
             consumers: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -138,7 +154,36 @@ impl RedisQueueFactory {
         let prefix = prefix.into();
         self.settings.keys = Keys::new(&prefix);
         self.settings.prefix = prefix;
+        self.renew_node();
         self
+    }
+
+    /// How often this node beats (default [`DEFAULT_HEARTBEAT`]; at least 50 ms). A node
+    /// beats once it consumes (its first claim): its hash `<prefix>:{nodes}:n:<id>` expires
+    /// after three beats, and its score in `<prefix>:{nodes}:z` is the time of its last beat.
+    /// One `Host` node (by [`event_base_core::set_node_type`]) holds the janitor lease and
+    /// cleans up after nodes silent for three beats: their entries are released for
+    /// takeover at once, their consumers deleted once they hold nothing. Use the same value
+    /// on every node.
+    pub fn heartbeat(mut self, d: Duration) -> Self {
+        self.heartbeat = d.max(Duration::from_millis(50));
+        self.renew_node();
+        self
+    }
+
+    /// This node's id in the cluster (unique per process start; its consumers' names start
+    /// with it).
+    pub fn node_id(&self) -> &str {
+        &self.incarnation
+    }
+
+    fn renew_node(&mut self) {
+        self.node = Node::new(
+            self.link.clone(),
+            &self.settings.prefix,
+            self.incarnation.to_string(),
+            self.heartbeat,
+        );
     }
 
     /// Entries a subscription's stream holds (unfinished: queued or being handled) before
@@ -214,7 +259,13 @@ impl RedisQueueFactory {
 
     fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
         let n = self.consumers.fetch_add(1, Ordering::Relaxed);
-        let q = SubQueue::new(self.link.clone(), &self.settings, topic, handler);
+        let q = SubQueue::new(
+            self.link.clone(),
+            &self.settings,
+            self.node.clone(),
+            topic,
+            handler,
+        );
         let name = format!("{}-{n}", self.incarnation);
         TopicQueue {
             producer: Arc::new(RedisProducer::new(q.clone())),

@@ -28,6 +28,7 @@
 //! | `producer.rs` | `XADD` of messages |
 //! | `consumer.rs` | claims, leases, takeover of stale entries, acks and nacks |
 //! | `scripts.rs` | the Lua scripts, one per state change, with owner checks |
+//! | `node.rs` | this process in the cluster: heartbeats, the janitor lease, eviction of silent nodes |
 //! | `link.rs` | the writer connection (ordered, pipelined, reconnecting) and readers' connections |
 //! | `wal.rs` | `RedisWal` |
 //! | `keys.rs` | the key layout (hash-tagged by topic) |
@@ -45,6 +46,7 @@ mod error;
 mod factory;
 mod keys;
 mod link;
+mod node;
 mod producer;
 mod queue;
 mod reply;
@@ -53,8 +55,8 @@ mod wal;
 
 pub use error::RedisError;
 pub use factory::{
-    RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_MAX_DELIVERIES, DEFAULT_PREFIX,
-    DEFAULT_VISIBILITY_TIMEOUT,
+    RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_HEARTBEAT, DEFAULT_MAX_DELIVERIES,
+    DEFAULT_PREFIX, DEFAULT_VISIBILITY_TIMEOUT,
 };
 pub use keys::DLQ_MAX_LEN;
 pub use wal::RedisWal;

@@ -13,11 +13,14 @@ use tokio::time::Instant;
 use crate::error::RedisError;
 use crate::factory::Settings;
 use crate::link::Link;
+use crate::node::Node;
 use crate::reply;
 
 /// One subscription's stream (see the module docs).
 pub(crate) struct SubQueue {
     pub(crate) link: Link,
+    /// The node this process is, to which the consumer reports itself.
+    pub(crate) node: Arc<Node>,
     pub(crate) topic: MessageTopic,
     /// The stream.
     pub(crate) key: String,
@@ -53,11 +56,13 @@ impl SubQueue {
     pub(crate) fn new(
         link: Link,
         settings: &Settings,
+        node: Arc<Node>,
         topic: &MessageTopic,
         handler: &str,
     ) -> Arc<SubQueue> {
         Arc::new(SubQueue {
             link,
+            node,
             topic: topic.clone(),
             key: settings.keys.stream(topic.as_str(), handler),
             group: handler.to_owned(),

@@ -81,6 +81,61 @@ return {{#due, wait}}
     ))
 });
 
+/// `KEYS[1]` nodes (sorted set), `KEYS[2]` this node's hash, `KEYS[3]` janitor lease,
+/// `KEYS[4]` this node's set of consumers; `ARGV` node id, ttl (ms), name, type, pid,
+/// whether it may be the janitor (1/0), then the node's consumers. Records a beat (score and
+/// hash, the hash expiring after the ttl, the consumers listed); takes or renews the janitor lease
+/// if allowed and free or already held. Returns `{janitor, silent}`: 1 if this node holds
+/// the lease, and then the nodes whose last beat is older than the ttl.
+pub(crate) static BEAT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('HSET', KEYS[2], 'name', ARGV[3], 'type', ARGV[4], 'pid', ARGV[5], 'beat', now)
+redis.call('PEXPIRE', KEYS[2], ttl)
+for i = 7, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
+local mine = 0
+if ARGV[6] == '1' then
+  local holder = redis.call('GET', KEYS[3])
+  if not holder then
+    redis.call('SET', KEYS[3], ARGV[1], 'PX', ttl)
+    mine = 1
+  elseif holder == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+    mine = 1
+  end
+end
+local silent = {{}}
+if mine == 1 then
+  silent = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - ttl, 'LIMIT', 0, 100)
+end
+return {{mine, silent}}
+"
+    ))
+});
+
+/// `KEYS[1]` stream; `ARGV` group, consumer (of a silent node). If the consumer holds no
+/// entries, deletes it and returns 1; else makes its entries claimable at once (idle for
+/// long, no delivery counted, owner unchanged) and returns 0. A missing stream or group is
+/// nothing to delete (1).
+pub(crate) static EVICT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 100, ARGV[2])
+if type(p) == 'table' and p.err then return 1 end
+if #p == 0 then
+  redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+  return 1
+end
+for _, e in ipairs(p) do
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, e[1], 'IDLE', 86400000000, 'JUSTID')
+end
+return 0
+",
+    )
+});
+
 /// The owner check every settling script starts with, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
@@ -229,10 +284,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 10] {
+fn all() -> [&'static Script; 12] {
     [
         &*ADD, &*SCHEDULE, &*PROMOTE, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON,
-        &*UNDEAD,
+        &*UNDEAD, &*BEAT, &*EVICT,
     ]
 }
 

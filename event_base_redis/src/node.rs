@@ -1,0 +1,213 @@
+//! [`Node`]: this process in the cluster. It beats (a hash with an expiry, and its score in
+//! a sorted set of nodes), and lists the consumers it made, so that once it falls silent a
+//! janitor can clean up after it.
+//!
+//! The janitor is whichever `Host` node holds the janitor lease (renewed with each beat).
+//! For every node silent for three beats it:
+//! - makes the silent node's pending entries claimable at once (`XCLAIM … IDLE <long>
+//!   JUSTID`, which neither moves nor counts a delivery), so the next sweep of a live
+//!   consumer takes them over without waiting out the visibility timeout;
+//! - deletes each of its consumers whose pending list is empty, never one that still holds
+//!   entries (`XGROUP DELCONSUMER` would drop them unacknowledged), checked in the same
+//!   script as the deletion;
+//! - forgets the node once all of its consumers are gone.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `<prefix>:{nodes}:z` | sorted set | node id → its last beat (server ms) |
+//! | `<prefix>:{nodes}:n:<id>` | hash | `name`, `type`, `pid`, `beat`; expires after three beats |
+//! | `<prefix>:{nodes}:subs:<id>` | set | the node's consumers, `<stream> US <group> US <consumer>` |
+//! | `<prefix>:{nodes}:janitor` | string | the id of the node holding the janitor lease |
+
+use std::sync::{Arc, Mutex, Once, Weak};
+use std::time::Duration;
+
+use event_base_core::NodeType;
+
+use crate::error::RedisError;
+use crate::link::Link;
+use crate::reply;
+use crate::scripts;
+
+/// Separates the parts of a consumer's member in the node's set (the ASCII unit separator,
+/// which no stream, group or consumer name of event_base holds).
+const SEP: char = '\u{1f}';
+
+/// Beats after which a silent node is evicted.
+const SILENT_BEATS: u32 = 3;
+
+/// This process's node (see the module docs).
+pub(crate) struct Node {
+    link: Link,
+    /// The node's id: unique per process start (its consumers' names start with it).
+    pub(crate) id: String,
+    beat: Duration,
+    zset: String,
+    hash: String,
+    janitor: String,
+    /// `<prefix>:{nodes}:subs:`, to which a node id is appended.
+    subs_prefix: String,
+    /// This node's consumers, as listed in its set (again with every beat, so a node taken
+    /// for dead and evicted, that was only paused, is listed again).
+    subs: Mutex<Vec<String>>,
+    /// `<prefix>:{nodes}:n:`, to which a node id is appended.
+    hash_prefix: String,
+    started: Once,
+}
+
+impl Node {
+    pub(crate) fn new(link: Link, prefix: &str, id: String, beat: Duration) -> Arc<Node> {
+        let base = format!("{prefix}:{{nodes}}");
+        Arc::new(Node {
+            link,
+            beat,
+            zset: format!("{base}:z"),
+            hash: format!("{base}:n:{id}"),
+            janitor: format!("{base}:janitor"),
+            subs_prefix: format!("{base}:subs:"),
+            hash_prefix: format!("{base}:n:"),
+            subs: Mutex::new(Vec::new()),
+            id,
+            started: Once::new(),
+        })
+    }
+
+    /// A consumer of this node reads `stream` as `consumer` of `group`: listed for the
+    /// janitor, and the node starts beating (if it has not yet).
+    pub(crate) fn register(self: &Arc<Self>, stream: &str, group: &str, consumer: &str) {
+        let member = format!("{stream}{SEP}{group}{SEP}{consumer}");
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(format!("{}{}", self.subs_prefix, self.id))
+            .arg(&member);
+        if let Err(e) = self.link.push("SADD", sadd, None) {
+            tracing::warn!(target: "event_base::redis", error = %e, "could not list a consumer for the janitor");
+        }
+        {
+            let mut subs = self.subs.lock().unwrap_or_else(|e| e.into_inner());
+            if !subs.contains(&member) {
+                subs.push(member);
+            }
+        }
+        self.started.call_once(|| {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(beat_loop(Arc::downgrade(self), self.beat));
+            }
+        });
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        (self.beat * SILENT_BEATS).as_millis() as u64
+    }
+
+    /// One beat; returns the silent nodes if this node holds the janitor lease.
+    async fn beat(&self) -> Result<Vec<String>, RedisError> {
+        let kind = event_base_core::node_type();
+        let subs = self.subs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let cmd = scripts::evalsha(
+            &scripts::BEAT,
+            &[
+                &self.zset,
+                &self.hash,
+                &self.janitor,
+                &format!("{}{}", self.subs_prefix, self.id),
+            ],
+            (
+                &self.id,
+                self.ttl_ms(),
+                event_base_core::node_name(),
+                kind.to_string(),
+                std::process::id(),
+                u8::from(kind == NodeType::Host),
+                subs,
+            ),
+        );
+        let v = self.link.run("BEAT", cmd).await?;
+        let parts = reply::array("BEAT", &v)?;
+        let janitor = parts
+            .first()
+            .map(|m| reply::int("BEAT", m))
+            .transpose()?
+            .unwrap_or(0)
+            == 1;
+        if !janitor {
+            return Ok(Vec::new());
+        }
+        let mut silent = Vec::new();
+        if let Some(list) = parts.get(1) {
+            for n in reply::array("BEAT", list)? {
+                let n = reply::string("BEAT", n)?;
+                if n != self.id {
+                    silent.push(n);
+                }
+            }
+        }
+        Ok(silent)
+    }
+
+    /// Cleans up after the silent node `dead` (see the module docs).
+    async fn evict(&self, dead: &str) -> Result<(), RedisError> {
+        let subs = format!("{}{dead}", self.subs_prefix);
+        let mut smembers = redis::cmd("SMEMBERS");
+        smembers.arg(&subs);
+        let v = self.link.run("SMEMBERS", smembers).await?;
+        let mut left = 0;
+        for m in reply::array("SMEMBERS", &v)? {
+            let member = reply::string("SMEMBERS", m)?;
+            let mut parts = member.split(SEP);
+            let (Some(stream), Some(group), Some(consumer), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                left += self.forget_sub(&subs, &member).await?;
+                continue;
+            };
+            let cmd = scripts::evalsha(&scripts::EVICT, &[stream], (group, consumer));
+            let gone = reply::int("EVICT", &self.link.run("EVICT", cmd).await?)?;
+            if gone == 1 {
+                left += self.forget_sub(&subs, &member).await?;
+                tracing::info!(target: "event_base::redis", node = %dead, %stream, %group, %consumer, "deleted the consumer of a silent node (it held nothing)");
+            } else {
+                left += 1;
+                tracing::info!(target: "event_base::redis", node = %dead, %stream, %group, %consumer, "a silent node's consumer still holds entries; released them for takeover, and keep it until they are settled");
+            }
+        }
+        if left == 0 {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(&self.zset).arg(dead);
+            let mut del = redis::cmd("DEL");
+            del.arg(&subs).arg(format!("{}{dead}", self.hash_prefix));
+            self.link.run("DEL", del).await?;
+            self.link.run("ZREM", zrem).await?;
+            tracing::info!(target: "event_base::redis", node = %dead, "forgot a silent node");
+        }
+        Ok(())
+    }
+
+    /// Drops `member` from the set `subs`; returns 0 (nothing left for it).
+    async fn forget_sub(&self, subs: &str, member: &str) -> Result<usize, RedisError> {
+        let mut srem = redis::cmd("SREM");
+        srem.arg(subs).arg(member);
+        self.link.run("SREM", srem).await?;
+        Ok(0)
+    }
+}
+
+async fn beat_loop(node: Weak<Node>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(node) = node.upgrade() else { return };
+        match node.beat().await {
+            Ok(silent) => {
+                for dead in silent {
+                    if let Err(e) = node.evict(&dead).await {
+                        tracing::warn!(target: "event_base::redis", node = %dead, error = %e, "could not clean up after a silent node; trying again next beat");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(target: "event_base::redis", error = %e, "heartbeat failed; other nodes may take this node for dead after three beats");
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Nodes on Redis: a node beats once it consumes (a hash that expires, a score in the set of
+//! nodes), and the janitor (a `Host` node holding the lease) cleans up after a node that fell
+//! silent: its pending entries are released for takeover at once, without counting a
+//! delivery, and its consumer is deleted only once it holds nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base::backend::{QueueFactory, TopicQueue, Wal};
+use event_base::{Ack, EMessage, EventBus, MessageTopic, RedisQueueFactory};
+use event_base_test::redis_server::RedisServer;
+use event_base_test::{Probe, WAIT};
+
+const BEAT: Duration = Duration::from_millis(100);
+
+async fn factory(server: &RedisServer) -> RedisQueueFactory {
+    RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .heartbeat(BEAT)
+}
+
+fn jobs(factory: &RedisQueueFactory) -> TopicQueue {
+    factory
+        .create_subscription(&MessageTopic::from("jobs"), "work")
+        .unwrap()
+}
+
+/// Polls `done` until it holds (Redis offers nothing to wait on), failing with `what`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consuming_node_beats_with_a_hash_that_expires() {
+    let server = RedisServer::start();
+    let queue = factory(&server).await;
+    let id = queue.node_id().to_owned();
+    let hash = format!("eb:{{nodes}}:n:{id}");
+    let probe = Probe::new();
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(probe.handler("work", "jobs", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    until("the node beat", || {
+        server.command(&["HGET", &hash, "type"]) == "host"
+    })
+    .await;
+    assert!(server
+        .command(&["ZSCORE", "eb:{nodes}:z", &id])
+        .parse::<u64>()
+        .is_ok());
+    let ttl: i64 = server.command(&["PTTL", &hash])[1..].parse().unwrap();
+    assert!(ttl > 0 && ttl <= 300, "expires after three beats: {ttl} ms");
+    assert_eq!(
+        server.command(&["SCARD", &format!("eb:{{nodes}}:subs:{id}")]),
+        ":1"
+    );
+    assert_eq!(
+        server.command(&["GET", "eb:{nodes}:janitor"]),
+        id,
+        "the only Host"
+    );
+    drop(bus);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_janitor_releases_a_silent_nodes_entries_and_deletes_its_consumer_once_empty() {
+    let server = RedisServer::start();
+    // The janitor's node: a bus on another topic (so it beats), and, later, a consumer of
+    // `jobs` that takes over. Its visibility timeout is long: only the release lets it take
+    // the entry now. max_deliveries 2: had the release counted deliveries, the takeover
+    // would dead-letter the entry instead.
+    let janitor = factory(&server).await.max_deliveries(2);
+    let probe = Probe::new();
+    let bus = EventBus::builder()
+        .wal(janitor.wal())
+        .queue(janitor.clone())
+        .handler(probe.handler("other", "other", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+
+    // A node claims an entry, and falls silent (everything of it dropped: no beats, no
+    // lease renewals), holding it.
+    let silent = factory(&server).await;
+    let silent_id = silent.node_id().to_owned();
+    let a = jobs(&silent);
+    let message = Arc::new(EMessage::standard("jobs", b"held".to_vec()));
+    a.producer.send(message.clone()).await.unwrap();
+    let mut held = Vec::new();
+    a.consumer.claim_batch(10, &mut held).await.unwrap();
+    assert_eq!(held.len(), 1);
+    until("the node beat", || {
+        server.command(&["ZSCORE", "eb:{nodes}:z", &silent_id]) != "$-1"
+    })
+    .await;
+    drop((a, held, silent));
+
+    // Released by the janitor: idle "for long", so a takeover with an hour's min idle time
+    // gets it. Its consumer was kept (deleting it would have dropped the entry).
+    let c = jobs(&janitor);
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        c.consumer
+            .claim_stale(Duration::from_secs(3600), 10, &mut out)
+            .await
+            .unwrap();
+        if !out.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the silent node's entry was not released"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].message.id, message.id);
+    assert!(
+        janitor.wal().dead_letters().await.unwrap().is_empty(),
+        "the release counted no delivery"
+    );
+    c.consumer.ack(&out).await.unwrap();
+
+    // Holding nothing now: its consumer is deleted and the node forgotten.
+    until("the silent node was forgotten", || {
+        server.command(&["ZSCORE", "eb:{nodes}:z", &silent_id]) == "$-1"
+    })
+    .await;
+    assert_eq!(
+        server.command(&["EXISTS", &format!("eb:{{nodes}}:subs:{silent_id}")]),
+        ":0"
+    );
+    assert_eq!(server.command(&["XLEN", "eb:{jobs}:s:work"]), ":0");
+    drop(bus);
+}
