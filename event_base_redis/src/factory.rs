@@ -163,8 +163,9 @@ impl RedisQueueFactory {
     /// after three beats, and its score in `<prefix>:{nodes}:z` is the time of its last beat.
     /// One `Host` node (by [`event_base_core::set_node_type`]) holds the janitor lease and
     /// cleans up after nodes silent for three beats: their entries are released for
-    /// takeover at once, their consumers deleted once they hold nothing. Use the same value
-    /// on every node.
+    /// takeover at once, their consumers deleted once they hold nothing. So three beats,
+    /// not the visibility timeout, is how long a whole node may stall before its entries
+    /// move: keep it well above the pauses expected. Use the same value on every node.
     pub fn heartbeat(mut self, d: Duration) -> Self {
         self.heartbeat = d.max(Duration::from_millis(50));
         self.renew_node();
