@@ -104,7 +104,12 @@ impl Inner {
             Err(RedisError::Refused { message, .. }) if message.starts_with("BUSYGROUP") => {}
             Err(e) => return Err(e),
         }
-        self.q.node.register(&self.q.key, &self.q.group, &self.name);
+        self.q.node.register(
+            (&self.q.registry, self.q.topic.as_str()),
+            &self.q.key,
+            &self.q.group,
+            &self.name,
+        );
         self.group_ready.store(true, Ordering::Release);
         Ok(())
     }

@@ -17,6 +17,7 @@ use crate::node::Node;
 use crate::producer::RedisProducer;
 use crate::queue::SubQueue;
 use crate::reply;
+use crate::scripts;
 use crate::wal::RedisWal;
 
 /// Messages a subscription's stream holds before senders wait, unless set otherwise.
@@ -176,6 +177,49 @@ impl RedisQueueFactory {
     /// with it).
     pub fn node_id(&self) -> &str {
         &self.incarnation
+    }
+
+    /// The handlers of `topic` that some node of the cluster ran within `max_age` (by the
+    /// server's clock): the registry, which every consuming node refreshes with each
+    /// heartbeat. A handler removed from the code stays in the registry, aging, until
+    /// [`forget_handler`](Self::forget_handler) removes it; pick `max_age` for how long a
+    /// handler may be down (all its nodes stopped) and still count as there.
+    pub async fn handlers_of(
+        &self,
+        topic: &str,
+        max_age: Duration,
+    ) -> Result<Vec<String>, RedisError> {
+        let key = self.settings.keys.handlers(topic);
+        let cmd = scripts::evalsha(&scripts::HANDLERS, &[&key], max_age.as_millis() as u64);
+        let v = self.link.run("HANDLERS", cmd).await?;
+        reply::array("HANDLERS", &v)?
+            .iter()
+            .map(|h| reply::string("HANDLERS", h))
+            .collect()
+    }
+
+    /// The topics in the registry (that some node has run a handler of).
+    pub async fn registered_topics(&self) -> Result<Vec<String>, RedisError> {
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(self.settings.keys.registry());
+        let v = self.link.run("SMEMBERS", cmd).await?;
+        let mut topics: Vec<String> = reply::array("SMEMBERS", &v)?
+            .iter()
+            .map(|t| reply::string("SMEMBERS", t))
+            .collect::<Result<_, _>>()?;
+        topics.sort();
+        Ok(topics)
+    }
+
+    /// Removes `handler` of `topic` from the registry (a handler taken out of the code).
+    /// Its stream and consumer group stay: delete them with `DEL <prefix>:{<topic>}:s:<handler>`
+    /// once nothing in them is needed. A node still running the handler registers it
+    /// again with its next heartbeat.
+    pub async fn forget_handler(&self, topic: &str, handler: &str) -> Result<(), RedisError> {
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(self.settings.keys.handlers(topic)).arg(handler);
+        self.link.run("ZREM", cmd).await?;
+        Ok(())
     }
 
     fn renew_node(&mut self) {

@@ -9,6 +9,8 @@
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
 //! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
+//! | `<prefix>:{<topic>}:handlers` | sorted set | the registry: handler → when a node last ran it (server ms) |
+//! | `<prefix>:registry` | set | topics in the registry |
 
 /// Dead letters a topic keeps at most (about: trimmed with `MAXLEN ~`).
 pub const DLQ_MAX_LEN: usize = 10_000;
@@ -54,6 +56,16 @@ impl Keys {
         format!("{}:{{{}}}:poison", self.prefix, topic)
     }
 
+    /// The registry of a topic's handlers, cluster-wide.
+    pub(crate) fn handlers(&self, topic: &str) -> String {
+        format!("{}:{{{}}}:handlers", self.prefix, topic)
+    }
+
+    /// The set of topics in the registry.
+    pub(crate) fn registry(&self) -> String {
+        format!("{}:registry", self.prefix)
+    }
+
     /// The set of topics with dead letters.
     pub(crate) fn topics(&self) -> String {
         format!("{}:topics", self.prefix)
@@ -73,5 +85,6 @@ mod tests {
         assert_eq!(k.delayed_fields("orders", "ship"), "eb:{orders}:dm:ship");
         assert_eq!(k.poison("orders"), "eb:{orders}:poison");
         assert_eq!(k.topics(), "eb:topics");
+        assert_eq!(k.handlers("orders"), "eb:{orders}:handlers");
     }
 }

@@ -18,6 +18,9 @@
 //! | `<prefix>:{nodes}:n:<id>` | hash | `name`, `type`, `pid`, `beat`; expires after three beats |
 //! | `<prefix>:{nodes}:subs:<id>` | set | the node's consumers, `<stream> US <group> US <consumer>` |
 //! | `<prefix>:{nodes}:janitor` | string | the id of the node holding the janitor lease |
+//!
+//! With each beat the node also registers its handlers (`<prefix>:{<topic>}:handlers`, the
+//! handler scored by the server's time), so the registry tells when a node last ran each.
 
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::Duration;
@@ -50,6 +53,11 @@ pub(crate) struct Node {
     /// This node's consumers, as listed in its set (again with every beat, so a node taken
     /// for dead and evicted, that was only paused, is listed again).
     subs: Mutex<Vec<String>>,
+    /// This node's handlers, as (registry key, topic, handler): registered again with
+    /// every beat.
+    handlers: Mutex<Vec<(String, String, String)>>,
+    /// The set of topics in the registry.
+    registry: String,
     /// `<prefix>:{nodes}:n:`, to which a node id is appended.
     hash_prefix: String,
     started: Once,
@@ -67,6 +75,8 @@ impl Node {
             subs_prefix: format!("{base}:subs:"),
             hash_prefix: format!("{base}:n:"),
             subs: Mutex::new(Vec::new()),
+            handlers: Mutex::new(Vec::new()),
+            registry: format!("{prefix}:registry"),
             id,
             started: Once::new(),
         })
@@ -74,7 +84,21 @@ impl Node {
 
     /// A consumer of this node reads `stream` as `consumer` of `group`: listed for the
     /// janitor, and the node starts beating (if it has not yet).
-    pub(crate) fn register(self: &Arc<Self>, stream: &str, group: &str, consumer: &str) {
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        (registry, topic): (&str, &str),
+        stream: &str,
+        group: &str,
+        consumer: &str,
+    ) {
+        let handler = (registry.to_owned(), topic.to_owned(), group.to_owned());
+        self.register_handler(&handler);
+        {
+            let mut handlers = self.handlers.lock().unwrap_or_else(|e| e.into_inner());
+            if !handlers.contains(&handler) {
+                handlers.push(handler);
+            }
+        }
         let member = format!("{stream}{SEP}{group}{SEP}{consumer}");
         let mut sadd = redis::cmd("SADD");
         sadd.arg(format!("{}{}", self.subs_prefix, self.id))
@@ -93,6 +117,18 @@ impl Node {
                 rt.spawn(beat_loop(Arc::downgrade(self), self.beat));
             }
         });
+    }
+
+    /// Records in the registry that this node runs `handler` (queued on the writer).
+    fn register_handler(&self, (key, topic, handler): &(String, String, String)) {
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(&self.registry).arg(topic);
+        let zadd = scripts::evalsha(&scripts::REGISTER, &[key], handler);
+        for (name, cmd) in [("SADD", sadd), ("REGISTER", zadd)] {
+            if let Err(e) = self.link.push(name, cmd, None) {
+                tracing::warn!(target: "event_base::redis", error = %e, %topic, %handler, "could not register a handler");
+            }
+        }
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -197,6 +233,14 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
     loop {
         tick.tick().await;
         let Some(node) = node.upgrade() else { return };
+        let handlers = node
+            .handlers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for h in &handlers {
+            node.register_handler(h);
+        }
         match node.beat().await {
             Ok(silent) => {
                 for dead in silent {

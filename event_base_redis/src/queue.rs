@@ -31,6 +31,8 @@ pub(crate) struct SubQueue {
     pub(crate) bound: usize,
     pub(crate) visibility: Duration,
     pub(crate) block: Duration,
+    /// The topic's handler registry.
+    pub(crate) registry: String,
     /// Messages due later, and their fields.
     pub(crate) delayed: String,
     pub(crate) delayed_fields: String,
@@ -70,6 +72,7 @@ impl SubQueue {
             bound: settings.bound,
             visibility: settings.visibility,
             block: settings.block,
+            registry: settings.keys.handlers(topic.as_str()),
             delayed: settings.keys.delayed(topic.as_str(), handler),
             delayed_fields: settings.keys.delayed_fields(topic.as_str(), handler),
             promote_at: Mutex::new(Instant::now()),

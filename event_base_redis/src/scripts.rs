@@ -136,6 +136,27 @@ return 0
     )
 });
 
+/// `KEYS[1]` a topic's handler registry; `ARGV` handler. Records that a node runs the
+/// handler now (server time).
+pub(crate) static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+return now
+"
+    ))
+});
+
+/// `KEYS[1]` a topic's handler registry; `ARGV` max age (ms). The handlers some node ran
+/// within the max age (server time).
+pub(crate) static HANDLERS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
+"
+    ))
+});
+
 /// The owner check every settling script starts with, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
@@ -284,10 +305,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 12] {
+fn all() -> [&'static Script; 14] {
     [
         &*ADD, &*SCHEDULE, &*PROMOTE, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON,
-        &*UNDEAD, &*BEAT, &*EVICT,
+        &*UNDEAD, &*BEAT, &*EVICT, &*REGISTER, &*HANDLERS,
     ]
 }
 

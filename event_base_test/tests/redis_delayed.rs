@@ -45,6 +45,8 @@ async fn a_delayed_message_waits_in_redis_and_outlives_its_sender() {
     .await;
     let message = EMessage::standard("jobs", b"later".to_vec()).with_delay(Duration::from_secs(2));
     let id = a.send("jobs", message).await.unwrap();
+    // The send took it for the writer; written once this answers.
+    a.wal().flush().await.unwrap();
     // In Redis, not in the sender: a member of the delayed set, nothing in the stream yet.
     assert_eq!(server.command(&["ZCARD", "eb:{jobs}:d:work"]), ":1");
     assert_eq!(server.command(&["HLEN", "eb:{jobs}:dm:work"]), ":2");

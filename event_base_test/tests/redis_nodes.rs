@@ -143,3 +143,72 @@ async fn the_janitor_releases_a_silent_nodes_entries_and_deletes_its_consumer_on
     assert_eq!(server.command(&["XLEN", "eb:{jobs}:s:work"]), ":0");
     drop(bus);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_lists_every_nodes_handlers_until_one_is_forgotten() {
+    let server = RedisServer::start();
+    let start = |handler: &'static str| {
+        let server = &server;
+        async move {
+            let queue = factory(server).await;
+            let id = queue.node_id().to_owned();
+            let probe = Probe::new();
+            let bus = EventBus::builder()
+                .wal(queue.wal())
+                .queue(queue)
+                .handler(probe.handler(handler, "orders", |_| Ack::Ack))
+                .build()
+                .await
+                .unwrap();
+            (bus, id)
+        }
+    };
+    let (ship, ship_id) = start("ship").await;
+    let (bill, _) = start("bill").await;
+    // A node with no handler of its own sees both.
+    let sender = factory(&server).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut seen = loop {
+        let seen = sender
+            .handlers_of("orders", Duration::from_secs(60))
+            .await
+            .unwrap();
+        if seen.len() == 2 {
+            break seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "registered: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    seen.sort();
+    assert_eq!(seen, vec!["bill".to_owned(), "ship".to_owned()]);
+    assert_eq!(sender.registered_topics().await.unwrap(), vec!["orders"]);
+    assert!(sender
+        .handlers_of("payments", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // `ship` is taken out of the code: its node stops, and it is forgotten.
+    ship.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    drop(ship);
+    // Its hash expired: it has stopped beating (and registering) for three beats.
+    let hash = format!("eb:{{nodes}}:n:{ship_id}");
+    until("the stopped node fell silent", || {
+        server.command(&["EXISTS", &hash]) == ":0"
+    })
+    .await;
+    sender.forget_handler("orders", "ship").await.unwrap();
+    assert_eq!(
+        sender
+            .handlers_of("orders", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        vec!["bill".to_owned()]
+    );
+    drop(bill);
+}
