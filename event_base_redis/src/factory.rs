@@ -11,7 +11,7 @@ use event_base_queue::FlumeQueueFactory;
 
 use crate::consumer::RedisConsumer;
 use crate::error::RedisError;
-use crate::keys::Keys;
+use crate::keys::{Keys, DEFAULT_DLQ_MAX_AGE};
 use crate::link::{Link, Timeouts};
 use crate::node::Node;
 use crate::producer::RedisProducer;
@@ -84,6 +84,7 @@ pub struct RedisQueueFactory {
     /// This process in the cluster: heartbeats, and its consumers for the janitor.
     node: Arc<Node>,
     heartbeat: Duration,
+    dead_letter_age: Duration,
     /// Unique per factory: consumer names are `<incarnation>-<n>`.
     incarnation: Arc<str>,
     consumers: Arc<AtomicU64>,
@@ -129,11 +130,13 @@ impl RedisQueueFactory {
         Ok(RedisQueueFactory {
             node: Node::new(
                 link.clone(),
-                DEFAULT_PREFIX,
+                &Keys::new(DEFAULT_PREFIX),
                 incarnation.clone(),
                 DEFAULT_HEARTBEAT,
+                DEFAULT_DLQ_MAX_AGE,
             ),
             heartbeat: DEFAULT_HEARTBEAT,
+            dead_letter_age: DEFAULT_DLQ_MAX_AGE,
             link,
             settings: Settings {
                 keys: Keys::new(DEFAULT_PREFIX),
@@ -169,6 +172,15 @@ impl RedisQueueFactory {
     /// move: keep it well above the pauses expected. Use the same value on every node.
     pub fn heartbeat(mut self, d: Duration) -> Self {
         self.heartbeat = d.max(Duration::from_millis(50));
+        self.renew_node();
+        self
+    }
+
+    /// How long dead letters are kept (default [`DEFAULT_DLQ_MAX_AGE`], 90 days), besides
+    /// their count (about [`DLQ_MAX_LEN`](crate::DLQ_MAX_LEN) per topic): the janitor
+    /// deletes older ones every 30 heartbeats. The janitor's value is the one that counts.
+    pub fn dead_letter_max_age(mut self, d: Duration) -> Self {
+        self.dead_letter_age = d;
         self.renew_node();
         self
     }
@@ -225,9 +237,10 @@ impl RedisQueueFactory {
     fn renew_node(&mut self) {
         self.node = Node::new(
             self.link.clone(),
-            &self.settings.prefix,
+            &self.settings.keys,
             self.incarnation.to_string(),
             self.heartbeat,
+            self.dead_letter_age,
         );
     }
 

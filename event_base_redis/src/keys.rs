@@ -15,6 +15,11 @@
 /// Dead letters a topic keeps at most (about: trimmed with `MAXLEN ~`).
 pub const DLQ_MAX_LEN: usize = 10_000;
 
+/// How long dead letters are kept, unless set otherwise
+/// ([`RedisQueueFactory::dead_letter_max_age`](crate::RedisQueueFactory::dead_letter_max_age)).
+pub const DEFAULT_DLQ_MAX_AGE: std::time::Duration =
+    std::time::Duration::from_secs(90 * 24 * 60 * 60);
+
 /// Undecodable entries a topic keeps at most (about).
 pub(crate) const POISON_MAX_LEN: usize = 1_000;
 
@@ -34,6 +39,11 @@ impl Keys {
     /// The stream of one subscription (a handler of a topic).
     pub(crate) fn stream(&self, topic: &str, handler: &str) -> String {
         format!("{}:{{{}}}:s:{}", self.prefix, topic, handler)
+    }
+
+    /// The prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The subscription's messages due later (sorted by when).

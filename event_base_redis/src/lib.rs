@@ -58,5 +58,5 @@ pub use factory::{
     RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_HEARTBEAT, DEFAULT_MAX_DELIVERIES,
     DEFAULT_PREFIX, DEFAULT_VISIBILITY_TIMEOUT,
 };
-pub use keys::DLQ_MAX_LEN;
+pub use keys::{DEFAULT_DLQ_MAX_AGE, DLQ_MAX_LEN};
 pub use wal::RedisWal;

@@ -12,6 +12,8 @@
 //!   script as the deletion;
 //! - forgets the node once all of its consumers are gone.
 //!
+//! The janitor also deletes dead letters older than the retention age (every 30 beats).
+//!
 //! | key | type | holds |
 //! |---|---|---|
 //! | `<prefix>:{nodes}:z` | sorted set | node id → its last beat (server ms) |
@@ -28,6 +30,7 @@ use std::time::Duration;
 use event_base_core::NodeType;
 
 use crate::error::RedisError;
+use crate::keys::Keys;
 use crate::link::Link;
 use crate::reply;
 use crate::scripts;
@@ -38,6 +41,14 @@ const SEP: char = '\u{1f}';
 
 /// Beats after which a silent node is evicted.
 const SILENT_BEATS: u32 = 3;
+
+/// What a beat found.
+enum Beat {
+    /// Another node holds the janitor lease.
+    Member,
+    /// This node holds it; these nodes are silent.
+    Janitor(Vec<String>),
+}
 
 /// This process's node (see the module docs).
 pub(crate) struct Node {
@@ -61,12 +72,24 @@ pub(crate) struct Node {
     /// `<prefix>:{nodes}:n:`, to which a node id is appended.
     hash_prefix: String,
     started: Once,
+    keys: Keys,
+    /// Dead letters older than this are trimmed by the janitor.
+    dead_letter_age: Duration,
 }
 
 impl Node {
-    pub(crate) fn new(link: Link, prefix: &str, id: String, beat: Duration) -> Arc<Node> {
+    pub(crate) fn new(
+        link: Link,
+        keys: &Keys,
+        id: String,
+        beat: Duration,
+        dead_letter_age: Duration,
+    ) -> Arc<Node> {
+        let prefix = keys.prefix();
         let base = format!("{prefix}:{{nodes}}");
         Arc::new(Node {
+            keys: keys.clone(),
+            dead_letter_age,
             link,
             beat,
             zset: format!("{base}:z"),
@@ -135,8 +158,8 @@ impl Node {
         (self.beat * SILENT_BEATS).as_millis() as u64
     }
 
-    /// One beat; returns the silent nodes if this node holds the janitor lease.
-    async fn beat(&self) -> Result<Vec<String>, RedisError> {
+    /// One beat; with the janitor lease, the silent nodes.
+    async fn beat(&self) -> Result<Beat, RedisError> {
         let kind = event_base_core::node_type();
         let subs = self.subs.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let cmd = scripts::evalsha(
@@ -166,7 +189,7 @@ impl Node {
             .unwrap_or(0)
             == 1;
         if !janitor {
-            return Ok(Vec::new());
+            return Ok(Beat::Member);
         }
         let mut silent = Vec::new();
         if let Some(list) = parts.get(1) {
@@ -177,7 +200,7 @@ impl Node {
                 }
             }
         }
-        Ok(silent)
+        Ok(Beat::Janitor(silent))
     }
 
     /// Cleans up after the silent node `dead` (see the module docs).
@@ -218,6 +241,24 @@ impl Node {
         Ok(())
     }
 
+    /// Trims every topic's dead letters older than the retention age (the janitor does,
+    /// now and then).
+    async fn trim_dead_letters(&self) -> Result<(), RedisError> {
+        let mut smembers = redis::cmd("SMEMBERS");
+        smembers.arg(self.keys.topics());
+        let v = self.link.run("SMEMBERS", smembers).await?;
+        let age = self.dead_letter_age.as_millis() as u64;
+        for t in reply::array("SMEMBERS", &v)? {
+            let topic = reply::string("SMEMBERS", t)?;
+            let cmd = scripts::evalsha(&scripts::TRIM_AGE, &[&self.keys.dlq(&topic)], age);
+            let n = reply::int("TRIM", &self.link.run("TRIM", cmd).await?)?;
+            if n > 0 {
+                tracing::info!(target: "event_base::redis", %topic, trimmed = n, "dead letters past their retention age deleted");
+            }
+        }
+        Ok(())
+    }
+
     /// Drops `member` from the set `subs`; returns 0 (nothing left for it).
     async fn forget_sub(&self, subs: &str, member: &str) -> Result<usize, RedisError> {
         let mut srem = redis::cmd("SREM");
@@ -227,9 +268,13 @@ impl Node {
     }
 }
 
+/// Beats between two trims of the dead letters by age (and the janitor's first beat).
+const TRIM_EVERY: u32 = 30;
+
 async fn beat_loop(node: Weak<Node>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut since_trim = TRIM_EVERY;
     loop {
         tick.tick().await;
         let Some(node) = node.upgrade() else { return };
@@ -242,13 +287,21 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
             node.register_handler(h);
         }
         match node.beat().await {
-            Ok(silent) => {
+            Ok(Beat::Janitor(silent)) => {
+                since_trim += 1;
+                if since_trim >= TRIM_EVERY {
+                    since_trim = 0;
+                    if let Err(e) = node.trim_dead_letters().await {
+                        tracing::warn!(target: "event_base::redis", error = %e, "could not trim old dead letters; trying again later");
+                    }
+                }
                 for dead in silent {
                     if let Err(e) = node.evict(&dead).await {
                         tracing::warn!(target: "event_base::redis", node = %dead, error = %e, "could not clean up after a silent node; trying again next beat");
                     }
                 }
             }
+            Ok(Beat::Member) => since_trim = TRIM_EVERY,
             Err(e) => {
                 tracing::warn!(target: "event_base::redis", error = %e, "heartbeat failed; other nodes may take this node for dead after three beats");
             }

@@ -157,6 +157,18 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
     ))
 });
 
+/// `KEYS[1]` dead-letter stream; `ARGV` max age (ms). Deletes the entries older than the max
+/// age by the server's clock (entry ids are the server's time when added); returns how many.
+pub(crate) static TRIM_AGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local minid = now - tonumber(ARGV[1])
+if minid <= 0 then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', '=', minid)
+"
+    ))
+});
+
 /// The owner check every settling script starts with, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
@@ -305,10 +317,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 14] {
+fn all() -> [&'static Script; 15] {
     [
         &*ADD, &*SCHEDULE, &*PROMOTE, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON,
-        &*UNDEAD, &*BEAT, &*EVICT, &*REGISTER, &*HANDLERS,
+        &*UNDEAD, &*BEAT, &*EVICT, &*REGISTER, &*HANDLERS, &*TRIM_AGE,
     ]
 }
 

@@ -212,3 +212,34 @@ async fn the_registry_lists_every_nodes_handlers_until_one_is_forgotten() {
     );
     drop(bill);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_janitor_deletes_dead_letters_past_their_retention_age() {
+    let server = RedisServer::start();
+    // Two dead letters of topic `t`: one from 1970 (its id is its time), one from now.
+    server.command(&["SADD", "eb:topics", "t"]);
+    server.command(&["XADD", "eb:{t}:dlq", "1-1", "d", "old"]);
+    server.command(&["XADD", "eb:{t}:dlq", "*", "d", "new"]);
+    assert_eq!(server.command(&["XLEN", "eb:{t}:dlq"]), ":2");
+
+    let queue = factory(&server)
+        .await
+        .dead_letter_max_age(Duration::from_secs(3600));
+    let probe = Probe::new();
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(probe.handler("other", "other", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    until("the old dead letter was trimmed", || {
+        server.command(&["XLEN", "eb:{t}:dlq"]) == ":1"
+    })
+    .await;
+    assert_eq!(
+        server.command(&["XRANGE", "eb:{t}:dlq", "1-1", "1-1"]),
+        "*0"
+    );
+    drop(bus);
+}
