@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::codec;
 use crate::error::RedisError;
 use crate::keys::{DLQ_MAX_LEN, POISON_MAX_LEN};
-use crate::queue::SubQueue;
+use crate::queue::{Lane, SubQueue};
 use crate::reply::{self, RawEntry};
 use crate::scripts;
 
@@ -97,19 +97,24 @@ impl Inner {
         cmd.arg("CREATE")
             .arg(&self.q.key)
             .arg(&self.q.group)
-            .arg("0")
+            // A node's broadcast group starts at the end: commands sent before it started
+            // are not for it.
+            .arg(if self.q.lane == Lane::Broadcast {
+                "$"
+            } else {
+                "0"
+            })
             .arg("MKSTREAM");
         match self.q.link.run("XGROUP CREATE", cmd).await {
             Ok(_) => {}
             Err(RedisError::Refused { message, .. }) if message.starts_with("BUSYGROUP") => {}
             Err(e) => return Err(e),
         }
-        self.q.node.register(
-            (&self.q.registry, self.q.topic.as_str()),
-            &self.q.key,
-            &self.q.group,
-            &self.name,
-        );
+        let as_handler = (self.q.lane == Lane::Work)
+            .then_some((self.q.registry.as_str(), self.q.topic.as_str()));
+        self.q
+            .node
+            .register(as_handler, &self.q.key, &self.q.group, &self.name);
         self.group_ready.store(true, Ordering::Release);
         Ok(())
     }
@@ -287,7 +292,9 @@ impl Inner {
             let (next, taken) = reply::reclaim(&v)?;
             let mut live = Vec::with_capacity(taken.len());
             for (entry, count) in taken {
-                if count > i64::from(self.q.max_deliveries) {
+                // A broadcast entry is only this node's to take again (its own group), and
+                // dead-lettering would delete it for every node.
+                if count > i64::from(self.q.max_deliveries) && self.q.lane == Lane::Work {
                     self.stalled(entry, count).await;
                 } else {
                     live.push(entry);
@@ -562,8 +569,12 @@ impl EConsumer for RedisConsumer {
         if claimed.is_empty() {
             return Ok(());
         }
+        let script = match self.inner.q.lane {
+            Lane::Work => &scripts::ACK,
+            Lane::Broadcast => &scripts::ACK_ONLY,
+        };
         self.inner
-            .settle_counted("ACK", &scripts::ACK, claimed)
+            .settle_counted("ACK", script, claimed)
             .await
             .map(|_| ())
             .map_err(queue_error)
@@ -571,6 +582,15 @@ impl EConsumer for RedisConsumer {
 
     async fn nack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
         if claimed.is_empty() {
+            return Ok(());
+        }
+        if self.inner.q.lane == Lane::Broadcast {
+            // A copy would go to every node again: leave the entry pending instead (no
+            // longer renewed), for this node's own sweep to take again.
+            let mut held = self.inner.held();
+            for c in claimed {
+                held.remove(&c.receipt);
+            }
             return Ok(());
         }
         self.inner

@@ -15,7 +15,7 @@ use crate::keys::{Keys, DEFAULT_DLQ_MAX_AGE};
 use crate::link::{Link, Timeouts};
 use crate::node::Node;
 use crate::producer::RedisProducer;
-use crate::queue::SubQueue;
+use crate::queue::{Lane, SubQueue};
 use crate::reply;
 use crate::scripts;
 use crate::wal::RedisWal;
@@ -58,8 +58,10 @@ pub(crate) struct Settings {
 /// [visibility timeout](Self::visibility_timeout) is taken over by another consumer
 /// (`XAUTOCLAIM`). Consumer names are unique per process start.
 ///
-/// System topics (`_system.*`: shutdown, discovery, audit) stay in the process, on
-/// in-memory queues: a shutdown message stops the process it was sent in.
+/// System topics (`_system.*`: discovery, audit, shutdown acks) stay in the process, on
+/// in-memory queues, except `_system.shutdown`: a shutdown command sent from any node
+/// reaches every node (a broadcast stream, `<prefix>:{_system.shutdown}:bc`, read by each
+/// node through a group of its own).
 ///
 /// `create_subscription` does no I/O: each queue connects when first used, so a factory can
 /// be made outside a runtime with [`open`](Self::open). [`connect`](Self::connect) also
@@ -317,12 +319,19 @@ impl RedisQueueFactory {
 
     fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
         let n = self.consumers.fetch_add(1, Ordering::Relaxed);
+        // Shutdown commands reach every node: each reads the stream through a group of its
+        // own.
+        let lane = if topic.as_str() == event_base_core::constant::SHUTDOWN {
+            Lane::Broadcast
+        } else {
+            Lane::Work
+        };
         let q = SubQueue::new(
             self.link.clone(),
             &self.settings,
             self.node.clone(),
-            topic,
-            handler,
+            (topic, handler),
+            lane,
         );
         let name = format!("{}-{n}", self.incarnation);
         TopicQueue {
@@ -346,7 +355,7 @@ impl QueueFactory for RedisQueueFactory {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<TopicQueue, QueueError> {
-        if topic.is_system() {
+        if topic.is_system() && topic.as_str() != event_base_core::constant::SHUTDOWN {
             return self.local.create(topic);
         }
         Ok(self.subscription(topic, handler))

@@ -6,6 +6,7 @@
 //! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
 //! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later: member the message id, score when due (server ms) |
 //! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
+//! | `<prefix>:{<topic>}:bc` | stream | a broadcast topic's entries (`_system.shutdown`): a group `n:<node>` per node |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
 //! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
@@ -54,6 +55,11 @@ impl Keys {
     /// The fields of the subscription's delayed messages.
     pub(crate) fn delayed_fields(&self, topic: &str, handler: &str) -> String {
         format!("{}:{{{}}}:dm:{}", self.prefix, topic, handler)
+    }
+
+    /// The topic's broadcast stream (every node reads every entry).
+    pub(crate) fn broadcast(&self, topic: &str) -> String {
+        format!("{}:{{{}}}:bc", self.prefix, topic)
     }
 
     /// The topic's dead letters.

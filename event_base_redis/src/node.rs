@@ -10,7 +10,8 @@
 //! - deletes each of its consumers whose pending list is empty, never one that still holds
 //!   entries (`XGROUP DELCONSUMER` would drop them unacknowledged), checked in the same
 //!   script as the deletion;
-//! - forgets the node once all of its consumers are gone.
+//! - forgets the node once all of its consumers are gone (and destroys its own groups on
+//!   broadcast streams).
 //!
 //! The janitor also deletes dead letters older than the retention age (every 30 beats).
 //!
@@ -107,16 +108,18 @@ impl Node {
 
     /// A consumer of this node reads `stream` as `consumer` of `group`: listed for the
     /// janitor, and the node starts beating (if it has not yet).
+    /// `handler`: the registry key and topic to register the group in as a handler (`None`
+    /// for a node's own group on a broadcast stream).
     pub(crate) fn register(
         self: &Arc<Self>,
-        (registry, topic): (&str, &str),
+        handler: Option<(&str, &str)>,
         stream: &str,
         group: &str,
         consumer: &str,
     ) {
-        let handler = (registry.to_owned(), topic.to_owned(), group.to_owned());
-        self.register_handler(&handler);
-        {
+        if let Some((registry, topic)) = handler {
+            let handler = (registry.to_owned(), topic.to_owned(), group.to_owned());
+            self.register_handler(&handler);
             let mut handlers = self.handlers.lock().unwrap_or_else(|e| e.into_inner());
             if !handlers.contains(&handler) {
                 handlers.push(handler);
@@ -219,7 +222,8 @@ impl Node {
                 left += self.forget_sub(&subs, &member).await?;
                 continue;
             };
-            let cmd = scripts::evalsha(&scripts::EVICT, &[stream], (group, consumer));
+            let own_group = u8::from(group == format!("n:{dead}"));
+            let cmd = scripts::evalsha(&scripts::EVICT, &[stream], (group, consumer, own_group));
             let gone = reply::int("EVICT", &self.link.run("EVICT", cmd).await?)?;
             if gone == 1 {
                 left += self.forget_sub(&subs, &member).await?;

@@ -11,7 +11,7 @@ use event_base_core::{EMessage, QueueError};
 use tokio::time::Instant;
 
 use crate::codec;
-use crate::queue::SubQueue;
+use crate::queue::{Lane, SubQueue, BROADCAST_MAX_LEN};
 use crate::reply;
 use crate::scripts;
 
@@ -48,6 +48,11 @@ impl RedisProducer {
             .and_then(|at| at.duration_since(SystemTime::now()).ok())
             .filter(|d| !d.is_zero());
         match delay {
+            None if self.q.lane == Lane::Broadcast => scripts::evalsha(
+                &scripts::ADD_BROADCAST,
+                &[&self.q.key],
+                (m, p, BROADCAST_MAX_LEN),
+            ),
             None => scripts::evalsha(&scripts::ADD, &[&self.q.key], (m, p)),
             Some(d) => {
                 self.q.due_by(Instant::now() + d);

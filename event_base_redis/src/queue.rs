@@ -16,8 +16,24 @@ use crate::link::Link;
 use crate::node::Node;
 use crate::reply;
 
+/// How a stream is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// A subscription's work: one group (the handler), competing consumers, each entry
+    /// deleted once handled.
+    Work,
+    /// Every node gets every entry: a group per node (`n:<node id>`), created at the
+    /// stream's end when the node starts, entries only acked (other nodes may not have
+    /// read them yet) and the stream capped at about [`BROADCAST_MAX_LEN`].
+    Broadcast,
+}
+
+/// Entries a broadcast stream keeps at most (about).
+pub(crate) const BROADCAST_MAX_LEN: usize = 1_000;
+
 /// One subscription's stream (see the module docs).
 pub(crate) struct SubQueue {
+    pub(crate) lane: Lane,
     pub(crate) link: Link,
     /// The node this process is, to which the consumer reports itself.
     pub(crate) node: Arc<Node>,
@@ -59,15 +75,26 @@ impl SubQueue {
         link: Link,
         settings: &Settings,
         node: Arc<Node>,
-        topic: &MessageTopic,
-        handler: &str,
+        (topic, handler): (&MessageTopic, &str),
+        lane: Lane,
     ) -> Arc<SubQueue> {
+        let (key, group) = match lane {
+            Lane::Work => (
+                settings.keys.stream(topic.as_str(), handler),
+                handler.to_owned(),
+            ),
+            Lane::Broadcast => (
+                settings.keys.broadcast(topic.as_str()),
+                format!("n:{}", node.id),
+            ),
+        };
         Arc::new(SubQueue {
+            lane,
             link,
             node,
             topic: topic.clone(),
-            key: settings.keys.stream(topic.as_str(), handler),
-            group: handler.to_owned(),
+            key,
+            group,
             poison: settings.keys.poison(topic.as_str()),
             bound: settings.bound,
             visibility: settings.visibility,

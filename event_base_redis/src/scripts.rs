@@ -115,8 +115,9 @@ return {{mine, silent}}
     ))
 });
 
-/// `KEYS[1]` stream; `ARGV` group, consumer (of a silent node). If the consumer holds no
-/// entries, deletes it and returns 1; else makes its entries claimable at once (idle for
+/// `KEYS[1]` stream; `ARGV` group, consumer (of a silent node), whether the group is the
+/// node's own (1/0). If the consumer holds no entries, deletes it (and the group, if the
+/// node's own) and returns 1; else makes its entries claimable at once (idle for
 /// long, no delivery counted, owner unchanged) and returns 0. A missing stream or group is
 /// nothing to delete (1).
 pub(crate) static EVICT: LazyLock<Script> = LazyLock::new(|| {
@@ -126,6 +127,7 @@ local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 100, ARGV[2])
 if type(p) == 'table' and p.err then return 1 end
 if #p == 0 then
   redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+  if ARGV[3] == '1' then redis.pcall('XGROUP', 'DESTROY', KEYS[1], ARGV[1]) end
   return 1
 end
 for _, e in ipairs(p) do
@@ -169,6 +171,17 @@ return redis.call('XTRIM', KEYS[1], 'MINID', '=', minid)
     ))
 });
 
+/// `KEYS[1]` broadcast stream; `ARGV` m, p, max length. Adds an entry, capping the stream
+/// at about the max length; returns `{id, length}`.
+pub(crate) static ADD_BROADCAST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV[2])
+return {id, redis.call('XLEN', KEYS[1])}
+",
+    )
+});
+
 /// The owner check every settling script starts with, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
@@ -187,6 +200,26 @@ for i = 3, #ARGV do
   if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
     redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
     redis.call('XDEL', KEYS[1], ARGV[i])
+    acked = acked + 1
+  else
+    fenced = fenced + 1
+  end
+end
+return {{acked, fenced, redis.call('XLEN', KEYS[1])}}
+"
+    ))
+});
+
+/// `KEYS[1]` broadcast stream; `ARGV` group, consumer, ids... Acks (no delete: other nodes'
+/// groups may not have read them) the entries the consumer still owns; returns `{acked,
+/// fenced, length}`.
+pub(crate) static ACK_ONLY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{OWNS}
+local acked, fenced = 0, 0
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
+    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
     acked = acked + 1
   else
     fenced = fenced + 1
@@ -317,10 +350,25 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 15] {
+fn all() -> [&'static Script; 17] {
     [
-        &*ADD, &*SCHEDULE, &*PROMOTE, &*ACK, &*REQUEUE, &*EXTEND, &*RECLAIM, &*DEAD, &*POISON,
-        &*UNDEAD, &*BEAT, &*EVICT, &*REGISTER, &*HANDLERS, &*TRIM_AGE,
+        &*ADD,
+        &*ADD_BROADCAST,
+        &*SCHEDULE,
+        &*PROMOTE,
+        &*ACK,
+        &*ACK_ONLY,
+        &*REQUEUE,
+        &*EXTEND,
+        &*RECLAIM,
+        &*DEAD,
+        &*POISON,
+        &*UNDEAD,
+        &*BEAT,
+        &*EVICT,
+        &*REGISTER,
+        &*HANDLERS,
+        &*TRIM_AGE,
     ]
 }
 

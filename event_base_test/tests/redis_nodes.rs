@@ -59,10 +59,12 @@ async fn a_consuming_node_beats_with_a_hash_that_expires() {
         .is_ok());
     let ttl: i64 = server.command(&["PTTL", &hash])[1..].parse().unwrap();
     assert!(ttl > 0 && ttl <= 300, "expires after three beats: {ttl} ms");
-    assert_eq!(
-        server.command(&["SCARD", &format!("eb:{{nodes}}:subs:{id}")]),
-        ":1"
-    );
+    // Its consumers: of `jobs`, and of the shutdown commands.
+    let subs = format!("eb:{{nodes}}:subs:{id}");
+    until("both consumers listed", || {
+        server.command(&["SCARD", &subs]) == ":2"
+    })
+    .await;
     assert_eq!(
         server.command(&["GET", "eb:{nodes}:janitor"]),
         id,
@@ -242,4 +244,39 @@ async fn the_janitor_deletes_dead_letters_past_their_retention_age() {
         "*0"
     );
     drop(bus);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_nodes_shutdown_group_is_destroyed() {
+    let server = RedisServer::start();
+    let start = || async {
+        let queue = factory(&server).await;
+        let probe = Probe::new();
+        EventBus::builder()
+            .wal(queue.wal())
+            .queue(queue)
+            .handler(probe.handler("work", "jobs", |_| Ack::Ack))
+            .build()
+            .await
+            .unwrap()
+    };
+    let janitor = start().await;
+    let gone = start().await;
+    until("both nodes joined the shutdown stream", || {
+        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*2"
+    })
+    .await;
+    gone.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    drop(gone);
+    until("the stopped node's group was destroyed", || {
+        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*1"
+    })
+    .await;
+    until("the stopped node was forgotten", || {
+        server.command(&["ZCARD", "eb:{nodes}:z"]) == ":1"
+    })
+    .await;
+    drop(janitor);
 }
