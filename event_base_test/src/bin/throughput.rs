@@ -502,6 +502,10 @@ impl Opts {
 
 fn main() {
     let opts = Opts::from_args();
+    if let Some(child) = BacklogChild::from_args() {
+        child.run();
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -537,6 +541,10 @@ fn main() {
             memory_flat(&opts).await;
         }
     });
+    // Its own processes: resident memory after an open must not count what writing cost.
+    if opts.run("backlog") {
+        backlog(&opts);
+    }
 }
 
 /// The single-topic memory path against bare flume, with and without a WAL, and with the
@@ -931,4 +939,124 @@ async fn memory_flat(opts: &Opts) {
         "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1}",
         (after as f64 - before as f64) / 1024.0
     );
+}
+
+/// A backlog of `n` pending 64-byte messages (no handlers while it was written): the WAL's
+/// size, how fast it reopens, the resident memory it then holds, and how long until a bus
+/// started on it has handled every one. Written by this process; reopened in a fresh one
+/// (this binary again, `--backlog-child DIR N`), so its memory is the open's alone.
+fn backlog(opts: &Opts) {
+    let sizes: &[u64] = if opts.quick {
+        &[20_000]
+    } else {
+        match std::env::var("EB_BACKLOG_SIZES") {
+            Ok(list) => &*Box::leak(
+                list.split(',')
+                    .filter_map(|s| s.trim().parse().ok())
+                    .collect::<Vec<u64>>()
+                    .into_boxed_slice(),
+            ),
+            Err(_) => &[1_000_000, 10_000_000],
+        }
+    };
+    for &n in sizes {
+        let dir = tempdir();
+        {
+            let wal = PersistentWal::builder(&dir)
+                .sync_policy(SyncPolicy::Never)
+                .open()
+                .unwrap();
+            let data = payload(PAYLOAD);
+            let mut batch = Vec::with_capacity(1024);
+            for i in 0..n {
+                batch.push(Arc::new(EMessage::standard("backlog", data.clone())));
+                if batch.len() == 1024 || i + 1 == n {
+                    drop(wal.append_batch(&batch).unwrap());
+                    batch.clear();
+                }
+            }
+        }
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("--backlog-child")
+            .arg(&dir)
+            .arg(n.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "the backlog reopen failed: {status}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The reopening half of [`backlog`], in a process of its own.
+struct BacklogChild {
+    dir: std::path::PathBuf,
+    n: u64,
+}
+
+impl BacklogChild {
+    fn from_args() -> Option<BacklogChild> {
+        let args: Vec<String> = std::env::args().collect();
+        let at = args.iter().position(|a| a == "--backlog-child")?;
+        Some(BacklogChild {
+            dir: args.get(at + 1)?.into(),
+            n: args.get(at + 2)?.parse().ok()?,
+        })
+    }
+
+    fn run(self) {
+        let wal_bytes: u64 = std::fs::read_dir(&self.dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        let before = rss_kib();
+        let started = Instant::now();
+        let wal = PersistentWal::builder(&self.dir)
+            .sync_policy(SyncPolicy::Never)
+            .open()
+            .unwrap();
+        let open_secs = started.elapsed().as_secs_f64();
+        let after = rss_kib();
+        assert_eq!(wal.stats().live, self.n, "the reopened WAL lost records");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let n = self.n;
+        let handled_secs = rt.block_on(async move {
+            let counter = Counter::new(n);
+            let done = counter.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            let started = Instant::now();
+            let bus = EventBus::builder()
+                .wal(wal)
+                .queue(FlumeQueueFactory::bounded(BOUND))
+                .handler(HandlerSpec::new("backlog", "backlog", counter.clone()).workers(WORKERS))
+                .build()
+                .await
+                .unwrap();
+            done.await;
+            let secs = started.elapsed().as_secs_f64();
+            bus.wait_idle(Duration::from_secs(600)).await.unwrap();
+            secs
+        });
+        let peak = std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            .unwrap_or(0u64);
+        let grown = after.saturating_sub(before);
+        println!(
+            "scenario=backlog_{n} msgs={n} wal_mib={:.1} reopen_secs={open_secs:.3} reopen_records_per_sec={:.0} rss_after_open_mib={:.1} rss_growth_mib={:.1} rss_bytes_per_record={:.0} handled_secs={handled_secs:.3} peak_rss_mib={:.1}",
+            wal_bytes as f64 / (1 << 20) as f64,
+            n as f64 / open_secs,
+            after as f64 / 1024.0,
+            grown as f64 / 1024.0,
+            grown as f64 * 1024.0 / n as f64,
+            peak as f64 / 1024.0,
+        );
+    }
 }
