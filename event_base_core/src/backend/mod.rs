@@ -25,11 +25,11 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats` |
+//! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `QueueFactory`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
 
 pub(crate) mod queue;
 pub(crate) mod wal;
 
 pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
-pub use wal::{Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};
+pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

@@ -1,4 +1,4 @@
-//! The write-ahead log contract: [`Wal`], [`WalRecord`], [`WalRecordState`].
+//! The write-ahead log contract: [`Wal`], [`WalRecord`], [`WalRecordState`], [`PendingWindow`].
 //!
 //! Every accepted message is appended to the WAL *before* it is queued, and its record leaves
 //! `Processing` only through the handler's outcome (or through replay after a crash). That
@@ -56,6 +56,15 @@ pub struct WalRecord {
     pub dead_reason: Option<DeadReason>,
     /// For `Failed` records: the handlers whose copy died ([`DeadLetterMessage::handlers`]).
     pub dead_handlers: Vec<String>,
+}
+
+/// One window of the start-up backlog: what [`Wal::pending_window`] answers.
+#[derive(Debug, Clone, Default)]
+pub struct PendingWindow {
+    /// Records of the window, oldest first (in the order the log holds them).
+    pub records: Vec<WalRecord>,
+    /// Where the next window starts (pass it as `from`); `None`: this was the last one.
+    pub next: Option<u64>,
 }
 
 /// Counters a WAL reports.
@@ -284,6 +293,25 @@ pub trait Wal: Send + Sync + 'static {
     /// Every `Pending` and `Processing` record, for replay at start.
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError>;
 
+    /// The records [`pending`](Self::pending) answers, a window at a time, for a replay
+    /// that holds no more than `limit` of them at once: start with `from = 0`, then pass
+    /// [`PendingWindow::next`] until it is `None`. Each record is in exactly one window.
+    /// A backend that keeps its backlog on disk reads the messages back only here (and in
+    /// `pending`), so a backlog larger than memory can be replayed as the queues drain.
+    ///
+    /// The default answers everything `pending` does in the first window (`limit` is a
+    /// hint, not a bound) and nothing after it.
+    async fn pending_window(&self, from: u64, limit: usize) -> Result<PendingWindow, WalError> {
+        let _ = limit;
+        if from != 0 {
+            return Ok(PendingWindow::default());
+        }
+        Ok(PendingWindow {
+            records: self.pending().await?,
+            next: None,
+        })
+    }
+
     /// Every dead letter.
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError>;
 
@@ -354,6 +382,9 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
         (**self).pending().await
+    }
+    async fn pending_window(&self, from: u64, limit: usize) -> Result<PendingWindow, WalError> {
+        (**self).pending_window(from, limit).await
     }
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
         (**self).dead_letters().await

@@ -19,9 +19,11 @@
 //! | `segment.rs` | segment file names, header and listing |
 //! | `fs/` | the file layer every file operation goes through: `std::fs`, or a simulated disk for power-loss tests |
 //! | `recovery.rs` | rebuilding the state from the segments on open, torn tails and corruption |
+//! | `backlog.rs` | the pending messages recovery left on disk, as their places in the segments, and reading them back |
 //! | `completion_log.rs` | completions of compacted segments still within the dedup window |
 //! | `codec_bench.rs` | hidden entry points into the codec for the benchmarks |
 
+mod backlog;
 #[doc(hidden)]
 pub mod codec_bench;
 mod completion_log;

@@ -3,14 +3,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::backend::{Wal, WalCommit, WalCommitter, WalRecord, WalStats};
+use event_base_core::backend::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalStats};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
+use super::backlog::{read_back, Backlog, Damaged, Slot};
 use super::completion_log::CompletionLog;
 use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};
@@ -26,13 +27,18 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 /// Default largest record body accepted (on write and on recovery).
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 << 20;
 const LOCK_FILE: &str = "LOCK";
+/// Most backlog records `pending` reads back at once.
+const READ_BACK_WINDOW: usize = 4096;
 /// Longest dead-letter reason text written to the log; longer ones are cut.
 const MAX_REASON_BYTES: usize = 4096;
 
 /// A write-ahead log in a directory of segment files.
 ///
-/// The live state (every `Pending`, `Processing` and dead record) is kept in memory, so
-/// reads never touch the disk; the files are the durable history it is rebuilt from at open.
+/// The live state (every `Pending`, `Processing` and dead record) is kept in memory, and
+/// the files are the durable history it is rebuilt from at open, with one exception: the
+/// pending messages found at open stay on disk (about 90 bytes of memory each, for their
+/// place in the log) and are read back a window at a time as the start-up replay
+/// ([`Wal::pending_window`]) takes them, so a backlog larger than memory can be reopened.
 /// One writer thread owns the files (see [`SyncPolicy`] for when `send` returns). Only one
 /// process may open a directory at a time.
 ///
@@ -60,6 +66,15 @@ pub struct PersistentWal {
     syncs: Arc<AtomicU64>,
     dir: PathBuf,
     report: RecoveryReport,
+    fs: Arc<dyn WalFs>,
+    skip_corrupt: bool,
+    /// The pending messages found at open and not read back yet (shared with the writer).
+    backlog: Arc<Mutex<Backlog>>,
+    /// How many the backlog holds: read without its lock, so that a WAL with no backlog
+    /// pays one atomic load per call for it.
+    backlog_len: AtomicU64,
+    /// Backlog records found damaged when read back, and skipped (`skip_corrupt`).
+    skipped: AtomicU64,
 }
 
 impl std::fmt::Debug for PersistentWal {
@@ -156,7 +171,7 @@ impl PersistentWalBuilder {
         };
 
         let index = Arc::new(MemoryWal::new());
-        let rec = recover(&*fs, &dir, &index, self.max_record_bytes, self.skip_corrupt)?;
+        let mut rec = recover(&*fs, &dir, &index, self.max_record_bytes, self.skip_corrupt)?;
         let report = rec.report.clone();
         if report.lost_anything() {
             tracing::warn!(target: event_base_core::constant::target::WAL, dir = %dir.display(), ?report, "WAL recovered, but dropped, skipped or set aside data; see the warnings before this one");
@@ -187,8 +202,13 @@ impl PersistentWalBuilder {
         for seq in rec.anchors.values() {
             *live.entry(*seq).or_insert(0u64) += 1;
         }
+        for (seq, n) in rec.backlog.per_segment() {
+            *live.entry(seq).or_insert(0u64) += n;
+        }
+        let backlog_len = rec.backlog.len() as u64;
+        let backlog = Arc::new(Mutex::new(std::mem::take(&mut rec.backlog)));
         let stats = index.stats();
-        tracing::info!(target: event_base_core::constant::target::WAL, dir = %dir.display(), live = stats.live, dead = stats.dead, segments = sizes.len(), "WAL opened");
+        tracing::info!(target: event_base_core::constant::target::WAL, dir = %dir.display(), live = stats.live + backlog_len, on_disk = backlog_len, dead = stats.dead, segments = sizes.len(), "WAL opened");
 
         let mut completions: BTreeMap<u64, Vec<(Box<str>, SystemTime)>> = BTreeMap::new();
         if !self.completion_retention.is_zero() {
@@ -201,7 +221,8 @@ impl PersistentWalBuilder {
             completions,
             side,
             retention: self.completion_retention,
-            fs,
+            fs: fs.clone(),
+            backlog: backlog.clone(),
             dir: dir.clone(),
             policy: self.policy,
             segment_bytes: self.segment_bytes,
@@ -237,6 +258,11 @@ impl PersistentWalBuilder {
             syncs,
             dir,
             report,
+            fs,
+            skip_corrupt: self.skip_corrupt,
+            backlog,
+            backlog_len: AtomicU64::new(backlog_len),
+            skipped: AtomicU64::new(0),
         })
     }
 }
@@ -294,6 +320,133 @@ impl PersistentWal {
     /// replayed, bytes truncated from a torn tail, damaged records skipped, files moved aside.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.report
+    }
+
+    /// Pending messages found at open whose message is still on disk only: the start-up
+    /// replay has not read them back yet ([`Wal::pending_window`]).
+    pub fn backlog_on_disk(&self) -> u64 {
+        self.backlog_len.load(Ordering::Acquire)
+    }
+
+    /// Live (`Pending` or `Processing`) messages held in memory: those sent since open and
+    /// those read back from the backlog, until they complete.
+    pub fn live_in_memory(&self) -> u64 {
+        self.index.stats().live
+    }
+
+    /// Backlog records found damaged when read back for delivery and, with
+    /// [`skip_corrupt(true)`](PersistentWalBuilder::skip_corrupt), skipped (each one logged
+    /// at `warn`, its message lost). Without `skip_corrupt` such a record is an error instead
+    /// (see [`Wal::pending_window`]).
+    pub fn skipped_at_read_back(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    fn lock_backlog(&self) -> MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves `id` from the backlog into the in-memory index if the backlog holds it, so that
+    /// every state change goes through the index as for any other message.
+    fn warm(&self, id: &str) -> Result<(), WalError> {
+        if self.backlog_len.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let mut backlog = self.lock_backlog();
+        let Some(slot) = backlog.get(id) else {
+            return Ok(());
+        };
+        self.read_backlog(&mut backlog, &[(id.to_owned(), slot)], true)
+            .map(drop)
+    }
+
+    /// Whether the backlog holds `id` (a send with that id is a duplicate).
+    fn in_backlog(&self, id: &str) -> bool {
+        self.backlog_len.load(Ordering::Acquire) != 0 && self.lock_backlog().contains(id)
+    }
+
+    /// Reads `picks` back from the segments. With `take`, each message moves into the
+    /// in-memory index (the writer told first, see `WriterOp::Adopt`) and leaves the backlog.
+    /// A damaged record is an error (and nothing moves), or with `skip_corrupt` a warning:
+    /// it is then dropped from the backlog and withdrawn from the log.
+    fn read_backlog(
+        &self,
+        backlog: &mut Backlog,
+        picks: &[(String, Slot)],
+        take: bool,
+    ) -> Result<Vec<WalRecord>, WalError> {
+        let read = read_back(&*self.fs, &self.dir, picks, self.max_record_bytes)?;
+        if !self.skip_corrupt {
+            // Nothing moves when any of them is damaged: the caller gets the error and the
+            // backlog stays as it was.
+            if let Some((_, Err(damaged))) = picks.iter().zip(&read).find(|(_, got)| got.is_err()) {
+                let err = damaged.to_error();
+                tracing::error!(target: event_base_core::constant::target::WAL, error = %err, "WAL: a pending record is damaged");
+                return Err(err);
+            }
+        }
+        let mut out = Vec::with_capacity(read.len());
+        let mut result = Ok(());
+        for ((id, slot), got) in picks.iter().zip(read) {
+            let (message, at) = match got {
+                Ok(found) => found,
+                Err(damaged) => {
+                    result = self.skip_damaged(backlog, id, slot, &damaged);
+                    if result.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let record = WalRecord {
+                message,
+                state: slot.state(),
+                updated_at: at,
+                dead_reason: None,
+                dead_handlers: Vec::new(),
+            };
+            if take {
+                result = self.op(WriterOp::Adopt {
+                    message: record.message.clone(),
+                    seq: slot.loc.seq,
+                });
+                if result.is_err() {
+                    break;
+                }
+                self.index.restore(record.clone());
+                backlog.remove(id);
+            }
+            out.push(record);
+        }
+        self.backlog_len
+            .store(backlog.len() as u64, Ordering::Release);
+        result.map(|()| out)
+    }
+
+    fn skip_damaged(
+        &self,
+        backlog: &mut Backlog,
+        id: &str,
+        slot: &Slot,
+        damaged: &Damaged,
+    ) -> Result<(), WalError> {
+        let err = damaged.to_error();
+        tracing::warn!(target: event_base_core::constant::target::WAL, %id, error = %err, "WAL: skipping a damaged pending record (skip_corrupt); its message is lost");
+        backlog.remove(id);
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        self.op(WriterOp::Forget {
+            id: RecordId::Text(id.into()),
+            seq: slot.loc.seq,
+        })
+    }
+
+    fn op(&self, op: WriterOp) -> Result<(), WalError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
+        tx.send(op)
+            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
     fn send(&self, entry: Entry, waiter: Option<WalCommitter>) -> Result<(), WalError> {
@@ -356,6 +509,7 @@ impl Drop for PersistentWal {
 impl Wal for PersistentWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         self.check_size(message)?;
+        self.warm(&message.id)?;
         // The in-memory index is durable at once; the log decides the commit.
         let _ = self.index.append(message)?;
         self.send_durable(Entry::Append(message.clone()))
@@ -366,6 +520,7 @@ impl Wal for PersistentWal {
     fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
         for m in messages {
             self.check_size(m)?;
+            self.warm(&m.id)?;
         }
         let Some((last, rest)) = messages.split_last() else {
             return Ok(WalCommit::durable());
@@ -379,6 +534,7 @@ impl Wal for PersistentWal {
     }
 
     fn begin(&self, id: &str) -> Result<bool, WalError> {
+        self.warm(id)?;
         match self.index.begin_record(id) {
             Some(message) => {
                 self.send(Entry::Processing(RecordId::Message(message)), None)?;
@@ -389,6 +545,7 @@ impl Wal for PersistentWal {
     }
 
     fn complete(&self, id: &str) -> Result<(), WalError> {
+        self.warm(id)?;
         if let Some(message) = self.index.complete_live_record(id) {
             let at = SystemTime::now();
             self.send(Entry::Complete(RecordId::Message(message), at), None)?;
@@ -429,7 +586,9 @@ impl Wal for PersistentWal {
     fn complete_with(&self, id: &str, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
         for m in messages {
             self.check_size(m)?;
+            self.warm(&m.id)?;
         }
+        self.warm(id)?;
         let Some(done) = self.index.complete_live_record(id) else {
             // Not live (withdrawn, or finished already): the messages go alone.
             let mut commits = Vec::with_capacity(messages.len());
@@ -450,7 +609,7 @@ impl Wal for PersistentWal {
 
     fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
         self.check_size(message)?;
-        if !self.index.put_new(message) {
+        if self.in_backlog(&message.id) || !self.index.put_new(message) {
             return Ok(None);
         }
         self.send_durable(Entry::Append(message.clone())).map(Some)
@@ -464,7 +623,10 @@ impl Wal for PersistentWal {
         for m in messages {
             self.check_size(m)?;
         }
-        let appended: Vec<bool> = messages.iter().map(|m| self.index.put_new(m)).collect();
+        let appended: Vec<bool> = messages
+            .iter()
+            .map(|m| !self.in_backlog(&m.id) && self.index.put_new(m))
+            .collect();
         let last = appended.iter().rposition(|a| *a);
         let mut commit = WalCommit::durable();
         for (i, m) in messages.iter().enumerate() {
@@ -499,6 +661,7 @@ impl Wal for PersistentWal {
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
         self.check_size(message)?;
+        self.warm(&message.id)?;
         self.index.retry(message)?;
         self.send(Entry::Retry(message.clone()), None)
     }
@@ -530,6 +693,7 @@ impl Wal for PersistentWal {
             }
             other => other.clone(),
         };
+        self.warm(&message.id)?;
         self.index.fail(message, &reason, handlers)?;
         self.send(
             Entry::Failed {
@@ -543,6 +707,7 @@ impl Wal for PersistentWal {
     }
 
     fn cancel(&self, id: &str) -> Result<Option<WalCommit>, WalError> {
+        self.warm(id)?;
         match self.index.cancel_record(id) {
             Some(message) => Ok(Some(
                 self.send_durable(Entry::Cancel(RecordId::Message(message)))?,
@@ -551,8 +716,43 @@ impl Wal for PersistentWal {
         }
     }
 
+    /// The records held in memory, and every one of the backlog read back (all of them at
+    /// once: a replay of a large backlog uses [`pending_window`](Self::pending_window)).
     async fn pending(&self) -> Result<Vec<WalRecord>, WalError> {
-        self.index.pending().await
+        let mut records = self.index.pending().await?;
+        let mut from = Some(0);
+        while let Some(at) = from {
+            let mut backlog = self.lock_backlog();
+            let (picks, next) = backlog.window(at, READ_BACK_WINDOW);
+            records.extend(self.read_backlog(&mut backlog, &picks, false)?);
+            from = next;
+        }
+        Ok(records)
+    }
+
+    /// The first window holds every record held in memory, then up to `limit` of the
+    /// backlog, oldest first; later ones up to `limit` of the backlog each. The backlog's
+    /// messages are read back from the segments here and move into memory, where they stay
+    /// until they complete. A record found damaged on the way is [`WalError::Corrupt`]
+    /// (naming file and offset; the record stays, so a later call meets it again), or with
+    /// [`skip_corrupt(true)`](PersistentWalBuilder::skip_corrupt) a warning, the record
+    /// dropped and counted in [`PersistentWal::skipped_at_read_back`].
+    async fn pending_window(&self, from: u64, limit: usize) -> Result<PendingWindow, WalError> {
+        let mut records = if from == 0 {
+            self.index.pending().await?
+        } else {
+            Vec::new()
+        };
+        if self.backlog_len.load(Ordering::Acquire) == 0 {
+            return Ok(PendingWindow {
+                records,
+                next: None,
+            });
+        }
+        let mut backlog = self.lock_backlog();
+        let (picks, next) = backlog.window(from, limit.max(1));
+        records.extend(self.read_backlog(&mut backlog, &picks, true)?);
+        Ok(PendingWindow { records, next })
     }
 
     async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, WalError> {
@@ -589,10 +789,12 @@ impl Wal for PersistentWal {
     }
 
     fn stats(&self) -> WalStats {
+        let index = self.index.stats();
         WalStats {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
-            ..self.index.stats()
+            live: index.live + self.backlog_len.load(Ordering::Acquire),
+            ..index
         }
     }
 }

@@ -599,33 +599,117 @@ pub(crate) enum Frame {
     Corrupt(String),
 }
 
-/// Reads the frame at the start of `buf`.
-pub(crate) fn read_frame(buf: &[u8], max_body: usize) -> Frame {
+/// The body of the frame at the start of `buf`, its length and CRC checked; or why not
+/// (`Frame::Torn` or `Frame::Corrupt`).
+fn frame_body(buf: &[u8], max_body: usize) -> Result<&[u8], Frame> {
     if buf.len() < FRAME_HEADER {
-        return Frame::Torn;
+        return Err(Frame::Torn);
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     let crc = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
     if len < MIN_BODY {
-        return Frame::Corrupt(format!(
+        return Err(Frame::Corrupt(format!(
             "record length {len} is below the minimum {MIN_BODY}"
-        ));
+        )));
     }
     if len > max_body {
-        return Frame::Corrupt(format!("record length {len} exceeds the limit {max_body}"));
+        return Err(Frame::Corrupt(format!(
+            "record length {len} exceeds the limit {max_body}"
+        )));
     }
     let Some(body) = buf.get(FRAME_HEADER..FRAME_HEADER + len) else {
-        return Frame::Torn;
+        return Err(Frame::Torn);
     };
     let actual = crc32fast::hash(body);
     if actual != crc {
-        return Frame::Corrupt(format!(
+        return Err(Frame::Corrupt(format!(
             "CRC mismatch (stored {crc:08x}, computed {actual:08x})"
-        ));
+        )));
     }
+    Ok(body)
+}
+
+/// Reads the frame at the start of `buf`.
+pub(crate) fn read_frame(buf: &[u8], max_body: usize) -> Frame {
+    let body = match frame_body(buf, max_body) {
+        Ok(body) => body,
+        Err(frame) => return frame,
+    };
     match decode_body(body) {
-        Ok(entry) => Frame::Record(entry, FRAME_HEADER + len),
+        Ok(entry) => Frame::Record(entry, FRAME_HEADER + body.len()),
         Err(e) => Frame::Corrupt(e),
+    }
+}
+
+/// A frame as recovery's scan reads it: records that only say a message is pending
+/// (`Append`, `Retry`, a `Snapshot` of a pending or processing message) by their id alone,
+/// their message left undecoded for a read-back; every other record decoded.
+#[derive(Debug)]
+pub(crate) enum Peeked {
+    /// A pending message's record: its id, state (`Pending` or `Processing`), the
+    /// message's `created_at` (ns since the epoch), the frame's length.
+    Pending(String, WalRecordState, u64, usize),
+    /// Any other valid record and the frame's length.
+    Record(Entry, usize),
+    /// As [`Frame::Torn`].
+    Torn,
+    /// As [`Frame::Corrupt`].
+    Corrupt(String),
+}
+
+/// Reads the frame at the start of `buf` as [`Peeked`]. The frame's length and CRC are
+/// checked as [`read_frame`] checks them; a pending message's fields are not decoded (their
+/// damage shows when the message is read back).
+pub(crate) fn peek_frame(buf: &[u8], max_body: usize) -> Peeked {
+    let body = match frame_body(buf, max_body) {
+        Ok(body) => body,
+        Err(Frame::Torn) => return Peeked::Torn,
+        Err(Frame::Corrupt(reason)) => return Peeked::Corrupt(reason),
+        Err(Frame::Record(entry, len)) => return Peeked::Record(entry, len),
+    };
+    let len = FRAME_HEADER + body.len();
+    let mut c = Cursor { buf: body, pos: 0 };
+    let light = (|| {
+        let version = c.u8("version")?;
+        if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_VERSION) {
+            return Err(format!("unknown record format version {version}"));
+        }
+        let kind = c.u8("kind")?;
+        if !matches!(kind, 1 | 4 | 8) {
+            return Ok(None);
+        }
+        let id = c.id(version)?;
+        let state = match kind {
+            8 => {
+                let state = match c.u8("state")? {
+                    0 => WalRecordState::Pending,
+                    1 => WalRecordState::Processing,
+                    _ => return Ok(None),
+                };
+                c.u64("at")?;
+                get_reason(&mut c)?;
+                if version >= FORMAT_VERSION {
+                    for _ in 0..c.u32("handlers")? {
+                        c.bytes("handler")?;
+                    }
+                }
+                state
+            }
+            _ => WalRecordState::Pending,
+        };
+        // The message's fields up to its creation time: the replay's order.
+        c.bytes("topic")?;
+        c.bytes("payload")?;
+        let created = c.u64("created_at")?;
+        Ok(Some((id, state, created)))
+    })();
+    match light {
+        Ok(Some((id, state, created))) => Peeked::Pending(id, state, created, len),
+        Ok(None) => match decode_body(body) {
+            Ok(entry) => Peeked::Record(entry, len),
+            Err(e) => Peeked::Corrupt(e),
+        },
+        Err(e) => Peeked::Corrupt(e),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Recovery: rebuilding a `PersistentWal`'s state from its segment files on open.
 //!
-//! Segments are read oldest first and every valid record is applied to the in-memory index,
-//! so the index ends as the log left it. What happens at damage depends on what and where it is:
+//! Segments are read oldest first and every valid record is applied, so the state ends as
+//! the log left it: dead letters decoded into the in-memory index, pending messages only as
+//! their place in the segments (the [`Backlog`](super::backlog), read back when replayed),
+//! so that reopening decodes no message it does not have to and holds about 90 bytes per
+//! pending message whatever its size. What happens at damage depends on what and where it is:
 //!
 //! | what | what it means | outcome |
 //! |---|---|---|
@@ -28,8 +31,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use event_base_core::backend::{Wal, WalRecord, WalRecordState};
 use event_base_core::WalError;
 
+use super::backlog::{Backlog, Loc};
 use super::fs::WalFs;
-use super::record_codec::{read_frame, Entry, Frame};
+use super::record_codec::{peek_frame, read_frame, Entry, Frame, Peeked};
 use super::segment::{self, check_header, header, io_err, path_of, HEADER_LEN};
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
@@ -74,8 +78,11 @@ impl RecoveryReport {
 /// What recovery learned besides the index itself.
 #[derive(Debug, Default)]
 pub(crate) struct Recovered {
-    /// For every live or dead message: the segment holding its newest full record.
+    /// For every live or dead message held in memory: the segment holding its newest full
+    /// record.
     pub(crate) anchors: HashMap<RecordId, u64>,
+    /// The pending messages left on disk, by location (their anchors are their slots).
+    pub(crate) backlog: Backlog,
     /// Full (anchor) records written per segment.
     pub(crate) written: BTreeMap<u64, u64>,
     /// Segments found, oldest first.
@@ -152,15 +159,32 @@ pub(crate) fn recover(
         out.report.segments_read += 1;
         let mut pos = HEADER_LEN;
         while pos < bytes.len() {
-            let reason = match read_frame(&bytes[pos..], max_body) {
-                Frame::Record(entry, len) => {
-                    apply(index, &mut out, seq, entry);
+            let reason = match peek_frame(&bytes[pos..], max_body) {
+                Peeked::Pending(id, state, created, len) => {
+                    let loc = Loc {
+                        seq,
+                        offset: pos as u64,
+                        len: len as u32,
+                        sub: 0,
+                    };
+                    if !put_pending(index, &mut out, &id, loc, state, created) {
+                        // The backlog is full (2^32 slots): this one stays in memory.
+                        if let Frame::Record(entry, _) = read_frame(&bytes[pos..], max_body) {
+                            apply(index, &mut out, seq, pos as u64, len, entry);
+                        }
+                    }
                     out.report.records_replayed += 1;
                     pos += len;
                     continue;
                 }
-                Frame::Torn => "incomplete record".to_string(),
-                Frame::Corrupt(reason) => reason,
+                Peeked::Record(entry, len) => {
+                    apply(index, &mut out, seq, pos as u64, len, entry);
+                    out.report.records_replayed += 1;
+                    pos += len;
+                    continue;
+                }
+                Peeked::Torn => "incomplete record".to_string(),
+                Peeked::Corrupt(reason) => reason,
             };
             let next = resync(&bytes, pos, max_body);
             if is_last && next.is_none() {
@@ -195,6 +219,7 @@ pub(crate) fn recover(
         kept.push(seq);
     }
     out.segments = kept;
+    out.backlog.finish();
     Ok(out)
 }
 
@@ -275,13 +300,45 @@ fn fill_gaps(
 fn anchor(out: &mut Recovered, id: RecordId, seq: u64) {
     // Live or dead again: no longer a completed message.
     out.completions.remove(id.as_str());
+    out.backlog.remove(id.as_str());
     // Removed first so that the key is the newest record's message, not an older copy.
     out.anchors.remove(id.as_str());
     out.anchors.insert(id, seq);
     *out.written.entry(seq).or_default() += 1;
 }
 
-fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
+/// Records a pending message as a backlog slot (its message stays on disk); `false` if the
+/// backlog is full.
+fn put_pending(
+    index: &MemoryWal,
+    out: &mut Recovered,
+    id: &str,
+    loc: Loc,
+    state: WalRecordState,
+    created: u64,
+) -> bool {
+    if !out.backlog.put(id, loc, state, created) {
+        return false;
+    }
+    out.completions.remove(id);
+    if out.anchors.remove(id).is_some() {
+        // It was held in memory (a dead letter sent again, say): the slot replaces it.
+        index.forget_record(id);
+    }
+    *out.written.entry(loc.seq).or_default() += 1;
+    true
+}
+
+/// Takes a message out of both the backlog and the in-memory index.
+fn forget(index: &MemoryWal, out: &mut Recovered, id: &str) {
+    if out.backlog.remove(id).is_none() {
+        index.forget_record(id);
+    }
+    out.anchors.remove(id);
+}
+
+/// Applies a decoded record found at `offset` of segment `seq`, `len` bytes long.
+fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, offset: u64, len: usize, entry: Entry) {
     let id = entry.record_id();
     match entry {
         Entry::Append(message) | Entry::Retry(message) => {
@@ -295,23 +352,40 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             anchor(out, id, seq);
         }
         Entry::Processing(id) => {
-            let _ = index.begin(id.as_str());
+            if !out
+                .backlog
+                .set_state(id.as_str(), WalRecordState::Processing)
+            {
+                let _ = index.begin(id.as_str());
+            }
         }
         Entry::Complete(id, at) => {
-            index.forget_record(id.as_str());
-            out.anchors.remove(id.as_str());
+            forget(index, out, id.as_str());
             if at > UNIX_EPOCH {
                 out.completions.insert(id.as_str().into(), (seq, at));
             }
         }
-        Entry::Cancel(id) | Entry::Purge(id) => {
-            index.forget_record(id.as_str());
-            out.anchors.remove(id.as_str());
-        }
+        Entry::Cancel(id) | Entry::Purge(id) => forget(index, out, id.as_str()),
         Entry::CompleteWith { id, at, messages } => {
-            apply(index, out, seq, Entry::Complete(id, at));
-            for m in messages {
-                apply(index, out, seq, Entry::Append(m));
+            apply(index, out, seq, offset, len, Entry::Complete(id, at));
+            for (i, m) in messages.into_iter().enumerate() {
+                let loc = u16::try_from(i + 1).ok().map(|sub| Loc {
+                    seq,
+                    offset,
+                    len: len as u32,
+                    sub,
+                });
+                let created = m
+                    .metadata
+                    .created_at
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
+                let kept = loc.is_some_and(|loc| {
+                    put_pending(index, out, &m.id, loc, WalRecordState::Pending, created)
+                });
+                if !kept {
+                    apply(index, out, seq, offset, len, Entry::Append(m));
+                }
             }
         }
         Entry::Failed {
@@ -337,8 +411,7 @@ fn apply(index: &MemoryWal, out: &mut Recovered, seq: u64, entry: Entry) {
             handlers,
         } => {
             if state == WalRecordState::Complete {
-                index.forget_record(id.as_str());
-                out.anchors.remove(id.as_str());
+                forget(index, out, id.as_str());
             } else {
                 index.restore(WalRecord {
                     message,

@@ -23,12 +23,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use event_base_core::backend::WalCommitter;
-use event_base_core::WalError;
+use event_base_core::{EMessage, WalError};
 
+use super::backlog::{read_back, Backlog, Loc};
 use super::completion_log::CompletionLog;
 use super::fs::{DirLock, WalFile, WalFs};
 use super::group_commit::GroupCommit;
@@ -57,6 +58,13 @@ pub(crate) enum WriterOp {
     WriteAll(Vec<Entry>),
     /// Sync everything written so far, then answer.
     Flush(Waiter),
+    /// A message of the backlog is now held in memory: anchor it in `seq` as the backlog's
+    /// slot did (it is counted in `live` already). Sent before the message enters the
+    /// in-memory index, so that every later record of it comes after.
+    Adopt { message: Arc<EMessage>, seq: u64 },
+    /// A message of the backlog found damaged and skipped: withdraw it from the log (a
+    /// `Cancel` record) and release its anchor in `seq`.
+    Forget { id: RecordId, seq: u64 },
     /// Answer the completions kept (see `Writer::completions`) at or after `since`.
     Completions {
         since: SystemTime,
@@ -71,6 +79,9 @@ pub(crate) struct Writer {
     pub(crate) segment_bytes: u64,
     pub(crate) idle_sync: Duration,
     pub(crate) index: Arc<MemoryWal>,
+    /// The pending messages recovery left on disk (shared with the `PersistentWal`, which
+    /// reads them back). Their slots are their anchors: counted in `live`, not in `anchors`.
+    pub(crate) backlog: Arc<Mutex<Backlog>>,
     pub(crate) file: Box<dyn WalFile>,
     pub(crate) active: u64,
     /// Size of every segment on disk, oldest first (includes the active one).
@@ -187,6 +198,7 @@ impl Writer {
                 let waiter = match op {
                     WriterOp::Write { waiter, .. } => waiter,
                     WriterOp::WriteAll(_) => None,
+                    WriterOp::Adopt { .. } | WriterOp::Forget { .. } => None,
                     WriterOp::Flush(w) => Some(w),
                     WriterOp::Completions { since, reply } => {
                         let _ = reply.send(self.completions_since(since));
@@ -207,6 +219,15 @@ impl Writer {
             match op {
                 WriterOp::Completions { since, reply } => {
                     let _ = reply.send(self.completions_since(since));
+                }
+                WriterOp::Adopt { message, seq } => {
+                    self.anchors.insert(RecordId::Message(message), seq);
+                }
+                WriterOp::Forget { id, seq } => {
+                    let entry = Entry::Cancel(id);
+                    encode(&entry, &mut self.buf);
+                    self.account(&entry);
+                    self.release(seq);
                 }
                 WriterOp::Write { entry, waiter } => {
                     self.stage(&entry, waiter, &mut waiters, &mut need_sync);
@@ -450,7 +471,7 @@ impl Writer {
             .unwrap_or(UNIX_EPOCH);
         let recent: Vec<(Box<str>, SystemTime)> = list
             .into_iter()
-            .filter(|(id, at)| *at >= oldest && !self.anchors.contains_key(&**id))
+            .filter(|(id, at)| *at >= oldest && !self.is_held(id))
             .collect();
         match self.side.append(&*self.fs, recent, self.retention) {
             Ok(()) => true,
@@ -468,7 +489,7 @@ impl Writer {
             .entries
             .iter()
             .chain(self.completions.values().flatten())
-            .filter(|(id, at)| *at >= since && !self.anchors.contains_key(&**id))
+            .filter(|(id, at)| *at >= since && !self.is_held(id))
             .map(|(id, at)| (id.to_string(), *at))
             .collect()
     }
@@ -476,6 +497,10 @@ impl Writer {
     /// Writes the current state of every message anchored in `seq` into the active segment.
     /// Returns whether anything was moved.
     fn snapshot(&mut self, seq: u64) -> bool {
+        // Held through the write: a reader of the backlog must find the new records written
+        // when it finds their new places.
+        let backlog = self.backlog.clone();
+        let mut backlog = backlog.lock().unwrap_or_else(PoisonError::into_inner);
         let ids: Vec<RecordId> = self
             .anchors
             .iter()
@@ -498,16 +523,84 @@ impl Writer {
                 moved += 1;
             }
         }
+        let relocated = self.snapshot_backlog(&mut backlog, seq);
+        moved += relocated.len();
         if moved == 0 {
             return false;
         }
         match self.write_buf().and_then(|()| self.sync()) {
             Ok(()) => true,
             Err(e) => {
+                for (id, old) in relocated {
+                    backlog.relocate(&id, old);
+                }
                 tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL compaction write failed");
                 false
             }
         }
+    }
+}
+
+impl Writer {
+    /// Whether `id` is live or dead: anchored in memory, or in the backlog.
+    fn is_held(&self, id: &str) -> bool {
+        self.anchors.contains_key(id)
+            || self
+                .backlog
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(id)
+    }
+
+    /// Reads the backlog's messages of segment `seq` back and encodes them again as
+    /// `Snapshot` records into `buf`, moving their slots to where they will be written;
+    /// returns the ids moved with their old places. A damaged one stays where it is (and so
+    /// does its segment): it is reported when the replay reaches it.
+    fn snapshot_backlog(&mut self, backlog: &mut Backlog, seq: u64) -> Vec<(String, Loc)> {
+        let base = self.sizes.get(&self.active).copied().unwrap_or(0);
+        let mut moved = Vec::new();
+        // A window at a time: the messages decoded at once stay few.
+        for slots in backlog.in_segment(seq).chunks(4096) {
+            let read = match read_back(&*self.fs, &self.dir, slots, self.max_body) {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "could not read pending messages back for compaction; the segment is kept");
+                    break;
+                }
+            };
+            for ((id, slot), got) in slots.iter().zip(read) {
+                let (message, at) = match got {
+                    Ok(found) => found,
+                    Err(damaged) => {
+                        tracing::warn!(target: event_base_core::constant::target::WAL, file = %damaged.file.display(), offset = damaged.offset, reason = %damaged.reason, "a pending record is damaged; compaction leaves it (and its segment) in place");
+                        continue;
+                    }
+                };
+                let start = self.buf.len();
+                encode(
+                    &Entry::Snapshot {
+                        message,
+                        state: slot.state(),
+                        reason: None,
+                        at,
+                        handlers: Vec::new(),
+                    },
+                    &mut self.buf,
+                );
+                let to = Loc {
+                    seq: self.active,
+                    offset: base + start as u64,
+                    len: (self.buf.len() - start) as u32,
+                    sub: 0,
+                };
+                backlog.relocate(id, to);
+                self.release(seq);
+                *self.live.entry(self.active).or_default() += 1;
+                *self.written.entry(self.active).or_default() += 1;
+                moved.push((id.clone(), slot.loc));
+            }
+        }
+        moved
     }
 }
 

@@ -58,6 +58,10 @@ pub(crate) trait WalFs: Send + Sync + Debug + 'static {
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
 
+    /// `len` bytes of a file from `offset` (fewer if the file ends first): a record read
+    /// back for delivery, without reading the whole segment.
+    fn read_at(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>>;
+
     /// The length of a file.
     fn len(&self, path: &Path) -> io::Result<u64>;
 

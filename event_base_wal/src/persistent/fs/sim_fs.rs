@@ -395,6 +395,18 @@ impl WalFs for SimFs {
             .unwrap_or_default())
     }
 
+    fn read_at(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut d = self.disk();
+        d.start_whole(self.boot, || format!("read {}", path.display()))?;
+        let inode = d.inode_of(path)?;
+        let data = d.inodes.get(&inode).map(|i| &i.data[..]).unwrap_or(&[]);
+        let from = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let to = from.saturating_add(len).min(data.len());
+        Ok(data[from..to].to_vec())
+    }
+
     fn len(&self, path: &Path) -> io::Result<u64> {
         let mut d = self.disk();
         d.start_whole(self.boot, || format!("len {}", path.display()))?;

@@ -1,7 +1,7 @@
 //! [`StdFs`]: the [`WalFs`] of the real file system, over `std::fs`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::{DirLock, WalFile, WalFs};
@@ -53,6 +53,14 @@ impl WalFs for StdFs {
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn read_at(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut file = File::open(path)?;
+        file.seek(SeekFrom::Start(offset))?;
+        let mut buf = Vec::with_capacity(len);
+        file.take(len as u64).read_to_end(&mut buf)?;
+        Ok(buf)
     }
 
     fn len(&self, path: &Path) -> io::Result<u64> {
