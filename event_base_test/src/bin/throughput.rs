@@ -976,6 +976,11 @@ fn backlog(opts: &Opts) {
                 }
             }
         }
+        if std::env::var_os("EB_BACKLOG_WRITE_ONLY").is_some() {
+            // To reopen it with another build: `throughput --backlog-child DIR N`.
+            println!("backlog of {n} written to {}", dir.display());
+            continue;
+        }
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .arg("--backlog-child")
             .arg(&dir)

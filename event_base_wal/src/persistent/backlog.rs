@@ -79,7 +79,7 @@ fn state_code(state: WalRecordState) -> u8 {
     }
 }
 
-/// The hasher of the id-hash map: its keys are already [`hash_id`]s.
+/// The hasher of the id-hash map: its keys are already (the top half of) [`hash_id`]s.
 #[derive(Default)]
 struct Passthrough(u64);
 
@@ -92,9 +92,15 @@ impl Hasher for Passthrough {
             self.0 = self.0.rotate_left(8) ^ u64::from(*b);
         }
     }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
+    fn write_u32(&mut self, v: u32) {
+        // Spread over all 64 bits: the table takes its control byte from the top ones.
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
+}
+
+/// The key of `id` in the id-hash map.
+fn key(id: &str) -> u32 {
+    (hash_id(id) >> 32) as u32
 }
 
 /// The pending messages of a reopened log, as locations (see the module docs).
@@ -103,9 +109,10 @@ pub(crate) struct Backlog {
     slots: Vec<Slot>,
     /// The ids' text, one after the other.
     ids: Vec<u8>,
-    /// Slot of each id, by [`hash_id`].
-    by_hash: HashMap<u64, u32, BuildHasherDefault<Passthrough>>,
-    /// Slots of the (rare) ids whose hash another id in `by_hash` already has.
+    /// Slot of each id, by the top half of its [`hash_id`] (8 bytes an entry, not 16).
+    by_hash: HashMap<u32, u32, BuildHasherDefault<Passthrough>>,
+    /// Slots of the (rare: about n²/2³³ of n) ids whose key another id in `by_hash` already
+    /// has.
     collided: HashMap<Box<str>, u32>,
     live: usize,
     /// While recovery fills it: each slot's `created_at` (ns), to put them in that order.
@@ -129,7 +136,7 @@ impl Backlog {
     }
 
     fn find(&self, id: &str) -> Option<u32> {
-        if let Some(&i) = self.by_hash.get(&hash_id(id)) {
+        if let Some(&i) = self.by_hash.get(&key(id)) {
             if self.id_of(&self.slots[i as usize]) == id {
                 return Some(i);
             }
@@ -178,7 +185,7 @@ impl Backlog {
         self.ids.extend_from_slice(id.as_bytes());
         self.slots.push(slot);
         self.created.push(created);
-        let hash = hash_id(id);
+        let hash = key(id);
         match self.by_hash.get(&hash) {
             Some(_) => {
                 self.collided.insert(id.into(), index);
@@ -212,7 +219,7 @@ impl Backlog {
     /// Takes `id` out; its slot, if it was held.
     pub(crate) fn remove(&mut self, id: &str) -> Option<Slot> {
         let i = self.find(id)?;
-        let hash = hash_id(id);
+        let hash = key(id);
         if self.by_hash.get(&hash) == Some(&i) {
             self.by_hash.remove(&hash);
         } else {

@@ -15,7 +15,7 @@ use super::backlog::{read_back, Backlog, Damaged, Slot};
 use super::completion_log::CompletionLog;
 use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};
-use super::recovery::{recover, RecoveryReport};
+use super::recovery::{recover, Recovered, RecoveryReport};
 use super::segment::{self, io_err};
 use super::sync_policy::SyncPolicy;
 use super::wal_writer::{Writer, WriterOp};
@@ -198,13 +198,7 @@ impl PersistentWalBuilder {
         };
         let disk_bytes = Arc::new(AtomicU64::new(sizes.values().sum()));
         let syncs = Arc::new(AtomicU64::new(0));
-        let mut live = BTreeMap::new();
-        for seq in rec.anchors.values() {
-            *live.entry(*seq).or_insert(0u64) += 1;
-        }
-        for (seq, n) in rec.backlog.per_segment() {
-            *live.entry(seq).or_insert(0u64) += n;
-        }
+        let live = live_per_segment(&rec);
         let backlog_len = rec.backlog.len() as u64;
         let backlog = Arc::new(Mutex::new(std::mem::take(&mut rec.backlog)));
         let stats = index.stats();
@@ -265,6 +259,19 @@ impl PersistentWalBuilder {
             skipped: AtomicU64::new(0),
         })
     }
+}
+
+/// How many messages recovery found anchored in each segment: those held in memory and
+/// those of the backlog.
+fn live_per_segment(rec: &Recovered) -> BTreeMap<u64, u64> {
+    let mut live = BTreeMap::new();
+    for seq in rec.anchors.values() {
+        *live.entry(*seq).or_insert(0u64) += 1;
+    }
+    for (seq, n) in rec.backlog.per_segment() {
+        *live.entry(seq).or_insert(0u64) += n;
+    }
+    live
 }
 
 /// Creates `dir` if it is missing. A file where the directory (or one of its parents) should
@@ -386,41 +393,38 @@ impl PersistentWal {
             }
         }
         let mut out = Vec::with_capacity(read.len());
-        let mut result = Ok(());
+        let mut kept = Vec::with_capacity(read.len());
         for ((id, slot), got) in picks.iter().zip(read) {
-            let (message, at) = match got {
-                Ok(found) => found,
-                Err(damaged) => {
-                    result = self.skip_damaged(backlog, id, slot, &damaged);
-                    if result.is_err() {
-                        break;
-                    }
-                    continue;
+            match got {
+                Ok((message, at)) => {
+                    kept.push((id, slot.loc.seq));
+                    out.push(WalRecord {
+                        message,
+                        state: slot.state(),
+                        updated_at: at,
+                        dead_reason: None,
+                        dead_handlers: Vec::new(),
+                    });
                 }
-            };
-            let record = WalRecord {
-                message,
-                state: slot.state(),
-                updated_at: at,
-                dead_reason: None,
-                dead_handlers: Vec::new(),
-            };
-            if take {
-                result = self.op(WriterOp::Adopt {
-                    message: record.message.clone(),
-                    seq: slot.loc.seq,
-                });
-                if result.is_err() {
-                    break;
-                }
+                Err(damaged) => self.skip_damaged(backlog, id, slot, &damaged)?,
+            }
+        }
+        if take && !out.is_empty() {
+            // The writer learns of them before anyone can change their state.
+            let adopted = out
+                .iter()
+                .zip(&kept)
+                .map(|(r, (_, seq))| (r.message.clone(), *seq))
+                .collect();
+            self.op(WriterOp::Adopt(adopted))?;
+            for (record, (id, _)) in out.iter().zip(&kept) {
                 self.index.restore(record.clone());
                 backlog.remove(id);
             }
-            out.push(record);
         }
         self.backlog_len
             .store(backlog.len() as u64, Ordering::Release);
-        result.map(|()| out)
+        Ok(out)
     }
 
     fn skip_damaged(

@@ -46,6 +46,7 @@
 //! Decoding checks every length against the bytes actually present, so a corrupt length can
 //! never make the decoder read out of bounds or allocate more than the record holds.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -645,10 +646,10 @@ pub(crate) fn read_frame(buf: &[u8], max_body: usize) -> Frame {
 /// (`Append`, `Retry`, a `Snapshot` of a pending or processing message) by their id alone,
 /// their message left undecoded for a read-back; every other record decoded.
 #[derive(Debug)]
-pub(crate) enum Peeked {
+pub(crate) enum Peeked<'a> {
     /// A pending message's record: its id, state (`Pending` or `Processing`), the
     /// message's `created_at` (ns since the epoch), the frame's length.
-    Pending(String, WalRecordState, u64, usize),
+    Pending(Cow<'a, str>, WalRecordState, u64, usize),
     /// Any other valid record and the frame's length.
     Record(Entry, usize),
     /// As [`Frame::Torn`].
@@ -660,7 +661,7 @@ pub(crate) enum Peeked {
 /// Reads the frame at the start of `buf` as [`Peeked`]. The frame's length and CRC are
 /// checked as [`read_frame`] checks them; a pending message's fields are not decoded (their
 /// damage shows when the message is read back).
-pub(crate) fn peek_frame(buf: &[u8], max_body: usize) -> Peeked {
+pub(crate) fn peek_frame(buf: &[u8], max_body: usize) -> Peeked<'_> {
     let body = match frame_body(buf, max_body) {
         Ok(body) => body,
         Err(Frame::Torn) => return Peeked::Torn,
@@ -678,7 +679,17 @@ pub(crate) fn peek_frame(buf: &[u8], max_body: usize) -> Peeked {
         if !matches!(kind, 1 | 4 | 8) {
             return Ok(None);
         }
-        let id = c.id(version)?;
+        let id = if version == FORMAT_V1 {
+            Cow::Owned(c.id(version)?)
+        } else {
+            // Borrowed from the segment's bytes: no allocation per record.
+            let b = c.bytes("id")?;
+            let id = std::str::from_utf8(b).map_err(|_| "id: not UTF-8".to_string())?;
+            if id.is_empty() || id.len() > MAX_ID {
+                return Err(format!("id: {} bytes, outside 1..={MAX_ID}", id.len()));
+            }
+            Cow::Borrowed(id)
+        };
         let state = match kind {
             8 => {
                 let state = match c.u8("state")? {

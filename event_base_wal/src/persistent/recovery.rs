@@ -320,8 +320,11 @@ fn put_pending(
     if !out.backlog.put(id, loc, state, created) {
         return false;
     }
-    out.completions.remove(id);
-    if out.anchors.remove(id).is_some() {
+    // Both are empty in a log of pending messages only: skip hashing the id for them.
+    if !out.completions.is_empty() {
+        out.completions.remove(id);
+    }
+    if !out.anchors.is_empty() && out.anchors.remove(id).is_some() {
         // It was held in memory (a dead letter sent again, say): the slot replaces it.
         index.forget_record(id);
     }

@@ -13,7 +13,7 @@
 //! less of what it was written with), or the whole log has grown past twice its live data plus
 //! two segments, the survivors' current state is written again as `Snapshot` records in the
 //! active segment, synced, and the old segment deleted; the same happens whenever there are
-//! more than 16 segment files. Disk use so stays within about twice the live data (pending
+//! more than 16 segment files and the oldest one's survivors fill at most half a segment. Disk use so stays within about twice the live data (pending
 //! messages and dead letters) plus a few segments.
 //!
 //! A failed write or `fdatasync` stops the writer for good: every later request fails with
@@ -41,8 +41,10 @@ use crate::record_id::RecordId;
 
 /// Most records taken into one write.
 const MAX_BATCH: usize = 4096;
-/// Past this many segment files the oldest is rewritten whatever it holds, so that small
-/// segments holding a few long-lived records cannot pile up.
+/// Past this many segment files the oldest is rewritten if its live records fill at most
+/// half a segment, so that small segments holding a few long-lived records cannot pile up.
+/// (Not whatever it holds: a backlog of more than this many full segments, all live, would
+/// be copied again after every batch, with nothing gained.)
 const MAX_SEGMENTS: usize = 16;
 
 pub(crate) type Waiter = WalCommitter;
@@ -58,10 +60,10 @@ pub(crate) enum WriterOp {
     WriteAll(Vec<Entry>),
     /// Sync everything written so far, then answer.
     Flush(Waiter),
-    /// A message of the backlog is now held in memory: anchor it in `seq` as the backlog's
-    /// slot did (it is counted in `live` already). Sent before the message enters the
-    /// in-memory index, so that every later record of it comes after.
-    Adopt { message: Arc<EMessage>, seq: u64 },
+    /// Messages of the backlog now held in memory: anchor each in its segment as the
+    /// backlog's slot did (it is counted in `live` already). Sent before the messages enter
+    /// the in-memory index, so that every later record of them comes after.
+    Adopt(Vec<(Arc<EMessage>, u64)>),
     /// A message of the backlog found damaged and skipped: withdraw it from the log (a
     /// `Cancel` record) and release its anchor in `seq`.
     Forget { id: RecordId, seq: u64 },
@@ -198,7 +200,7 @@ impl Writer {
                 let waiter = match op {
                     WriterOp::Write { waiter, .. } => waiter,
                     WriterOp::WriteAll(_) => None,
-                    WriterOp::Adopt { .. } | WriterOp::Forget { .. } => None,
+                    WriterOp::Adopt(_) | WriterOp::Forget { .. } => None,
                     WriterOp::Flush(w) => Some(w),
                     WriterOp::Completions { since, reply } => {
                         let _ = reply.send(self.completions_since(since));
@@ -220,8 +222,10 @@ impl Writer {
                 WriterOp::Completions { since, reply } => {
                     let _ = reply.send(self.completions_since(since));
                 }
-                WriterOp::Adopt { message, seq } => {
-                    self.anchors.insert(RecordId::Message(message), seq);
+                WriterOp::Adopt(adopted) => {
+                    for (message, seq) in adopted {
+                        self.anchors.insert(RecordId::Message(message), seq);
+                    }
                 }
                 WriterOp::Forget { id, seq } => {
                     let entry = Entry::Cancel(id);
@@ -452,7 +456,8 @@ impl Writer {
                 .sum();
             let worth_it = live.saturating_mul(4) <= written
                 || total > live_bytes.saturating_mul(2) + self.segment_bytes.saturating_mul(2)
-                || self.sizes.len() > MAX_SEGMENTS;
+                || (self.sizes.len() > MAX_SEGMENTS
+                    && size.saturating_mul(live) / written <= self.segment_bytes / 2);
             if !worth_it || !self.carry_completions(oldest) || !self.snapshot(oldest) {
                 return;
             }
