@@ -236,7 +236,10 @@ fn set_aside_bad_newest(
     // is checked, so a stray file with a large number is not mistaken for a gap.
     if let Some(&last) = found.last() {
         let path = path_of(dir, last);
-        let bytes = fs.read(&path).map_err(|e| io_err(&path, e))?;
+        // The header alone: the whole segment is read once, by the scan.
+        let bytes = fs
+            .read_at(&path, 0, HEADER_LEN)
+            .map_err(|e| io_err(&path, e))?;
         if let Err(reason) = check_header(&bytes) {
             found.pop();
             if bytes.len() < HEADER_LEN && header().starts_with(&bytes) {
