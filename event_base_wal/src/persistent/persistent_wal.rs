@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use event_base_core::backend::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalStats};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
-use super::backlog::{read_back, Backlog, Damaged, Slot};
+use super::backlog::{read_back, Backlog, Damaged, ReadBack, Slot};
 use super::completion_log::CompletionLog;
 use super::fs::{StdFs, WalFs};
 use super::record_codec::{message_body_bound, Entry};
@@ -354,17 +354,18 @@ impl PersistentWal {
     }
 
     /// Moves `id` from the backlog into the in-memory index if the backlog holds it, so that
-    /// every state change goes through the index as for any other message.
-    fn warm(&self, id: &str) -> Result<(), WalError> {
+    /// every state change goes through the index as for any other message; whether it did.
+    fn warm(&self, id: &str) -> Result<bool, WalError> {
         if self.backlog_len.load(Ordering::Acquire) == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let mut backlog = self.lock_backlog();
         let Some(slot) = backlog.get(id) else {
-            return Ok(());
+            return Ok(false);
         };
-        self.read_backlog(&mut backlog, &[(id.to_owned(), slot)], true)
-            .map(drop)
+        let picks = [(id.to_owned(), slot)];
+        let read = read_back(&*self.fs, &self.dir, &picks, self.max_record_bytes)?;
+        Ok(!self.take_in(&mut backlog, &picks, read, true)?.is_empty())
     }
 
     /// Whether the backlog holds `id` (a send with that id is a duplicate).
@@ -372,17 +373,18 @@ impl PersistentWal {
         self.backlog_len.load(Ordering::Acquire) != 0 && self.lock_backlog().contains(id)
     }
 
-    /// Reads `picks` back from the segments. With `take`, each message moves into the
-    /// in-memory index (the writer told first, see `WriterOp::Adopt`) and leaves the backlog.
-    /// A damaged record is an error (and nothing moves), or with `skip_corrupt` a warning:
-    /// it is then dropped from the backlog and withdrawn from the log.
-    fn read_backlog(
+    /// The records of `picks`, as `read` back from the segments. With `take`, each message
+    /// moves into the in-memory index (the writer told first, see `WriterOp::Adopt`) and
+    /// leaves the backlog. A damaged record is an error (and nothing moves), or with
+    /// `skip_corrupt` a warning: it is then dropped from the backlog and withdrawn from the
+    /// log.
+    fn take_in(
         &self,
         backlog: &mut Backlog,
         picks: &[(String, Slot)],
+        read: Vec<ReadBack>,
         take: bool,
     ) -> Result<Vec<WalRecord>, WalError> {
-        let read = read_back(&*self.fs, &self.dir, picks, self.max_record_bytes)?;
         if !self.skip_corrupt {
             // Nothing moves when any of them is damaged: the caller gets the error and the
             // backlog stays as it was.
@@ -538,8 +540,12 @@ impl Wal for PersistentWal {
     }
 
     fn begin(&self, id: &str) -> Result<bool, WalError> {
-        self.warm(id)?;
-        match self.index.begin_record(id) {
+        let message = match self.index.begin_record(id) {
+            // Not in memory: it may be on disk still (a message never replayed).
+            None if self.warm(id)? => self.index.begin_record(id),
+            held => held,
+        };
+        match message {
             Some(message) => {
                 self.send(Entry::Processing(RecordId::Message(message)), None)?;
                 Ok(true)
@@ -549,8 +555,11 @@ impl Wal for PersistentWal {
     }
 
     fn complete(&self, id: &str) -> Result<(), WalError> {
-        self.warm(id)?;
-        if let Some(message) = self.index.complete_live_record(id) {
+        let message = match self.index.complete_live_record(id) {
+            None if self.warm(id)? => self.index.complete_live_record(id),
+            held => held,
+        };
+        if let Some(message) = message {
             let at = SystemTime::now();
             self.send(Entry::Complete(RecordId::Message(message), at), None)?;
         }
@@ -728,7 +737,8 @@ impl Wal for PersistentWal {
         while let Some(at) = from {
             let mut backlog = self.lock_backlog();
             let (picks, next) = backlog.window(at, READ_BACK_WINDOW);
-            records.extend(self.read_backlog(&mut backlog, &picks, false)?);
+            let read = read_back(&*self.fs, &self.dir, &picks, self.max_record_bytes)?;
+            records.extend(self.take_in(&mut backlog, &picks, read, false)?);
             from = next;
         }
         Ok(records)
@@ -753,9 +763,24 @@ impl Wal for PersistentWal {
                 next: None,
             });
         }
+        let (picks, next) = self.lock_backlog().window(from, limit.max(1));
+        // Read without the lock, so that the workers' state changes (which look at the
+        // backlog for ids not in memory) never wait for the disk.
+        let first = read_back(&*self.fs, &self.dir, &picks, self.max_record_bytes);
         let mut backlog = self.lock_backlog();
-        let (picks, next) = backlog.window(from, limit.max(1));
-        records.extend(self.read_backlog(&mut backlog, &picks, true)?);
+        // Meanwhile compaction may have moved some (and deleted their segment), or a state
+        // change taken them in: read those again, under the lock.
+        let now: Vec<(String, Slot)> = picks
+            .iter()
+            .filter_map(|(id, _)| backlog.get(id).map(|slot| (id.clone(), slot)))
+            .collect();
+        let unchanged =
+            now.len() == picks.len() && now.iter().zip(&picks).all(|(a, b)| a.1.loc == b.1.loc);
+        let read = match first {
+            Ok(read) if unchanged => read,
+            _ => read_back(&*self.fs, &self.dir, &now, self.max_record_bytes)?,
+        };
+        records.extend(self.take_in(&mut backlog, &now, read, true)?);
         Ok(PendingWindow { records, next })
     }
 
