@@ -571,7 +571,12 @@ impl Wal for PersistentWal {
         let mut flags = Vec::with_capacity(ids.len());
         let mut entries = Vec::with_capacity(ids.len());
         for id in ids {
-            match self.index.begin_record(id) {
+            let message = match self.index.begin_record(id) {
+                // Not in memory: it may be on disk still (a message never replayed).
+                None if self.warm(id)? => self.index.begin_record(id),
+                held => held,
+            };
+            match message {
                 Some(message) => {
                     entries.push(Entry::Processing(RecordId::Message(message)));
                     flags.push(true);
@@ -586,11 +591,16 @@ impl Wal for PersistentWal {
     /// The batch's completions go to the writer as one op, with one clock read: one write.
     fn complete_batch(&self, ids: &[&str]) -> Result<(), WalError> {
         let at = SystemTime::now();
-        let entries: Vec<Entry> = ids
-            .iter()
-            .filter_map(|id| self.index.complete_live_record(id))
-            .map(|message| Entry::Complete(RecordId::Message(message), at))
-            .collect();
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            let message = match self.index.complete_live_record(id) {
+                None if self.warm(id)? => self.index.complete_live_record(id),
+                held => held,
+            };
+            if let Some(message) = message {
+                entries.push(Entry::Complete(RecordId::Message(message), at));
+            }
+        }
         self.send_all(entries)
     }
 
