@@ -1,6 +1,5 @@
 //! [`MemoryWal`]: the in-memory write-ahead log.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -15,8 +14,28 @@ use crate::record_id::hash_id;
 /// Number of independently locked shards; a power of two.
 const SHARDS: usize = 32;
 
-/// One shard's records, found by the hash of their id.
-type Shard = HashTable<Record>;
+/// One shard: its records, found by the hash of their id, and its share of the counters.
+///
+/// The counters live under the shard's lock, which every change takes anyway, rather than in
+/// atomics of the whole WAL: those were written by the sender and by every worker, and the
+/// cache line they shared moved between the cores on every message.
+#[derive(Debug, Default)]
+struct Shard {
+    table: HashTable<Record>,
+    appended: u64,
+    completed: u64,
+    /// Records of the table that are dead letters (the rest are live).
+    dead: u64,
+}
+
+impl Shard {
+    /// Counts `slot` going out of the table (replaced or removed).
+    fn forget(&mut self, slot: &Slot) {
+        if slot.state == WalRecordState::Failed {
+            self.dead -= 1;
+        }
+    }
+}
 
 /// One record: the message (its id is the key), the hash of that id, and its state.
 #[derive(Debug)]
@@ -145,10 +164,6 @@ fn rehash(r: &Record) -> u64 {
 #[derive(Debug)]
 pub struct MemoryWal {
     shards: Box<[Mutex<Shard>]>,
-    appended: AtomicU64,
-    completed: AtomicU64,
-    live: AtomicU64,
-    dead: AtomicU64,
 }
 
 impl Default for MemoryWal {
@@ -161,11 +176,7 @@ impl MemoryWal {
     /// An empty WAL.
     pub fn new() -> Self {
         MemoryWal {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
-            appended: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            live: AtomicU64::new(0),
-            dead: AtomicU64::new(0),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         }
     }
 
@@ -194,7 +205,7 @@ impl MemoryWal {
     pub(crate) fn put_new(&self, message: &Arc<EMessage>) -> bool {
         let hash = hash_id(&message.id);
         let mut shard = self.shard(hash);
-        match shard.entry(hash, is(&message.id), rehash) {
+        match shard.table.entry(hash, is(&message.id), rehash) {
             Entry::Occupied(_) => false,
             Entry::Vacant(v) => {
                 v.insert(Record {
@@ -202,35 +213,36 @@ impl MemoryWal {
                     hash,
                     slot: Slot::live(None),
                 });
-                drop(shard);
-                self.appended.fetch_add(1, Ordering::Relaxed);
-                self.live.fetch_add(1, Ordering::Relaxed);
+                shard.appended += 1;
                 true
             }
         }
     }
 
     /// Puts `slot` in under `message`'s id, replacing (and un-counting) what was there; the
-    /// record's message becomes `message`.
-    fn put(&self, message: &Arc<EMessage>, slot: Slot) -> Option<Slot> {
+    /// record's message becomes `message`. `appended`: count it as a new append.
+    fn put(&self, message: &Arc<EMessage>, slot: Slot, appended: bool) -> Option<Slot> {
         let hash = hash_id(&message.id);
+        let dead = slot.state == WalRecordState::Failed;
         let record = Record {
             message: message.clone(),
             hash,
             slot,
         };
         let mut shard = self.shard(hash);
-        let old = match shard.entry(hash, is(&message.id), rehash) {
+        let old = match shard.table.entry(hash, is(&message.id), rehash) {
             Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), record).slot),
             Entry::Vacant(v) => {
                 v.insert(record);
                 None
             }
         };
-        drop(shard);
         if let Some(old) = &old {
-            self.forget(old);
+            shard.forget(old);
         }
+        shard.dead += u64::from(dead);
+        shard.appended += u64::from(appended);
+        drop(shard);
         old
     }
 
@@ -238,13 +250,13 @@ impl MemoryWal {
     fn take_if(&self, id: &str, take: impl Fn(WalRecordState) -> bool) -> Option<Record> {
         let hash = hash_id(id);
         let mut shard = self.shard(hash);
-        let entry = shard.find_entry(hash, is(id)).ok()?;
+        let entry = shard.table.find_entry(hash, is(id)).ok()?;
         if !take(entry.get().slot.state) {
             return None;
         }
         let (record, _) = entry.remove();
+        shard.forget(&record.slot);
         drop(shard);
-        self.forget(&record.slot);
         Some(record)
     }
 
@@ -252,6 +264,7 @@ impl MemoryWal {
     pub fn record(&self, id: &str) -> Option<WalRecord> {
         let hash = hash_id(id);
         self.shard(hash)
+            .table
             .find(hash, is(id))
             .map(Record::to_wal_record)
     }
@@ -275,12 +288,7 @@ impl MemoryWal {
                 })
             }),
         };
-        self.put(&record.message, slot);
-        if state == WalRecordState::Failed {
-            self.dead.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.live.fetch_add(1, Ordering::Relaxed);
-        }
+        self.put(&record.message, slot, false);
     }
 
     /// Completes a live record; `false` if there was none (already complete, or a dead letter,
@@ -291,8 +299,15 @@ impl MemoryWal {
 
     /// [`complete_live`](Self::complete_live), handing back the completed record's message.
     pub(crate) fn complete_live_record(&self, id: &str) -> Option<Arc<EMessage>> {
-        let record = self.take_if(id, |s| s != WalRecordState::Failed)?;
-        self.completed.fetch_add(1, Ordering::Relaxed);
+        let hash = hash_id(id);
+        let mut shard = self.shard(hash);
+        let entry = shard.table.find_entry(hash, is(id)).ok()?;
+        if entry.get().slot.state == WalRecordState::Failed {
+            return None;
+        }
+        let (record, _) = entry.remove();
+        shard.completed += 1;
+        drop(shard);
         Some(record.message)
     }
 
@@ -306,7 +321,7 @@ impl MemoryWal {
     pub(crate) fn begin_record(&self, id: &str) -> Option<Arc<EMessage>> {
         let hash = hash_id(id);
         let mut shard = self.shard(hash);
-        let record = shard.find_mut(hash, is(id))?;
+        let record = shard.table.find_mut(hash, is(id))?;
         match record.slot.state {
             WalRecordState::Complete => None,
             WalRecordState::Failed => Some(record.message.clone()),
@@ -327,14 +342,6 @@ impl MemoryWal {
         matches!(state, WalRecordState::Pending | WalRecordState::Processing)
     }
 
-    fn forget(&self, old: &Slot) {
-        if Self::is_live(old.state) {
-            self.live.fetch_sub(1, Ordering::Relaxed);
-        } else if old.state == WalRecordState::Failed {
-            self.dead.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
     /// Every record whose state passes `keep`, as `f` makes it.
     fn collect<T>(
         &self,
@@ -343,7 +350,7 @@ impl MemoryWal {
     ) -> Vec<T> {
         let mut out = Vec::new();
         for shard in self.all() {
-            out.extend(shard.iter().filter(|r| keep(r.slot.state)).map(&f));
+            out.extend(shard.table.iter().filter(|r| keep(r.slot.state)).map(&f));
         }
         out
     }
@@ -352,9 +359,7 @@ impl MemoryWal {
 #[async_trait]
 impl Wal for MemoryWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
-        self.put(message, Slot::live(None));
-        self.appended.fetch_add(1, Ordering::Relaxed);
-        self.live.fetch_add(1, Ordering::Relaxed);
+        self.put(message, Slot::live(None), true);
         Ok(WalCommit::durable())
     }
 
@@ -365,7 +370,7 @@ impl Wal for MemoryWal {
     fn begin(&self, id: &str) -> Result<bool, WalError> {
         let hash = hash_id(id);
         let mut shard = self.shard(hash);
-        Ok(match shard.find_mut(hash, is(id)) {
+        Ok(match shard.table.find_mut(hash, is(id)) {
             None => false,
             Some(record) => {
                 if Self::is_live(record.slot.state) {
@@ -382,10 +387,8 @@ impl Wal for MemoryWal {
     }
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
-        // The record's message becomes the new one (its attempts and deliver_at changed);
-        // `put` un-counts what was there, so count the live record again.
-        self.put(message, Slot::live(Some(SystemTime::now())));
-        self.live.fetch_add(1, Ordering::Relaxed);
+        // The record's message becomes the new one (its attempts and deliver_at changed).
+        self.put(message, Slot::live(Some(SystemTime::now())), false);
         Ok(())
     }
 
@@ -398,8 +401,8 @@ impl Wal for MemoryWal {
         self.put(
             message,
             Slot::failed(reason.clone(), SystemTime::now(), handlers.to_vec()),
+            false,
         );
-        self.dead.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -430,11 +433,14 @@ impl Wal for MemoryWal {
     async fn purge_dead_letters(&self) -> Result<usize, WalError> {
         let mut n = 0;
         for mut shard in self.all() {
-            let before = shard.len();
-            shard.retain(|r| r.slot.state != WalRecordState::Failed);
-            n += before - shard.len();
+            let before = shard.table.len();
+            shard
+                .table
+                .retain(|r| r.slot.state != WalRecordState::Failed);
+            let purged = before - shard.table.len();
+            shard.dead -= purged as u64;
+            n += purged;
         }
-        self.dead.fetch_sub(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 
@@ -443,14 +449,14 @@ impl Wal for MemoryWal {
     }
 
     fn stats(&self) -> WalStats {
-        WalStats {
-            appended: self.appended.load(Ordering::Relaxed),
-            completed: self.completed.load(Ordering::Relaxed),
-            live: self.live.load(Ordering::Relaxed),
-            dead: self.dead.load(Ordering::Relaxed),
-            disk_bytes: 0,
-            syncs: 0,
+        let mut stats = WalStats::default();
+        for shard in self.all() {
+            stats.appended += shard.appended;
+            stats.completed += shard.completed;
+            stats.dead += shard.dead;
+            stats.live += shard.table.len() as u64 - shard.dead;
         }
+        stats
     }
 }
 
