@@ -98,8 +98,7 @@ impl AuditLog {
     pub fn recent(&self, n: usize) -> Vec<AuditRecord> {
         self.take_in();
         let ring = self.ring.lock();
-        let skip = ring.records.len().saturating_sub(n);
-        in_time_order(ring.records.iter().skip(skip).map(RingRecord::to_record))
+        in_time_order(AuditRing::newest(&ring, n).into_iter())
     }
 
     /// Every record the ring still holds about one message, in order.
@@ -110,7 +109,7 @@ impl AuditLog {
             ring.records
                 .iter()
                 .filter(|r| r.id == id)
-                .map(RingRecord::to_record),
+                .flat_map(RingRecord::to_records),
         )
     }
 
@@ -125,8 +124,8 @@ impl AuditLog {
         let records = ring
             .records
             .iter()
+            .flat_map(RingRecord::to_records)
             .filter(|r| r.seq > seq)
-            .map(RingRecord::to_record)
             .collect();
         (records, lost)
     }

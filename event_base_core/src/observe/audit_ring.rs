@@ -6,12 +6,12 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
 use crate::message::id::MessageId;
-use crate::observe::audit_record::{AuditEvent, AuditRecord};
+use crate::observe::audit_record::{AuditEvent, AuditOutcome, AuditRecord};
 
 /// The names every record of one worker shares.
 #[derive(Debug)]
@@ -21,29 +21,65 @@ pub(crate) struct AuditNames {
     pub(crate) node: Arc<str>,
 }
 
-/// One record as the ring keeps it (an [`AuditRecord`] once read).
+/// One delivery as the ring keeps it: its start, its finish, or both (one or two
+/// [`AuditRecord`]s once read). A delivery whose start and finish reached the ring together
+/// is one entry, not two: the ring is written on every delivery, so that halves its work.
 #[derive(Debug)]
 pub(crate) struct RingRecord {
+    /// The `seq` of its first record (the second, if any, has the next).
     pub(crate) seq: u64,
     pub(crate) id: MessageId,
     pub(crate) names: Arc<AuditNames>,
     pub(crate) attempt: u32,
-    pub(crate) event: AuditEvent,
+    /// When the delivery started.
     pub(crate) at: SystemTime,
+    /// Whether it holds the start.
+    pub(crate) started: bool,
+    /// How the delivery ended and after how long, if it has.
+    pub(crate) finished: Option<(AuditOutcome, Duration)>,
 }
 
 impl RingRecord {
-    pub(crate) fn to_record(&self) -> AuditRecord {
+    /// How many audit records it stands for (1 or 2).
+    fn count(&self) -> usize {
+        usize::from(self.started) + usize::from(self.finished.is_some())
+    }
+
+    /// Drops the start of an entry holding both, so it stands for its finish alone.
+    fn drop_start(&mut self) {
+        if self.started && self.finished.is_some() {
+            self.started = false;
+            self.seq += 1;
+        }
+    }
+
+    fn record(&self, seq: u64, event: AuditEvent, at: SystemTime) -> AuditRecord {
         AuditRecord {
-            seq: self.seq,
+            seq,
             message_id: self.id.to_string(),
             topic: self.names.topic.clone(),
             worker: self.names.worker.clone(),
             node: self.names.node.clone(),
             attempt: self.attempt,
-            event: self.event.clone(),
-            at: self.at,
+            event,
+            at,
         }
+    }
+
+    /// The audit records it stands for, in order.
+    pub(crate) fn to_records(&self) -> impl Iterator<Item = AuditRecord> + '_ {
+        let start = self
+            .started
+            .then(|| self.record(self.seq, AuditEvent::Started, self.at));
+        let finish = self.finished.as_ref().map(|(outcome, duration)| {
+            let event = AuditEvent::Finished {
+                outcome: outcome.clone(),
+                duration: *duration,
+            };
+            let seq = self.seq + u64::from(self.started);
+            self.record(seq, event, self.at + *duration)
+        });
+        start.into_iter().chain(finish)
     }
 }
 
@@ -51,6 +87,8 @@ impl RingRecord {
 #[derive(Debug)]
 pub(crate) struct RingInner {
     pub(crate) records: VecDeque<RingRecord>,
+    /// Audit records the entries stand for (at most the ring's capacity).
+    held: usize,
     next_seq: u64,
 }
 
@@ -71,6 +109,7 @@ impl AuditRing {
             capacity: capacity.max(1),
             inner: Mutex::new(RingInner {
                 records: VecDeque::new(),
+                held: 0,
                 next_seq: 1,
             }),
             fresh: Notify::new(),
@@ -87,30 +126,74 @@ impl AuditRing {
         }
     }
 
-    /// Appends one record under `inner` (the caller holds the lock), dropping the oldest
-    /// when full.
+    /// Appends one delivery's start, finish or both under `inner` (the caller holds the
+    /// lock), dropping the oldest records when full.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn push(
         &self,
         inner: &mut RingInner,
         id: MessageId,
         names: &Arc<AuditNames>,
         attempt: u32,
-        event: AuditEvent,
         at: SystemTime,
+        started: bool,
+        finished: Option<(AuditOutcome, Duration)>,
     ) {
-        if inner.records.len() == self.capacity {
-            inner.records.pop_front();
-        }
-        let seq = inner.next_seq;
-        inner.next_seq += 1;
-        inner.records.push_back(RingRecord {
-            seq,
+        let mut record = RingRecord {
+            seq: inner.next_seq,
             id,
             names: names.clone(),
             attempt,
-            event,
             at,
-        });
+            started,
+            finished,
+        };
+        let n = record.count();
+        if n == 0 {
+            return;
+        }
+        inner.next_seq += n as u64;
+        if n > self.capacity {
+            record.drop_start(); // a ring of one keeps the finish
+        }
+        let n = record.count();
+        while inner.held + n > self.capacity {
+            let Some(front) = inner.records.front_mut() else {
+                break;
+            };
+            if front.count() == 2 && inner.held + n - 1 <= self.capacity {
+                front.drop_start();
+                inner.held -= 1;
+            } else {
+                inner.held -= front.count();
+                inner.records.pop_front();
+            }
+        }
+        inner.held += n;
+        inner.records.push_back(record);
+    }
+
+    /// The newest `n` records the ring holds, in ring order.
+    pub(crate) fn newest(inner: &RingInner, n: usize) -> Vec<AuditRecord> {
+        let mut out: Vec<AuditRecord> = Vec::with_capacity(n.min(inner.held));
+        let mut taken = 0;
+        let mut first = inner.records.len();
+        for r in inner.records.iter().rev() {
+            if taken >= n {
+                break;
+            }
+            taken += r.count();
+            first -= 1;
+        }
+        out.extend(
+            inner
+                .records
+                .range(first..)
+                .flat_map(RingRecord::to_records),
+        );
+        let excess = out.len().saturating_sub(n);
+        out.drain(..excess);
+        out
     }
 
     /// Whether a publisher waits for records.
@@ -123,5 +206,67 @@ impl AuditRing {
         if self.notify {
             self.fresh.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Arc<AuditNames> {
+        Arc::new(AuditNames {
+            topic: Arc::from("t"),
+            worker: Arc::from("w"),
+            node: Arc::from("n"),
+        })
+    }
+
+    fn both(ring: &AuditRing, inner: &mut RingInner, id: &str) {
+        let done = Some((AuditOutcome::Acked, Duration::from_millis(1)));
+        let at = SystemTime::UNIX_EPOCH;
+        ring.push(inner, MessageId::from(id), &names(), 1, at, true, done);
+    }
+
+    #[test]
+    fn a_start_and_finish_stored_together_read_as_two_records_in_seq_order() {
+        let ring = AuditRing::new(10, false);
+        let mut inner = ring.lock();
+        both(&ring, &mut inner, "a");
+        both(&ring, &mut inner, "b");
+        let all = AuditRing::newest(&inner, 10);
+        let seqs: Vec<u64> = all.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        assert_eq!(all[0].event, AuditEvent::Started);
+        assert!(matches!(all[1].event, AuditEvent::Finished { .. }));
+        assert_eq!(all[1].at, SystemTime::UNIX_EPOCH + Duration::from_millis(1));
+        assert_eq!(all[2].message_id, "b");
+    }
+
+    #[test]
+    fn a_full_ring_keeps_exactly_its_capacity_of_the_newest_records() {
+        let ring = AuditRing::new(3, false);
+        let mut inner = ring.lock();
+        for id in ["a", "b", "c"] {
+            both(&ring, &mut inner, id);
+        }
+        // Six records went in; the newest three are c's two and b's finish.
+        let kept = AuditRing::newest(&inner, 100);
+        let seqs: Vec<u64> = kept.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [4, 5, 6]);
+        assert_eq!(kept[0].message_id, "b");
+        assert!(matches!(kept[0].event, AuditEvent::Finished { .. }));
+        assert_eq!(AuditRing::newest(&inner, 2).len(), 2);
+        assert_eq!(AuditRing::newest(&inner, 2)[0].seq, 5);
+    }
+
+    #[test]
+    fn a_ring_of_one_keeps_the_last_finish() {
+        let ring = AuditRing::new(1, false);
+        let mut inner = ring.lock();
+        both(&ring, &mut inner, "a");
+        let kept = AuditRing::newest(&inner, 5);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].seq, 2);
+        assert!(matches!(kept[0].event, AuditEvent::Finished { .. }));
     }
 }

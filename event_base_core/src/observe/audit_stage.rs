@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use crate::message::id::MessageId;
-use crate::observe::audit_record::{AuditEvent, AuditOutcome};
+use crate::observe::audit_record::AuditOutcome;
 use crate::observe::audit_ring::{AuditNames, AuditRing};
 
 /// Entries a stage holds before it hands them to the ring.
@@ -149,26 +149,8 @@ impl AuditStage {
                 started,
                 finished,
             } = entry;
-            match (started, finished) {
-                (true, None) => {
-                    self.ring
-                        .push(&mut ring, id, names, attempt, AuditEvent::Started, at);
-                }
-                (true, Some((outcome, duration))) => {
-                    let finished = AuditEvent::Finished { outcome, duration };
-                    let started = AuditEvent::Started;
-                    self.ring
-                        .push(&mut ring, id.clone(), names, attempt, started, at);
-                    self.ring
-                        .push(&mut ring, id, names, attempt, finished, at + duration);
-                }
-                (false, Some((outcome, duration))) => {
-                    let finished = AuditEvent::Finished { outcome, duration };
-                    self.ring
-                        .push(&mut ring, id, names, attempt, finished, at + duration);
-                }
-                (false, None) => {}
-            }
+            self.ring
+                .push(&mut ring, id, names, attempt, at, started, finished);
         }
         drop(ring);
         self.ring.arrived();
