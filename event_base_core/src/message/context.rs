@@ -15,7 +15,7 @@
 //! is `NoAck`.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
@@ -28,10 +28,18 @@ pub(crate) type HandlingBus = Arc<dyn Any + Send + Sync>;
 
 /// What a handler runs with: the message, its handler's retry limit, the bus running it, and
 /// the failure the handler reported, if any.
+///
+/// A worker's task holds one for its whole life ([`worker_scope`]), and each delivery only
+/// puts its message in and takes it out again ([`handling`]): setting up a task-local scope
+/// per delivery cost more than the rest of the context. Between deliveries it is inactive,
+/// and acts as if there were none.
 struct Current {
+    /// Whether a handler runs now (always, for the scopes of one call: [`with_current`],
+    /// [`with_current_batch`]).
+    active: Cell<bool>,
     /// `None` for a batch handler's call: it handles several messages, none of them *the*
     /// current one (sends from it inherit no provenance).
-    message: Option<Arc<EMessage>>,
+    message: RefCell<Option<Arc<EMessage>>>,
     retries: u32,
     bus: HandlingBus,
     /// Set by an `Err` answer ([`report_failure`]), taken by the worker ([`take_failure`]).
@@ -52,7 +60,10 @@ tokio::task_local! {
 /// assert!(event_base_core::current_message().is_none()); // not inside a handler
 /// ```
 pub fn current_message() -> Option<Arc<EMessage>> {
-    CURRENT.try_with(|c| c.message.clone()).ok().flatten()
+    CURRENT
+        .try_with(|c| c.message.borrow().clone())
+        .ok()
+        .flatten()
 }
 
 /// The `retries` of the handler the current task runs, or [`DEFAULT_MAX_RETRIES`] outside
@@ -65,7 +76,10 @@ pub(crate) fn handler_retries() -> u32 {
 
 /// The bus running the handler the current task runs, if it is a handler.
 pub(crate) fn handling_bus() -> Option<HandlingBus> {
-    CURRENT.try_with(|c| c.bus.clone()).ok()
+    CURRENT
+        .try_with(|c| c.active.get().then(|| c.bus.clone()))
+        .ok()
+        .flatten()
 }
 
 /// Records (`Some`) or clears (`None`) the failure of the delivery the current task is
@@ -82,7 +96,7 @@ pub(crate) fn report_failure(text: Option<String>) -> bool {
 /// one and runs on `bus` (a send to another bus is not held); hands it back otherwise.
 pub(crate) fn hold(message: Arc<EMessage>, bus: *const ()) -> Result<(), Arc<EMessage>> {
     let held = CURRENT.try_with(|c| match &c.outbox {
-        Some(outbox) if std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus) => {
+        Some(outbox) if c.active.get() && std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus) => {
             outbox.borrow_mut().push(message.clone());
             true
         }
@@ -97,7 +111,11 @@ pub(crate) fn hold(message: Arc<EMessage>, bus: *const ()) -> Result<(), Arc<EMe
 /// Whether the handler the current task runs holds its sends to `bus` in an outbox.
 pub(crate) fn holds_sends_to(bus: *const ()) -> bool {
     CURRENT
-        .try_with(|c| c.outbox.is_some() && std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus))
+        .try_with(|c| {
+            c.outbox.is_some()
+                && c.active.get()
+                && std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus)
+        })
         .unwrap_or(false)
 }
 
@@ -132,7 +150,8 @@ pub(crate) async fn with_current<F: std::future::Future>(
     fut: F,
 ) -> F::Output {
     let current = Current {
-        message: Some(message),
+        active: Cell::new(true),
+        message: RefCell::new(Some(message)),
         retries,
         bus,
         failure: RefCell::new(None),
@@ -150,13 +169,63 @@ pub(crate) async fn with_current_batch<F: std::future::Future>(
     fut: F,
 ) -> F::Output {
     let current = Current {
-        message: None,
+        active: Cell::new(true),
+        message: RefCell::new(None),
         retries,
         bus,
         failure: RefCell::new(None),
         outbox: None,
     };
     CURRENT.scope(current, fut).await
+}
+
+/// Runs `fut`, a worker's whole life, with a context that its deliveries fill in turn
+/// ([`handling`]): for a handler with `retries` that `bus` runs (with an outbox if `outbox`).
+pub(crate) async fn worker_scope<F: std::future::Future>(
+    retries: u32,
+    bus: HandlingBus,
+    outbox: bool,
+    fut: F,
+) -> F::Output {
+    let current = Current {
+        active: Cell::new(false),
+        message: RefCell::new(None),
+        retries,
+        bus,
+        failure: RefCell::new(None),
+        outbox: outbox.then(|| RefCell::new(Vec::new())),
+    };
+    CURRENT.scope(current, fut).await
+}
+
+/// While it lives, the current task handles a message: made by [`handling`].
+#[must_use = "the message is current only while the guard lives"]
+pub(crate) struct Handling(());
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| {
+            c.active.set(false);
+            c.message.borrow_mut().take();
+            c.failure.borrow_mut().take();
+            if let Some(outbox) = &c.outbox {
+                outbox.borrow_mut().clear();
+            }
+        });
+    }
+}
+
+/// Makes `message` the current task's message until the guard drops, in the context of
+/// [`worker_scope`]; `None` outside one (then use [`with_current`]).
+pub(crate) fn handling(message: &Arc<EMessage>) -> Option<Handling> {
+    CURRENT
+        .try_with(|c| {
+            *c.message.borrow_mut() = Some(message.clone());
+            c.failure.borrow_mut().take();
+            c.active.set(true);
+            Handling(())
+        })
+        .ok()
 }
 
 /// Fills a new message's provenance from the message being handled, if any.
@@ -167,7 +236,8 @@ pub(crate) fn inherit(message: &mut EMessage) {
         return;
     }
     let _ = CURRENT.try_with(|current| {
-        let Some(parent) = &current.message else {
+        let parent = current.message.borrow();
+        let Some(parent) = parent.as_ref() else {
             return;
         };
         if parent.id == message.id {

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::ack::Ack;
-use crate::message::context::{take_failure, take_outbox, with_current};
+use crate::message::context::{handling, take_failure, take_outbox, with_current};
 use crate::message::emessage::EMessage;
 use crate::worker::catch_unwind::CatchUnwind;
 use crate::worker::outcome::Outcome;
@@ -86,18 +86,20 @@ impl Worker {
         // entering a disabled span on every poll is pure cost.
         let retries = self.policy.retries.unwrap_or(DEFAULT_MAX_RETRIES);
         // The handler's `TopicRouter::global()` and `send_msg!` reach this bus.
-        let bus = self.shared.clone();
-        let outcome = if span.is_disabled() {
-            with_current(message.clone(), retries, bus, self.outbox, run).await
-        } else {
-            with_current(
-                message.clone(),
-                retries,
-                bus,
-                self.outbox,
-                run.instrument(span),
-            )
-            .await
+        // Inside the worker's own context (`Worker::run`) the message is only put in; a worker
+        // run some other way gets a context for this delivery alone.
+        let outcome = match (handling(message), span.is_disabled()) {
+            (Some(_handling), true) => run.await,
+            (Some(_handling), false) => run.instrument(span).await,
+            (None, true) => {
+                let bus = self.shared.clone();
+                with_current(message.clone(), retries, bus, self.outbox, run).await
+            }
+            (None, false) => {
+                let bus = self.shared.clone();
+                let run = run.instrument(span);
+                with_current(message.clone(), retries, bus, self.outbox, run).await
+            }
         };
         if let Some(t) = started {
             if let Ok(took) = t.elapsed() {

@@ -179,6 +179,17 @@ impl Worker {
         if let Some(spec) = self.batch.clone() {
             return self.run_batch(spec, router).await;
         }
+        // One message context for the worker's life; each delivery fills it in turn.
+        let retries = self
+            .policy
+            .retries
+            .unwrap_or(crate::constant::DEFAULT_MAX_RETRIES);
+        let bus = self.shared.clone();
+        let outbox = self.outbox;
+        crate::message::context::worker_scope(retries, bus, outbox, self.run_loop(router)).await
+    }
+
+    async fn run_loop(self, router: Option<Arc<ConsumerRouter>>) {
         let work = self.entry.work_rx.clone();
         let consumer = self.entry.consumer.clone();
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
