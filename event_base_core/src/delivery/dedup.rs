@@ -98,25 +98,32 @@ fn fold_mul(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// A seeded folded-multiply hash of `bytes`, eight at a time.
+/// Two seeded folded-multiply hashes of `bytes` (a 128-bit key), eight bytes at a time, in
+/// one pass: each word is read once and mixed into both halves.
 #[inline]
-fn fold_hash(bytes: &[u8], seed: u64) -> u64 {
+fn fold_hash2(bytes: &[u8], seeds: (u64, u64)) -> (u64, u64) {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xbf58_476d_1ce4_e5b9;
-    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(K1);
+    const K3: u64 = 0x94d0_49bb_1331_11eb;
+    let len = (bytes.len() as u64).wrapping_mul(K1);
+    let (mut a, mut b) = (seeds.0 ^ len, seeds.1 ^ len);
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
-        h = fold_mul(h ^ u64::from_le_bytes(w), K2);
+        let w = u64::from_le_bytes(w);
+        a = fold_mul(a ^ w, K2);
+        b = fold_mul(b ^ w, K3);
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
-        h = fold_mul(h ^ u64::from_le_bytes(w), K2);
+        let w = u64::from_le_bytes(w);
+        a = fold_mul(a ^ w, K2);
+        b = fold_mul(b ^ w, K3);
     }
-    fold_mul(h, K1)
+    (fold_mul(a, K1), fold_mul(b, K1))
 }
 
 fn millis(t: SystemTime) -> u64 {
@@ -152,8 +159,7 @@ impl DedupWindow {
 
     #[inline]
     fn key(&self, id: &str) -> u128 {
-        let hi = fold_hash(id.as_bytes(), self.seeds.0);
-        let lo = fold_hash(id.as_bytes(), self.seeds.1);
+        let (hi, lo) = fold_hash2(id.as_bytes(), self.seeds);
         (u128::from(hi) << 64) | u128::from(lo)
     }
 
