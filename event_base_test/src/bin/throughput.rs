@@ -468,6 +468,8 @@ fn rss_kib() -> u64 {
 struct Opts {
     quick: bool,
     only: Option<String>,
+    /// `--peers DIR`: where the peer programs' binaries are (scenario group `peers`).
+    peers: Option<std::path::PathBuf>,
 }
 
 impl Opts {
@@ -479,6 +481,10 @@ impl Opts {
                 .iter()
                 .position(|a| a == "--only")
                 .and_then(|i| args.get(i + 1).cloned()),
+            peers: args
+                .iter()
+                .position(|a| a == "--peers")
+                .and_then(|i| args.get(i + 1).map(std::path::PathBuf::from)),
         }
     }
 
@@ -539,6 +545,9 @@ fn main() {
         }
         if opts.run("memory_flat") {
             memory_flat(&opts).await;
+        }
+        if opts.run("peers") {
+            peers(&opts).await;
         }
     });
     // Its own processes: resident memory after an open must not count what writing cost.
@@ -1064,4 +1073,138 @@ impl BacklogChild {
             peak as f64 / 1024.0,
         );
     }
+
+/// A scenario line of a peer program (`scenario=<name> … <field>=<value> …`): the value.
+fn peer_field(output: &str, scenario: &str, field: &str) -> Option<f64> {
+    let line = output
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&format!("scenario={scenario}")))?;
+    let prefix = format!("{field}=");
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Runs a peer program once with `env`, returns its output (or why it could not run).
+fn run_peer(bin: &std::path::Path, env: &[(&str, String)]) -> Result<String, String> {
+    let out = std::process::Command::new(bin)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} exited with {}", bin.display(), out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Four handlers on one topic, each with one worker and each receiving every message (the
+/// peers' `b3_fanout4`): deliveries per second.
+async fn fan_out_bus(counter: &Arc<Counter>) -> EventBus {
+    let mut b = EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::bounded(BOUND));
+    for h in ["fan_a", "fan_b", "fan_c", "fan_d"] {
+        b = b.handler(HandlerSpec::new(h, "fan", counter.clone()));
+    }
+    b.build().await.unwrap()
+}
+
+/// Sends `n` messages to the fan-out topic from a task; returns the seconds until all `4n`
+/// deliveries were made.
+async fn drive_fan_out(bus: &EventBus, counter: &Arc<Counter>, n: u64) -> f64 {
+    counter.reset(4 * n);
+    let router = bus.router();
+    let data = payload(PAYLOAD);
+    let done = counter.done.notified();
+    tokio::pin!(done);
+    done.as_mut().enable();
+    let started = Instant::now();
+    tokio::spawn(async move {
+        for _ in 0..n {
+            send_one(&router, "fan", &data).await;
+        }
+    })
+    .await
+    .unwrap();
+    done.await;
+    let secs = started.elapsed().as_secs_f64();
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    secs
+}
+
+/// The peers' workload (one sender task, 64-byte payloads, one topic, 4 workers, 200,000
+/// messages; and 4 handlers each receiving every message), run by event_base and by the peer
+/// programs in `--peers DIR` (built by `event_base_test/compare-peers.sh`), interleaved in
+/// rounds; each figure is the median of its rounds.
+async fn peers(opts: &Opts) {
+    let Some(dir) = opts.peers.clone() else {
+        println!("scenario=peers skipped: no --peers DIR (run event_base_test/compare-peers.sh)");
+        return;
+    };
+    let n = opts.scale(200_000, 20_000);
+    let rounds = opts.scale(5, 1);
+    let flume_bin = dir.join("flume_bench");
+    let rust_bin = dir.join("ruststream_bench");
+    let n_env = ("BENCH_N", n.to_string());
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    let fan = fan_out_bus(&counter).await;
+    drive_from(&bus, &counter, n / 10, PAYLOAD, 1, SendFrom::Task).await;
+    drive_fan_out(&fan, &counter, n / 10).await;
+    let (mut eb, mut eb_fan, mut flume, mut rs, mut rs_fan) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let out = run_peer(&flume_bin, std::slice::from_ref(&n_env));
+        let out = out.and_then(|o| {
+            peer_field(&o, "a_memory", "msgs_per_sec").ok_or(format!("no a_memory line in {o}"))
+        });
+        match out {
+            Ok(r) => flume.push(r),
+            Err(e) => return println!("scenario=peers failed: {e}"),
+        }
+        let secs = drive_from(&bus, &counter, n, PAYLOAD, 1, SendFrom::Task)
+            .await
+            .0;
+        eb.push(n as f64 / secs);
+        let env = [
+            n_env.clone(),
+            ("BENCH_ROUNDS", "1".into()),
+            ("BENCH_ONLY", "b".into()),
+        ];
+        let out = run_peer(&rust_bin, &env).and_then(|o| {
+            let b1 = peer_field(&o, "b1_workers4_competing", "msgs_per_sec");
+            let b3 = peer_field(&o, "b3_fanout4", "deliveries_per_sec");
+            b1.zip(b3).ok_or(format!("no b1/b3 lines in {o}"))
+        });
+        match out {
+            Ok((b1, b3)) => {
+                rs.push(b1);
+                rs_fan.push(b3);
+            }
+            Err(e) => return println!("scenario=peers failed: {e}"),
+        }
+        eb_fan.push(4.0 * n as f64 / drive_fan_out(&fan, &counter, n).await);
+    }
+    let (eb, eb_fan, flume, rs, rs_fan) = (
+        median(eb),
+        median(eb_fan),
+        median(flume),
+        median(rs),
+        median(rs_fan),
+    );
+    println!(
+        "scenario=peers_memory_path msgs={n} rounds={rounds} msgs_per_sec={eb:.0} ruststream_b1_msgs_per_sec={rs:.0} flume_msgs_per_sec={flume:.0} ratio_ruststream={:.2} ratio_flume={:.2} target_ruststream=1.2 target_flume=0.45",
+        eb / rs,
+        eb / flume
+    );
+    println!(
+        "scenario=peers_fan_out4 msgs={n} rounds={rounds} deliveries_per_sec={eb_fan:.0} ruststream_b3_deliveries_per_sec={rs_fan:.0} ratio_ruststream={:.2} target_ruststream=1.2",
+        eb_fan / rs_fan
+    );
+    let _ = std::io::stdout().flush();
 }
