@@ -7,10 +7,16 @@
 //! one handler never come here.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::delivery::topic_hasher::TopicHasher;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
+use crate::message::id::MessageId;
+
+/// Independently locked shards of the open fan-outs; a power of two.
+const SHARDS: usize = 16;
 
 /// A handler's copy that ended as a dead letter.
 #[derive(Debug, Clone)]
@@ -33,9 +39,40 @@ pub(crate) enum CopyEnded {
 }
 
 /// The open fan-outs of one bus, by message id.
-#[derive(Debug, Default)]
+///
+/// Every copy of every fanned-out message passes here (once when the message is accepted,
+/// once per handler when its copy ends), from the sender and from every worker: so the map
+/// is sharded by id, keyed by the id's inline text (no allocation per message), and hashed
+/// with a fast hash seeded per bus rather than SipHash.
+#[derive(Debug)]
 pub(crate) struct FanOuts {
-    open: Mutex<HashMap<Box<str>, Open>>,
+    hash: IdHash,
+    shards: Box<[Mutex<Shard>]>,
+}
+
+type Shard = HashMap<MessageId, Open, IdHash>;
+
+/// The fan-out map's hash: [`TopicHasher`] from a random start.
+#[derive(Debug, Clone, Copy)]
+struct IdHash(u64);
+
+impl BuildHasher for IdHash {
+    type Hasher = TopicHasher;
+    fn build_hasher(&self) -> TopicHasher {
+        TopicHasher::with_seed(self.0)
+    }
+}
+
+impl Default for FanOuts {
+    fn default() -> Self {
+        let hash = IdHash(RandomState::new().hash_one(0u8));
+        FanOuts {
+            hash,
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::with_hasher(hash)))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -45,20 +82,23 @@ struct Open {
 }
 
 impl FanOuts {
-    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Open>> {
+    /// The shard of message `id`, locked.
+    fn lock(&self, id: &str) -> MutexGuard<'_, Shard> {
+        // The high bits: the map takes its buckets from the low ones.
+        let i = (self.hash.hash_one(id) >> 48) as usize & (SHARDS - 1);
         // The map holds counts only; a panic elsewhere cannot leave it half-updated.
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `copies` copies of message `id` are being handed to handlers.
     pub(crate) fn open(&self, id: &str, copies: u32) {
-        let mut open = self.lock();
+        let mut open = self.lock(id);
         match open.get_mut(id) {
             // The same id sent again while in flight: the WAL holds one record for both.
             Some(o) => o.remaining += copies,
             None => {
                 open.insert(
-                    id.into(),
+                    MessageId::from(id),
                     Open {
                         remaining: copies,
                         failures: Vec::new(),
@@ -70,12 +110,12 @@ impl FanOuts {
 
     /// Message `id` was withdrawn before any handler began it.
     pub(crate) fn forget(&self, id: &str) {
-        self.lock().remove(id);
+        self.lock(id).remove(id);
     }
 
     /// One copy of message `id` ended (`failure`: as a dead letter).
     pub(crate) fn copy_ended(&self, id: &str, failure: Option<Failure>) -> CopyEnded {
-        let mut open = self.lock();
+        let mut open = self.lock(id);
         let Some(o) = open.get_mut(id) else {
             return CopyEnded::Alone(failure);
         };
@@ -93,7 +133,10 @@ impl FanOuts {
     /// Messages with copies still out.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().len()
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.len()))
+            .sum()
     }
 }
 
