@@ -118,9 +118,24 @@ impl BusShared {
                 }
             };
             self.accepted(route, targets, &message);
-            return Box::pin(
-                self.accept_waiting(route, targets, message, commit, try_send, timeout, None),
-            )
+            // As below for one handler: when the WAL answered at once and the message is due,
+            // each copy usually fits its queue now, and the send ends here without building
+            // the waiting path. A queue without room leaves the copies from it on to that path.
+            let mut queued = 0;
+            if commit.is_durable() && !due_later(&message) {
+                for entry in targets {
+                    if entry.producer.try_send(message.clone()).is_err() {
+                        break;
+                    }
+                    queued += 1;
+                }
+                if queued == targets.len() {
+                    return Ok(MessageId::from(&message.id));
+                }
+            }
+            return Box::pin(self.accept_waiting_from(
+                route, targets, message, commit, try_send, timeout, None, queued,
+            ))
             .await;
         };
         let commit = match self.append_new(&message)? {
@@ -329,6 +344,26 @@ impl BusShared {
         timeout: Option<Duration>,
         restore: Option<&DeadLetterMessage>,
     ) -> Result<MessageId, CoreError> {
+        self.accept_waiting_from(
+            route, targets, message, commit, try_send, timeout, restore, 0,
+        )
+        .await
+    }
+
+    /// [`accept_waiting`](Self::accept_waiting) for a message whose copies for the first
+    /// `already` targets are queued (the fast path queued them before one did not fit).
+    #[allow(clippy::too_many_arguments)]
+    async fn accept_waiting_from(
+        &self,
+        route: &Route,
+        targets: &[Arc<TopicEntry>],
+        message: Arc<EMessage>,
+        commit: WalCommit,
+        try_send: bool,
+        timeout: Option<Duration>,
+        restore: Option<&DeadLetterMessage>,
+        already: usize,
+    ) -> Result<MessageId, CoreError> {
         let id = MessageId::from(&message.id);
         // A deadline is a timer, and timers need a runtime.
         if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
@@ -339,7 +374,7 @@ impl BusShared {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
-        let queued = AtomicUsize::new(0);
+        let queued = AtomicUsize::new(already);
         let guard = WithdrawOnDrop {
             shared: self,
             route,
@@ -352,7 +387,7 @@ impl BusShared {
         };
         let outcome = self
             .enqueue(
-                targets,
+                &targets[already..],
                 message.clone(),
                 commit,
                 try_send,
