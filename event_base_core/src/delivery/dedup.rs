@@ -14,7 +14,9 @@
 //! was accepted is in the WAL, in the window, or both.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::hash::BuildHasherDefault;
+
+use crate::delivery::id_key::{IdKeys, KeyHasher};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,8 +31,8 @@ pub(crate) struct DedupWindow {
     window: Duration,
     /// Length of a generation, in ms (half the window, at least 1).
     half_ms: u64,
-    /// Seeds of the two halves of an id's key, random per bus.
-    seeds: (u64, u64),
+    /// An id's key, seeded per bus.
+    keys: IdKeys,
     shards: Box<[Mutex<Shard>]>,
 }
 
@@ -71,61 +73,6 @@ impl Shard {
     }
 }
 
-/// Keys are already hashes (seeded per bus, so not chosen by a sender): the map uses their
-/// low half as it is rather than hash them again.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u128` is used; fold anything else in all the same.
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-    fn write_u128(&mut self, key: u128) {
-        self.0 = key as u64;
-    }
-}
-
-/// The product's two halves folded together: the mixing step of the key hash.
-#[inline]
-fn fold_mul(a: u64, b: u64) -> u64 {
-    let r = u128::from(a) * u128::from(b);
-    (r as u64) ^ ((r >> 64) as u64)
-}
-
-/// Two seeded folded-multiply hashes of `bytes` (a 128-bit key), eight bytes at a time, in
-/// one pass: each word is read once and mixed into both halves.
-#[inline]
-fn fold_hash2(bytes: &[u8], seeds: (u64, u64)) -> (u64, u64) {
-    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
-    const K2: u64 = 0xbf58_476d_1ce4_e5b9;
-    const K3: u64 = 0x94d0_49bb_1331_11eb;
-    let len = (bytes.len() as u64).wrapping_mul(K1);
-    let (mut a, mut b) = (seeds.0 ^ len, seeds.1 ^ len);
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        let w = u64::from_le_bytes(w);
-        a = fold_mul(a ^ w, K2);
-        b = fold_mul(b ^ w, K3);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        let w = u64::from_le_bytes(w);
-        a = fold_mul(a ^ w, K2);
-        b = fold_mul(b ^ w, K3);
-    }
-    (fold_mul(a, K1), fold_mul(b, K1))
-}
-
 fn millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
@@ -138,10 +85,7 @@ impl DedupWindow {
         DedupWindow {
             window,
             half_ms: (window_ms / 2).max(1),
-            seeds: (
-                RandomState::new().hash_one(1u8),
-                RandomState::new().hash_one(2u8),
-            ),
+            keys: IdKeys::new(),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         }
     }
@@ -159,8 +103,7 @@ impl DedupWindow {
 
     #[inline]
     fn key(&self, id: &str) -> u128 {
-        let (hi, lo) = fold_hash2(id.as_bytes(), self.seeds);
-        (u128::from(hi) << 64) | u128::from(lo)
+        self.keys.key(id)
     }
 
     fn shard(&self, key: u128) -> MutexGuard<'_, Shard> {

@@ -20,12 +20,14 @@
 //! start-up: unfinished WAL records        replay.rs
 //! ```
 //!
-//! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in.
+//! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
+//! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids.
 
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
 pub(crate) mod dedup;
 pub(crate) mod fan_out;
+pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
 pub(crate) mod replay;

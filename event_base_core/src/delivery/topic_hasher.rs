@@ -28,12 +28,6 @@ impl Default for TopicHasher {
 }
 
 impl TopicHasher {
-    /// A hasher whose start is `seed`: for maps keyed by what senders choose (message ids),
-    /// seeded per bus so that no one can pick keys that all collide.
-    pub(crate) fn with_seed(seed: u64) -> Self {
-        TopicHasher(START ^ seed)
-    }
-
     /// A folded multiply: the full 128-bit product's halves xor-ed together, so every input
     /// bit reaches every output bit (a plain multiply only carries bits upwards).
     #[inline]
