@@ -229,6 +229,10 @@ async fn memory_bus_on(
     if observe != Observe::Default {
         b = b.audit(0);
     }
+    // For measuring what idempotent sends cost: `EB_BENCH_DEDUP_OFF=1` turns the window off.
+    if std::env::var_os("EB_BENCH_DEDUP_OFF").is_some() {
+        b = b.dedup_window(Duration::ZERO);
+    }
     if topics == 1 {
         b = b.handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS));
     } else {
