@@ -68,14 +68,18 @@ impl Shard {
     /// The epoch of the generation holding `key`, if one does.
     fn find(&self, key: u128) -> Option<u64> {
         (0..GENERATIONS as usize)
-            .find(|&i| self.sets[i].contains(&key))
+            .find(|&i| !self.sets[i].is_empty() && self.sets[i].contains(&key))
             .map(|i| self.epochs[i])
     }
 }
 
 fn millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+    // Seconds and milliseconds apart: `as_millis` divides a u128.
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| {
+        d.as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(d.subsec_millis()))
+    })
 }
 
 impl DedupWindow {
@@ -138,7 +142,12 @@ impl DedupWindow {
         if !self.enabled() {
             return;
         }
-        let (epoch, current) = (self.epoch(stamp), self.epoch(now));
+        let current = self.epoch(now);
+        let epoch = if stamp == now {
+            current
+        } else {
+            self.epoch(stamp)
+        };
         if epoch + GENERATIONS <= current || epoch > current {
             return; // past the window (or from the future: a clock that went back)
         }
@@ -146,7 +155,9 @@ impl DedupWindow {
         let mut shard = self.shard(key);
         // Keep the generations in step with the clock: opening the current one drops the
         // one it replaces.
-        shard.slot(current);
+        if epoch != current {
+            shard.slot(current);
+        }
         shard.slot(epoch).insert(key);
     }
 
