@@ -1077,6 +1077,7 @@ impl BacklogChild {
             peak as f64 / 1024.0,
         );
     }
+}
 
 /// A scenario line of a peer program (`scenario=<name> … <field>=<value> …`): the value.
 fn peer_field(output: &str, scenario: &str, field: &str) -> Option<f64> {
