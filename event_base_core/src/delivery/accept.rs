@@ -133,7 +133,7 @@ impl BusShared {
                     return Ok(MessageId::from(&message.id));
                 }
             }
-            return Box::pin(self.accept_waiting_from(
+            return Box::pin(self.accept_waiting(
                 route, targets, message, commit, try_send, timeout, None, queued,
             ))
             .await;
@@ -166,8 +166,17 @@ impl BusShared {
             }
             commit => (message, commit),
         };
-        Box::pin(self.accept_waiting(route, &route.subs, message, commit, try_send, timeout, None))
-            .await
+        Box::pin(self.accept_waiting(
+            route,
+            &route.subs,
+            message,
+            commit,
+            try_send,
+            timeout,
+            None,
+            0,
+        ))
+        .await
     }
 
     /// Appends `message` to the WAL, unless its id is a duplicate: held by the WAL, or
@@ -326,34 +335,16 @@ impl BusShared {
         };
         let commit = self.wal.append(&message)?;
         self.accepted(route, targets, &message);
-        self.accept_waiting(route, targets, message, commit, false, None, Some(dead))
+        self.accept_waiting(route, targets, message, commit, false, None, Some(dead), 0)
             .await
     }
 
     /// The rest of an accepted send that has to wait: for durability, for its queue to have
     /// room, or until the deadline. `restore`: the dead letter to put back if the message is
-    /// withdrawn (a replay).
+    /// withdrawn (a replay). `already`: how many of `targets`, from the first, have their copy
+    /// queued (the fast path queued them before one did not fit).
     #[allow(clippy::too_many_arguments)]
     async fn accept_waiting(
-        &self,
-        route: &Route,
-        targets: &[Arc<TopicEntry>],
-        message: Arc<EMessage>,
-        commit: WalCommit,
-        try_send: bool,
-        timeout: Option<Duration>,
-        restore: Option<&DeadLetterMessage>,
-    ) -> Result<MessageId, CoreError> {
-        self.accept_waiting_from(
-            route, targets, message, commit, try_send, timeout, restore, 0,
-        )
-        .await
-    }
-
-    /// [`accept_waiting`](Self::accept_waiting) for a message whose copies for the first
-    /// `already` targets are queued (the fast path queued them before one did not fit).
-    #[allow(clippy::too_many_arguments)]
-    async fn accept_waiting_from(
         &self,
         route: &Route,
         targets: &[Arc<TopicEntry>],

@@ -50,6 +50,27 @@ struct Current {
     outbox: Option<RefCell<Vec<Arc<EMessage>>>>,
 }
 
+impl Current {
+    /// A context for a handler with `retries` that `bus` runs, handling `message` now if
+    /// `active` (with an outbox if `outbox`).
+    fn new(
+        active: bool,
+        message: Option<Arc<EMessage>>,
+        retries: u32,
+        bus: HandlingBus,
+        outbox: bool,
+    ) -> Current {
+        Current {
+            active: Cell::new(active),
+            message: RefCell::new(message),
+            retries,
+            bus,
+            failure: RefCell::new(None),
+            outbox: outbox.then(|| RefCell::new(Vec::new())),
+        }
+    }
+}
+
 tokio::task_local! {
     static CURRENT: Current;
 }
@@ -149,14 +170,7 @@ pub(crate) async fn with_current<F: std::future::Future>(
     outbox: bool,
     fut: F,
 ) -> F::Output {
-    let current = Current {
-        active: Cell::new(true),
-        message: RefCell::new(Some(message)),
-        retries,
-        bus,
-        failure: RefCell::new(None),
-        outbox: outbox.then(|| RefCell::new(Vec::new())),
-    };
+    let current = Current::new(true, Some(message), retries, bus, outbox);
     CURRENT.scope(current, fut).await
 }
 
@@ -168,14 +182,7 @@ pub(crate) async fn with_current_batch<F: std::future::Future>(
     bus: HandlingBus,
     fut: F,
 ) -> F::Output {
-    let current = Current {
-        active: Cell::new(true),
-        message: RefCell::new(None),
-        retries,
-        bus,
-        failure: RefCell::new(None),
-        outbox: None,
-    };
+    let current = Current::new(true, None, retries, bus, false);
     CURRENT.scope(current, fut).await
 }
 
@@ -187,14 +194,7 @@ pub(crate) async fn worker_scope<F: std::future::Future>(
     outbox: bool,
     fut: F,
 ) -> F::Output {
-    let current = Current {
-        active: Cell::new(false),
-        message: RefCell::new(None),
-        retries,
-        bus,
-        failure: RefCell::new(None),
-        outbox: outbox.then(|| RefCell::new(Vec::new())),
-    };
+    let current = Current::new(false, None, retries, bus, outbox);
     CURRENT.scope(current, fut).await
 }
 
