@@ -4,12 +4,13 @@
 //! a [`Probe`] that records every delivery a handler sees and lets a test await a count
 //! instead of sleeping, a [`Gate`] that holds handlers until the test opens it, and a
 //! [`span_capture::SpanCapture`] layer that records what a span carried. [`conformance`] holds
-//! the cases every WAL and queue backend must pass. [`file_restart`] is the restart half of the
-//! crash tests. [`redis_server::RedisServer`] starts a real
+//! the cases every WAL and queue backend must pass. [`child_kill`] is the killing half of the
+//! crash tests, [`file_restart`] the restart half. [`redis_server::RedisServer`] starts a real
 //! `redis-server` for a test.
 
 #![deny(unsafe_code)]
 
+pub mod child_kill;
 pub mod conformance;
 pub mod file_restart;
 pub mod redis_server;

@@ -9,61 +9,26 @@
 //! kill leaves it; the power-loss simulation (`power_loss.rs`) covers what the disk keeps.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 
+use event_base_test::child_kill::{kill_seed_rng, run_and_kill};
 use event_base_test::file_restart::replay_jobs;
 
 const ROUNDS: usize = 10;
 
-/// Starts the child on `dir`, kills it after `kill_after` accepted ids, and returns every id
-/// it reported as accepted, including the lines still in the pipe when it died.
-fn run_and_kill(dir: &Path, kill_after: usize) -> HashSet<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sending_child"))
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start sending_child");
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut accepted = HashSet::new();
-    let mut killed = false;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("read child output");
-        let id = line
-            .strip_prefix("ACCEPTED ")
-            .unwrap_or_else(|| panic!("unexpected child line {line:?}"));
-        assert!(accepted.insert(id.to_owned()), "{id} accepted twice");
-        if !killed && accepted.len() >= kill_after {
-            // Senders are still at work: the kill lands among commits in flight.
-            child.kill().expect("SIGKILL the child");
-            killed = true;
-        }
-    }
-    let status = child.wait().expect("reap child");
-    assert!(
-        killed,
-        "the child stopped by itself ({status:?}) after {} accepted sends",
-        accepted.len()
-    );
-    accepted
-}
-
 #[test]
 fn every_accepted_send_survives_sigkill_mid_send() {
-    let seed = std::env::var("KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    println!("KILL_SEED={seed}");
-    let mut rng = fastrand::Rng::with_seed(seed);
+    let (seed, mut rng) = kill_seed_rng();
     let dir = tempfile::tempdir().unwrap();
 
     let mut accepted = HashSet::new();
     for round in 0..ROUNDS {
         let kill_after = rng.usize(1..3000);
-        let got = run_and_kill(dir.path(), kill_after);
+        let got = run_and_kill(
+            env!("CARGO_BIN_EXE_sending_child"),
+            dir.path(),
+            "ACCEPTED ",
+            kill_after,
+        );
         assert!(got.len() >= kill_after);
         println!(
             "round {round}: killed after {kill_after}, {} accepted",

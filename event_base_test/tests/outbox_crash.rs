@@ -9,61 +9,27 @@
 //! The kill points are drawn from a seed printed at the start (`KILL_SEED=<n>` repeats one).
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 use event_base::backend::Wal;
 use event_base::PersistentWal;
 
-const ROUNDS: usize = 6;
+use event_base_test::child_kill::{kill_seed_rng, run_and_kill};
 
-/// Starts the child on `dir`, kills it after `kill_after` accepted orders, and returns every
-/// order id it reported as accepted.
-fn run_and_kill(dir: &Path, kill_after: usize) -> HashSet<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_outbox_child"))
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start outbox_child");
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut sent = HashSet::new();
-    let mut killed = false;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("read child output");
-        let id = line
-            .strip_prefix("SENT ")
-            .unwrap_or_else(|| panic!("unexpected child line {line:?}"));
-        assert!(sent.insert(id.to_owned()), "{id} accepted twice");
-        if !killed && sent.len() >= kill_after {
-            // Handlers are completing orders and releasing mails: the kill lands among them.
-            child.kill().expect("SIGKILL the child");
-            killed = true;
-        }
-    }
-    let status = child.wait().expect("reap child");
-    assert!(
-        killed,
-        "the child stopped by itself ({status:?}) after {} orders",
-        sent.len()
-    );
-    sent
-}
+const ROUNDS: usize = 6;
 
 #[test]
 fn a_completion_and_its_outbox_survive_a_kill_together_or_not_at_all() {
-    let seed = std::env::var("KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    println!("KILL_SEED={seed}");
-    let mut rng = fastrand::Rng::with_seed(seed);
+    let (seed, mut rng) = kill_seed_rng();
     let dir = tempfile::tempdir().unwrap();
     let mut sent = HashSet::new();
     for round in 0..ROUNDS {
         let kill_after = rng.usize(1..600);
-        let got = run_and_kill(dir.path(), kill_after);
+        let got = run_and_kill(
+            env!("CARGO_BIN_EXE_outbox_child"),
+            dir.path(),
+            "SENT ",
+            kill_after,
+        );
         println!(
             "round {round}: killed after {kill_after}, {} orders",
             got.len()
