@@ -4,11 +4,11 @@
 //! | trait method | Redis |
 //! |---|---|
 //! | `claim_batch` | `XREADGROUP GROUP <handler> <me> COUNT n BLOCK b STREAMS <stream> >` on a connection of its own; every half visibility timeout, first `XAUTOCLAIM` of entries idle past it |
-//! | `ack` | script `ACK`: owner check, `XACK` + `XDEL` |
-//! | `nack` | script `REQUEUE`: owner check, a copy at the end of the stream, `XACK` + `XDEL` of the original |
+//! | `ack` | script `ACK`: one owner check of the batch (`XPENDING <first> <last> <n> <me>`), one `XACK` + one `XDEL` of what it owns, `XLEN` |
+//! | `nack` | script `REQUEUE`: owner check of the batch, a copy of each at the end of the stream, `XACK` + `XDEL` of the originals |
 //! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
 //! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
-//! | (while held) | script `EXTEND` every third of the visibility timeout: `XCLAIM … JUSTID` of what it still owns |
+//! | (while held) | script `EXTEND` every third of the visibility timeout: owner check of the batch, one `XCLAIM … JUSTID` of what it still owns |
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
@@ -54,6 +54,9 @@ struct Inner {
     group_ready: std::sync::atomic::AtomicBool,
     /// Closed, and a read found nothing more: every claim now reports `Closed`.
     drained: std::sync::atomic::AtomicBool,
+    /// Once closed: the newest entry of the stream when the drain began (`None` inside: it
+    /// was empty). The drain reads up to it, not what other processes send after.
+    cutoff: tokio::sync::OnceCell<Option<Receipt>>,
     extender: std::sync::Once,
 }
 
@@ -75,6 +78,7 @@ impl RedisConsumer {
                 next_sweep: Mutex::new(first_sweep),
                 group_ready: std::sync::atomic::AtomicBool::new(false),
                 drained: std::sync::atomic::AtomicBool::new(false),
+                cutoff: tokio::sync::OnceCell::new(),
                 extender: std::sync::Once::new(),
             }),
         }
@@ -203,6 +207,24 @@ impl Inner {
                 Err(e)
             }
         }
+    }
+
+    /// The newest entry of the stream when the drain began (read once, at the first claim
+    /// after the producer closed); `None` if the stream was empty.
+    async fn drain_cutoff(&self) -> Result<Option<Receipt>, RedisError> {
+        self.cutoff
+            .get_or_try_init(|| async {
+                let mut cmd = redis::cmd("XREVRANGE");
+                cmd.arg(&self.q.key).arg("+").arg("-").arg("COUNT").arg(1);
+                let v = self.q.link.run("XREVRANGE", cmd).await?;
+                let newest = reply::entries("XREVRANGE", &v)?
+                    .into_iter()
+                    .next()
+                    .and_then(|(id, _)| codec::receipt(&id));
+                Ok(newest)
+            })
+            .await
+            .copied()
     }
 
     /// Turns read entries into claims (appended to `out`), holding their leases; entries
@@ -349,6 +371,9 @@ impl Inner {
         let listed = self.q.link.push("SADD", sadd, None);
         match (listed, self.q.link.run("DEAD", cmd).await) {
             (Ok(()), Ok(v)) if reply::int("DEAD", &v).unwrap_or(0) == 1 => {
+                self.q
+                    .dead_letters
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!(target: "event_base::redis", topic = %self.q.topic, handler = %self.q.group, entry = %id, message = %dead.message.id, deliveries = count, max_deliveries = max, "message dead-lettered: delivered too often without being settled");
             }
             (Ok(()), Ok(_)) => {}
@@ -414,7 +439,23 @@ impl Inner {
         let mut replies = Vec::new();
         for chunk in receipts.chunks(CHUNK) {
             let ids: Vec<String> = chunk.iter().map(codec::entry_id).collect();
-            let cmd = scripts::evalsha(script, &[&self.q.key], (&self.q.group, &self.name, ids));
+            // The range the owner check reads (one `XPENDING` of this consumer's entries).
+            let first = chunk.iter().min_by_key(|r| (r.hi, r.lo));
+            let last = chunk.iter().max_by_key(|r| (r.hi, r.lo));
+            let (Some(first), Some(last)) = (first, last) else {
+                continue;
+            };
+            let cmd = scripts::evalsha(
+                script,
+                &[&self.q.key],
+                (
+                    &self.q.group,
+                    &self.name,
+                    codec::entry_id(first),
+                    codec::entry_id(last),
+                    ids,
+                ),
+            );
             replies.push(self.q.link.run(name, cmd).await?);
         }
         Ok(replies)
@@ -506,19 +547,35 @@ impl EConsumer for RedisConsumer {
         let mut reader = inner.reader.lock().await;
         loop {
             if inner.q.is_closed() {
+                use std::sync::atomic::Ordering;
+                let closed = || QueueError::Closed(inner.q.topic.0.clone());
+                if inner.drained.load(Ordering::Acquire) {
+                    return Err(closed());
+                }
+                // Drain: what the stream held when it began, not what other processes
+                // send since (the nodes still running take that).
+                let Some(cutoff) = inner.drain_cutoff().await.map_err(queue_error)? else {
+                    inner.drained.store(true, Ordering::Release);
+                    return Err(closed());
+                };
                 let entries = inner
                     .read(&mut reader, max, None)
                     .await
                     .map_err(queue_error)?;
-                if entries.is_empty() {
-                    inner
-                        .drained
-                        .store(true, std::sync::atomic::Ordering::Release);
-                    return Err(QueueError::Closed(inner.q.topic.0.clone()));
+                // Reads come in id order: one that reaches the cutoff has read all before it.
+                let reached = entries.is_empty()
+                    || entries.iter().any(|(id, _)| {
+                        codec::receipt(id).is_none_or(|r| (r.hi, r.lo) >= (cutoff.hi, cutoff.lo))
+                    });
+                if reached {
+                    inner.drained.store(true, Ordering::Release);
                 }
                 let n = inner.accept(entries, out).await;
                 if n > 0 {
                     return Ok(n);
+                }
+                if reached {
+                    return Err(closed());
                 }
                 continue;
             }

@@ -53,7 +53,12 @@ impl RedisProducer {
                 &[&self.q.key],
                 (m, p, BROADCAST_MAX_LEN),
             ),
-            None => scripts::evalsha(&scripts::ADD, &[&self.q.key], (m, p)),
+            // A plain `XADD`: its length comes from acks and `SubQueue::recount`.
+            None => {
+                let mut cmd = redis::cmd("XADD");
+                cmd.arg(&self.q.key).arg("*").arg("m").arg(m).arg("p").arg(p);
+                cmd
+            }
             Some(d) => {
                 self.q.due_by(Instant::now() + d);
                 scripts::evalsha(
@@ -66,11 +71,15 @@ impl RedisProducer {
     }
 }
 
-/// The stream's length in a reply of `ADD` (`{id, length}`) or `SCHEDULE` (length).
+/// The stream's length in a reply of `ADD_BROADCAST` (`{id, length}`) or `SCHEDULE`
+/// (length); `None` for a plain `XADD` (an id).
 fn length_of(v: &redis::Value) -> Option<i64> {
-    match reply::array("ADD", v) {
-        Ok(parts) if !parts.is_empty() => parts.get(1).and_then(|n| reply::int("ADD", n).ok()),
-        _ => reply::int("SCHEDULE", v).ok(),
+    match v {
+        redis::Value::Array(parts) => parts
+            .get(1)
+            .and_then(|n| reply::int("ADD_BROADCAST", n).ok()),
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
     }
 }
 
@@ -86,6 +95,7 @@ impl EProducer for RedisProducer {
         if !self.q.reserve() {
             return Err(TrySendError::Full(message));
         }
+        self.q.recount();
         let q = self.q.clone();
         let then = Box::new(move |v: &redis::Value| {
             if let Some(n) = length_of(v) {
@@ -109,6 +119,7 @@ impl EProducer for RedisProducer {
         while !self.q.reserve() {
             self.q.wait_room(ROOM_POLL).await?;
         }
+        self.q.recount();
         match self.q.link.run("XADD", self.add_command(&message)).await {
             Ok(v) => {
                 if let Some(n) = length_of(&v) {

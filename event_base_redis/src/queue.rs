@@ -2,7 +2,7 @@
 //! it: the keys, the settings, this process's count of what the stream holds, and whether
 //! the producer side is closed.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +30,10 @@ pub(crate) enum Lane {
 
 /// Entries a broadcast stream keeps at most (about).
 pub(crate) const BROADCAST_MAX_LEN: usize = 1_000;
+
+/// Sends after which a process reads its stream's length again (`XLEN`, queued behind
+/// them): a plain `XADD` does not answer it, and a process that only sends hears no acks.
+pub(crate) const LEN_EVERY: usize = 1_024;
 
 /// One subscription's stream (see the module docs).
 pub(crate) struct SubQueue {
@@ -62,8 +66,12 @@ pub(crate) struct SubQueue {
     pub(crate) dlq: String,
     /// The set of topics with dead letters.
     pub(crate) topics: String,
+    /// Dead letters this process made (shared with the factory's WAL).
+    pub(crate) dead_letters: Arc<AtomicU64>,
     /// Entries in the stream as last heard from Redis, plus this process's sends since.
     len: AtomicUsize,
+    /// Sends since `len` was last heard from Redis.
+    unheard: AtomicUsize,
     /// Woken when `len` drops (an ack or a fresh count).
     room: Notify,
     /// `true` once the producer is dropped: the consumer drains, then reports `Closed`.
@@ -107,7 +115,9 @@ impl SubQueue {
             max_deliveries: settings.max_deliveries,
             dlq: settings.keys.dlq(topic.as_str()),
             topics: settings.keys.topics(),
+            dead_letters: settings.dead_letters.clone(),
             len: AtomicUsize::new(0),
+            unheard: AtomicUsize::new(0),
             room: Notify::new(),
             closed: watch::Sender::new(false),
         })
@@ -126,6 +136,25 @@ impl SubQueue {
             .is_ok()
     }
 
+    /// After a send was reserved: every [`LEN_EVERY`] sends without news of the length,
+    /// queues an `XLEN` (behind the sends already queued) whose reply resets the count.
+    pub(crate) fn recount(self: &Arc<Self>) {
+        if self.unheard.fetch_add(1, Ordering::AcqRel) + 1 < LEN_EVERY {
+            return;
+        }
+        self.unheard.store(0, Ordering::Release);
+        let mut xlen = redis::cmd("XLEN");
+        xlen.arg(&self.key);
+        let q = Arc::downgrade(self);
+        let then = Box::new(move |v: &redis::Value| {
+            if let (Some(q), Ok(n)) = (q.upgrade(), reply::int("XLEN", v)) {
+                q.heard_len(n);
+            }
+        });
+        // Not queued (the runtime is gone): the next ack or `wait_room` reads it instead.
+        let _ = self.link.push("XLEN", xlen, Some(then));
+    }
+
     /// Un-counts an entry reserved but not added.
     pub(crate) fn unreserve(&self) {
         let _ = self
@@ -137,6 +166,7 @@ impl SubQueue {
     /// Redis says the stream holds `n` entries.
     pub(crate) fn heard_len(&self, n: i64) {
         let n = usize::try_from(n).unwrap_or(0);
+        self.unheard.store(0, Ordering::Release);
         let before = self.len.swap(n, Ordering::AcqRel);
         if n < before || n < self.bound {
             self.room.notify_waiters();

@@ -5,7 +5,14 @@
 //! Owner checks: `XACK` takes no consumer name, so any consumer could settle an entry that
 //! another one has since taken over (a paused "zombie" waking up). Every script that settles
 //! or extends entries first checks, with `XPENDING`, that the calling consumer still owns
-//! each one, and skips (counts as fenced) those it does not.
+//! each one, and skips (counts as fenced) those it does not. A batch is checked with one
+//! `XPENDING <first> <last> <n> <consumer>` (the consumer's own entries between the batch's
+//! first and last id), paged only if the consumer holds more than `n` there; then one
+//! variadic `XACK` and `XDEL` settle what it owns.
+//!
+//! Sends are a plain `XADD` (no script): the process counts its own sends towards `bound`
+//! and hears the stream's length from the ack replies and an `XLEN` every
+//! [`LEN_EVERY`](crate::queue::LEN_EVERY) sends.
 
 use std::sync::LazyLock;
 
@@ -27,16 +34,6 @@ impl Script {
         }
     }
 }
-
-/// `KEYS[1]` stream; `ARGV` m, p. Adds an entry; returns `{id, length}`.
-pub(crate) static ADD: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local id = redis.call('XADD', KEYS[1], '*', 'm', ARGV[1], 'p', ARGV[2])
-return {id, redis.call('XLEN', KEYS[1])}
-",
-    )
-});
 
 /// The server's clock in milliseconds, as a Lua local `now`.
 const NOW: &str = r"
@@ -182,7 +179,7 @@ return {id, redis.call('XLEN', KEYS[1])}
     )
 });
 
-/// The owner check every settling script starts with, as a Lua function.
+/// The owner check of one entry, as a Lua function.
 const OWNS: &str = r"
 local function owns(key, group, consumer, id)
   local p = redis.call('XPENDING', key, group, id, id, 1)
@@ -190,84 +187,101 @@ local function owns(key, group, consumer, id)
 end
 ";
 
-/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Acks and deletes the entries the consumer
-/// still owns; returns `{acked, fenced, length}`.
+/// The owner check of a batch, as a Lua function: `ARGV[3]` and `ARGV[4]` the batch's first
+/// and last id, its ids from `ARGV[5]`. Returns the ids the consumer owns, and how many it
+/// does not. One `XPENDING` of the consumer's entries in that range, paged (from just past
+/// the last one seen) only while a page comes back full.
+const OWNED: &str = r"
+local function owned(key, group, consumer)
+  local want = {}
+  local n = 0
+  for i = 5, #ARGV do
+    if not want[ARGV[i]] then want[ARGV[i]] = true; n = n + 1 end
+  end
+  local page = math.max(n, 16)
+  local mine, start, found = {}, ARGV[3], 0
+  while found < n do
+    local p = redis.call('XPENDING', key, group, start, ARGV[4], page, consumer)
+    for _, e in ipairs(p) do
+      if want[e[1]] then want[e[1]] = nil; mine[#mine + 1] = e[1]; found = found + 1 end
+    end
+    if #p < page then break end
+    start = '(' .. p[#p][1]
+  end
+  return mine, n - found
+end
+";
+
+/// `KEYS[1]` stream; `ARGV` group, consumer, first id, last id, ids... Acks and deletes the
+/// entries the consumer still owns; returns `{acked, fenced, length}`.
 pub(crate) static ACK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{OWNS}
-local acked, fenced = 0, 0
-for i = 3, #ARGV do
-  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
-    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
-    redis.call('XDEL', KEYS[1], ARGV[i])
-    acked = acked + 1
-  else
-    fenced = fenced + 1
-  end
+        r"{OWNED}
+local mine, fenced = owned(KEYS[1], ARGV[1], ARGV[2])
+if #mine > 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(mine))
+  redis.call('XDEL', KEYS[1], unpack(mine))
 end
-return {{acked, fenced, redis.call('XLEN', KEYS[1])}}
+return {{#mine, fenced, redis.call('XLEN', KEYS[1])}}
 "
     ))
 });
 
-/// `KEYS[1]` broadcast stream; `ARGV` group, consumer, ids... Acks (no delete: other nodes'
-/// groups may not have read them) the entries the consumer still owns; returns `{acked,
-/// fenced, length}`.
+/// `KEYS[1]` broadcast stream; `ARGV` group, consumer, first id, last id, ids... Acks (no
+/// delete: other nodes' groups may not have read them) the entries the consumer still owns;
+/// returns `{acked, fenced, length}`.
 pub(crate) static ACK_ONLY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{OWNS}
-local acked, fenced = 0, 0
-for i = 3, #ARGV do
-  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
-    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
-    acked = acked + 1
-  else
-    fenced = fenced + 1
-  end
-end
-return {{acked, fenced, redis.call('XLEN', KEYS[1])}}
+        r"{OWNED}
+local mine, fenced = owned(KEYS[1], ARGV[1], ARGV[2])
+if #mine > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(mine)) end
+return {{#mine, fenced, redis.call('XLEN', KEYS[1])}}
 "
     ))
 });
 
-/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Gives entries back at once: a copy goes to
-/// the end of the stream (a new entry any consumer reads next), the original is acked and
-/// deleted. Returns `{requeued, fenced, length}`.
+/// `KEYS[1]` stream; `ARGV` group, consumer, first id, last id, ids... Gives entries back at
+/// once: a copy goes to the end of the stream (a new entry any consumer reads next), the
+/// original is acked and deleted. Returns `{requeued, fenced, length}`.
 pub(crate) static REQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{OWNS}
-local requeued, fenced = 0, 0
-for i = 3, #ARGV do
-  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
-    local e = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])
-    if e[1] ~= nil then
-      redis.call('XADD', KEYS[1], '*', unpack(e[1][2]))
-      requeued = requeued + 1
-    end
-    redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
-    redis.call('XDEL', KEYS[1], ARGV[i])
-  else
-    fenced = fenced + 1
+        r"{OWNED}
+local mine, fenced = owned(KEYS[1], ARGV[1], ARGV[2])
+local requeued = 0
+for _, id in ipairs(mine) do
+  local e = redis.call('XRANGE', KEYS[1], id, id)
+  if e[1] ~= nil then
+    redis.call('XADD', KEYS[1], '*', unpack(e[1][2]))
+    requeued = requeued + 1
   end
+end
+if #mine > 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(mine))
+  redis.call('XDEL', KEYS[1], unpack(mine))
 end
 return {{requeued, fenced, redis.call('XLEN', KEYS[1])}}
 "
     ))
 });
 
-/// `KEYS[1]` stream; `ARGV` group, consumer, ids... Renews the lease (resets the idle time,
-/// without counting a delivery) of each entry the consumer still owns; returns the ids it no
-/// longer owns (taken over by another consumer, or gone).
+/// `KEYS[1]` stream; `ARGV` group, consumer, first id, last id, ids... Renews the lease
+/// (resets the idle time, without counting a delivery) of each entry the consumer still
+/// owns; returns the ids it no longer owns (taken over by another consumer, or gone).
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{OWNS}
+        r"{OWNED}
+local mine = owned(KEYS[1], ARGV[1], ARGV[2])
+local kept = {{}}
+for _, id in ipairs(mine) do kept[id] = true end
+if #mine > 0 then
+  local args = {{KEYS[1], ARGV[1], ARGV[2], 0}}
+  for _, id in ipairs(mine) do args[#args + 1] = id end
+  args[#args + 1] = 'JUSTID'
+  redis.call('XCLAIM', unpack(args))
+end
 local lost = {{}}
-for i = 3, #ARGV do
-  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
-  else
-    lost[#lost + 1] = ARGV[i]
-  end
+for i = 5, #ARGV do
+  if not kept[ARGV[i]] then lost[#lost + 1] = ARGV[i] end
 end
 return lost
 "
@@ -350,9 +364,8 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 17] {
+fn all() -> [&'static Script; 16] {
     [
-        &*ADD,
         &*ADD_BROADCAST,
         &*SCHEDULE,
         &*PROMOTE,
