@@ -44,6 +44,9 @@ pub(crate) struct Settings {
     pub(crate) visibility: Duration,
     pub(crate) block: Duration,
     pub(crate) max_deliveries: u32,
+    /// Dead letters this process made, counted by the WAL (`fail`) and the consumers (past
+    /// `max_deliveries`): shared by every clone, for `RedisWal::stats`.
+    pub(crate) dead_letters: Arc<AtomicU64>,
 }
 
 /// Queues on Redis Streams, shared by every process that connects to the same server and
@@ -147,6 +150,7 @@ impl RedisQueueFactory {
                 visibility: DEFAULT_VISIBILITY_TIMEOUT,
                 block: DEFAULT_BLOCK,
                 max_deliveries: DEFAULT_MAX_DELIVERIES,
+                dead_letters: Arc::new(AtomicU64::new(0)),
             },
             local: FlumeQueueFactory::default(),
             incarnation: Arc::from(incarnation),

@@ -57,7 +57,9 @@ pub struct RedisWal {
 
 #[derive(Default)]
 struct Counters {
-    dead: AtomicU64,
+    /// Dead letters made by this process: by `fail`, and by the queues' consumers past
+    /// `max_deliveries` (shared with the factory's settings).
+    dead: Arc<AtomicU64>,
     /// Ids of the dead letters this process listed last (a replay lists them first, then
     /// sends one again).
     dead_ids: Mutex<HashSet<String>>,
@@ -104,7 +106,10 @@ impl RedisWal {
         RedisWal {
             link: queue.link.clone(),
             keys: queue.settings.keys.clone(),
-            stats: Arc::new(Counters::default()),
+            stats: Arc::new(Counters {
+                dead: queue.settings.dead_letters.clone(),
+                ..Counters::default()
+            }),
         }
     }
 

@@ -73,6 +73,8 @@ async fn a_takeover_past_max_deliveries_dead_letters_the_entry() {
         .unwrap();
     assert_eq!(got, 0, "not delivered a fourth time");
     assert!(out.is_empty());
+    // Counted as this process's dead letter, as one made by the WAL's `fail` is.
+    assert_eq!(wal.stats().dead, 1, "stats().dead counts the max_deliveries dead letter");
 
     let dead = wal.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1);
@@ -96,6 +98,7 @@ async fn a_takeover_past_max_deliveries_dead_letters_the_entry() {
     // The first consumer waking up and acking late is fenced: nothing changes.
     first.consumer.ack(&claimed).await.unwrap();
     assert_eq!(wal.dead_letters().await.unwrap().len(), 1);
+    assert_eq!(wal.stats().dead, 1);
     drop(last);
 }
 
