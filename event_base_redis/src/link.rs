@@ -1,10 +1,16 @@
-//! [`Link`]: the one writer connection of a backend, and dedicated connections for readers
+//! [`Link`]: the writer connections of a backend, and dedicated connections for readers
 //! that block.
 //!
-//! Every non-blocking command (sends, acks, scripts, dead letters) goes through one task that
-//! owns one connection and pipelines whatever is queued (up to [`PIPELINE`] commands per round
-//! trip), in the order it was queued. That order is a promise the backends rely on: a dead
-//! letter queued before its entry's ack reaches Redis first.
+//! Every non-blocking command (sends, acks, scripts, dead letters) goes through a writer: a
+//! task that owns one connection and pipelines whatever is queued on it (up to [`PIPELINE`]
+//! commands per round trip), in the order it was queued. There are [`WRITERS`] of them, so
+//! several pipelines are in flight at once and one pass of Redis's event loop (one fsync
+//! under `appendfsync always`) reads from several connections; it reads at most 16 KB of
+//! each. Order is a promise the backends rely on (a dead letter queued before its entry's
+//! ack reaches Redis first), kept this way: queued commands ([`Link::push`]) all go to the
+//! first writer, and an awaited one ([`Link::run`]) goes there too while any queued command
+//! is unconfirmed; otherwise to the next writer in turn (two awaited commands in flight at
+//! once have no order to keep).
 //!
 //! Two kinds of command:
 //! - **awaited** ([`Link::run`]): the caller gets the reply or a typed error. Redis down: an
@@ -19,6 +25,7 @@
 //! timeout is longer than its block.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +38,9 @@ use crate::scripts;
 
 /// Commands sent in one round trip at most.
 pub(crate) const PIPELINE: usize = 256;
+
+/// Writer connections per backend (see the module docs).
+pub(crate) const WRITERS: usize = 4;
 
 /// First wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
@@ -52,7 +62,27 @@ enum Reply {
     /// The caller waits for it.
     Await(oneshot::Sender<Result<Value, RedisError>>),
     /// Nobody waits: retry until confirmed, then call this (if given).
-    Retry(Option<OnReply>),
+    Retry(Option<OnReply>, Confirm),
+}
+
+/// Counts a queued command as unconfirmed until dropped: once answered (or refused for
+/// good, or lost with its writer task when the runtime stops).
+struct Confirm(Arc<AtomicUsize>);
+
+impl Drop for Confirm {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// [`WRITERS`], or `EB_REDIS_WRITERS` (1 to 64) if set: for measuring the effect of the
+/// count (see `docs/benchmarks.md`).
+fn writers() -> usize {
+    std::env::var("EB_REDIS_WRITERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(WRITERS)
 }
 
 struct Op {
@@ -71,9 +101,14 @@ struct Inner {
     client: redis::Client,
     addr: String,
     timeouts: Timeouts,
-    /// The writer task's queue; `None` until first used (it starts in the runtime that first
-    /// uses it), and replaced if that runtime went away.
-    tx: Mutex<Option<mpsc::UnboundedSender<Op>>>,
+    /// Each writer task's queue; `None` until first used (it starts in the runtime that
+    /// first uses it), and replaced if that runtime went away.
+    tx: Vec<Mutex<Option<mpsc::UnboundedSender<Op>>>>,
+    /// The writer the next awaited command goes to, modulo the writers' count.
+    turn: AtomicUsize,
+    /// Queued commands not yet confirmed (or dropped as refused): while any are, awaited
+    /// commands go behind them on the first writer.
+    unconfirmed: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Link {
@@ -97,7 +132,9 @@ impl Link {
                 client,
                 addr,
                 timeouts,
-                tx: Mutex::new(None),
+                tx: (0..writers()).map(|_| Mutex::new(None)).collect(),
+                turn: AtomicUsize::new(0),
+                unconfirmed: Arc::new(AtomicUsize::new(0)),
             }),
         })
     }
@@ -107,8 +144,10 @@ impl Link {
         &self.inner.addr
     }
 
-    fn sender(&self) -> Result<mpsc::UnboundedSender<Op>, RedisError> {
-        let mut tx = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+    /// The queue of writer `lane` (started if need be).
+    fn sender(&self, lane: usize) -> Result<mpsc::UnboundedSender<Op>, RedisError> {
+        let slot = &self.inner.tx[lane % self.inner.tx.len()];
+        let mut tx = slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = tx.as_ref().filter(|t| !t.is_closed()) {
             return Ok(t.clone());
         }
@@ -122,7 +161,13 @@ impl Link {
     /// Runs `cmd` and returns its reply (a server error is [`RedisError::Refused`]).
     pub(crate) async fn run(&self, name: &'static str, cmd: Cmd) -> Result<Value, RedisError> {
         let (tx, rx) = oneshot::channel();
-        self.sender()?
+        // Behind what is queued and unconfirmed, else on the next writer in turn.
+        let lane = if self.inner.unconfirmed.load(Ordering::Acquire) > 0 {
+            0
+        } else {
+            self.inner.turn.fetch_add(1, Ordering::Relaxed)
+        };
+        self.sender(lane)?
             .send(Op {
                 name,
                 cmd,
@@ -139,11 +184,14 @@ impl Link {
         cmd: Cmd,
         then: Option<OnReply>,
     ) -> Result<(), RedisError> {
-        self.sender()?
+        let sender = self.sender(0)?;
+        self.inner.unconfirmed.fetch_add(1, Ordering::AcqRel);
+        let unconfirmed = self.inner.unconfirmed.clone();
+        sender
             .send(Op {
                 name,
                 cmd,
-                reply: Reply::Retry(then),
+                reply: Reply::Retry(then, Confirm(unconfirmed)),
             })
             .map_err(|_| RedisError::Stopped)
     }
@@ -315,7 +363,7 @@ fn fail_or_keep(batch: Vec<Op>, e: &RedisError, again: &mut VecDeque<Op>) {
             Reply::Await(tx) => {
                 let _ = tx.send(Err(copy_error(e, op.name)));
             }
-            Reply::Retry(_) => again.push_back(op),
+            Reply::Retry(..) => again.push_back(op),
         }
     }
 }
@@ -332,7 +380,7 @@ fn answer(op: Op, value: Value) {
         Reply::Await(tx) => {
             let _ = tx.send(result);
         }
-        Reply::Retry(then) => match result {
+        Reply::Retry(then, _confirm) => match result {
             Ok(v) => {
                 if let Some(f) = then {
                     f(&v);
