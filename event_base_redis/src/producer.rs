@@ -56,7 +56,12 @@ impl RedisProducer {
             // A plain `XADD`: its length comes from acks and `SubQueue::recount`.
             None => {
                 let mut cmd = redis::cmd("XADD");
-                cmd.arg(&self.q.key).arg("*").arg("m").arg(m).arg("p").arg(p);
+                cmd.arg(&self.q.key)
+                    .arg("*")
+                    .arg("m")
+                    .arg(m)
+                    .arg("p")
+                    .arg(p);
                 cmd
             }
             Some(d) => {

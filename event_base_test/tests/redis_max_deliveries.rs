@@ -74,7 +74,11 @@ async fn a_takeover_past_max_deliveries_dead_letters_the_entry() {
     assert_eq!(got, 0, "not delivered a fourth time");
     assert!(out.is_empty());
     // Counted as this process's dead letter, as one made by the WAL's `fail` is.
-    assert_eq!(wal.stats().dead, 1, "stats().dead counts the max_deliveries dead letter");
+    assert_eq!(
+        wal.stats().dead,
+        1,
+        "stats().dead counts the max_deliveries dead letter"
+    );
 
     let dead = wal.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1);
