@@ -2,10 +2,10 @@
 //! group, and the settings they share.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use event_base_core::backend::{QueueFactory, TopicQueue};
+use event_base_core::backend::{QueueFactory, RemoteRoutes, TopicQueue};
 use event_base_core::{MessageTopic, QueueError};
 use event_base_queue::FlumeQueueFactory;
 
@@ -17,6 +17,7 @@ use crate::node::Node;
 use crate::producer::RedisProducer;
 use crate::queue::{Lane, SubQueue};
 use crate::reply;
+use crate::routes::RedisRoutes;
 use crate::scripts;
 use crate::wal::RedisWal;
 
@@ -34,6 +35,10 @@ pub const DEFAULT_PREFIX: &str = "eb";
 pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 /// How often a node beats, unless set otherwise; silent for three beats, it is evicted.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long after a node last ran a handler a send still routes to it, unless set otherwise
+/// ([`RedisQueueFactory::registry_max_age`]): long enough for every node of a handler to
+/// restart (a deploy, a crash loop) while its messages wait in its stream.
+pub const DEFAULT_REGISTRY_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
 /// The settings of a [`RedisQueueFactory`] (and of the [`RedisWal`] over its keys).
 #[derive(Debug, Clone)]
@@ -90,6 +95,10 @@ pub struct RedisQueueFactory {
     node: Arc<Node>,
     heartbeat: Duration,
     dead_letter_age: Duration,
+    registry_max_age: Duration,
+    /// The cached registry of handlers, made when a bus first asks (`routes`), shared by
+    /// the factory's clones.
+    routes: Arc<OnceLock<Arc<RedisRoutes>>>,
     /// Unique per factory: consumer names are `<incarnation>-<n>`.
     incarnation: Arc<str>,
     consumers: Arc<AtomicU64>,
@@ -104,6 +113,7 @@ impl std::fmt::Debug for RedisQueueFactory {
             .field("visibility_timeout", &self.settings.visibility)
             .field("max_deliveries", &self.settings.max_deliveries)
             .field("heartbeat", &self.heartbeat)
+            .field("registry_max_age", &self.registry_max_age)
             .field("node_id", &self.incarnation)
             .finish_non_exhaustive()
     }
@@ -142,6 +152,8 @@ impl RedisQueueFactory {
             ),
             heartbeat: DEFAULT_HEARTBEAT,
             dead_letter_age: DEFAULT_DLQ_MAX_AGE,
+            registry_max_age: DEFAULT_REGISTRY_MAX_AGE,
+            routes: Arc::new(OnceLock::new()),
             link,
             settings: Settings {
                 keys: Keys::new(DEFAULT_PREFIX),
@@ -240,7 +252,23 @@ impl RedisQueueFactory {
         Ok(())
     }
 
+    /// How long after some node last ran a handler (by the registry) a bus built with this
+    /// factory still sends it a copy (default [`DEFAULT_REGISTRY_MAX_AGE`]; at least three
+    /// heartbeats). A bus sends a message for a topic it has no handler of to every handler
+    /// of the topic the registry lists within this age, and a message for a topic it has
+    /// handlers of also to the topic's listed handlers it does not run itself; only a topic
+    /// no node ran a handler of within this age is refused with `NoHandler`. So it is how
+    /// long every node of a handler may be down (restarting, say) and its messages still
+    /// queued for it; a handler taken out of the code stops getting copies this long after
+    /// its last node stopped, or at once with [`forget_handler`](Self::forget_handler).
+    pub fn registry_max_age(mut self, d: Duration) -> Self {
+        self.registry_max_age = d;
+        self.renew_node();
+        self
+    }
+
     fn renew_node(&mut self) {
+        self.routes = Arc::new(OnceLock::new());
         self.node = Node::new(
             self.link.clone(),
             &self.settings.keys,
@@ -363,6 +391,22 @@ impl QueueFactory for RedisQueueFactory {
             return self.local.create(topic);
         }
         Ok(self.subscription(topic, handler))
+    }
+
+    /// The registry of handlers, cached in the process and read again every heartbeat (see
+    /// [`registry_max_age`](RedisQueueFactory::registry_max_age)).
+    fn routes(&self) -> Option<Arc<dyn RemoteRoutes>> {
+        let routes = self.routes.get_or_init(|| {
+            RedisRoutes::new(
+                self.link.clone(),
+                self.settings.clone(),
+                self.node.clone(),
+                self.registry_max_age.max(self.heartbeat * 3),
+                self.heartbeat,
+            )
+        });
+        routes.start();
+        Some(routes.clone())
     }
 
     fn name(&self) -> &'static str {

@@ -28,6 +28,7 @@
 //! | `producer.rs` | `XADD` of messages |
 //! | `consumer.rs` | claims, leases, takeover of stale entries, acks and nacks |
 //! | `scripts.rs` | the Lua scripts, one per state change, with owner checks |
+//! | `routes.rs` | the registry of handlers cached in the process, for sends to handlers other nodes run |
 //! | `node.rs` | this process in the cluster: heartbeats, the janitor lease, eviction of silent nodes |
 //! | `link.rs` | the writer connection (ordered, pipelined, reconnecting) and readers' connections |
 //! | `wal.rs` | `RedisWal` |
@@ -50,13 +51,15 @@ mod node;
 mod producer;
 mod queue;
 mod reply;
+mod routes;
 mod scripts;
 mod wal;
 
 pub use error::RedisError;
 pub use factory::{
     RedisQueueFactory, DEFAULT_BLOCK, DEFAULT_BOUND, DEFAULT_HEARTBEAT, DEFAULT_MAX_DELIVERIES,
-    DEFAULT_PREFIX, DEFAULT_VISIBILITY_TIMEOUT,
+    DEFAULT_PREFIX, DEFAULT_REGISTRY_MAX_AGE, DEFAULT_VISIBILITY_TIMEOUT,
 };
 pub use keys::{DEFAULT_DLQ_MAX_AGE, DLQ_MAX_LEN};
+pub use routes::LOOK_UP_EVERY;
 pub use wal::RedisWal;

@@ -20,6 +20,7 @@
 //! | [`EProducer`], [`EConsumer`] | the two ends of a topic's queue |
 //! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
 //! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
+//! | [`RemoteRoutes`], [`RoutesListener`] | a shared backend's registry of the handlers other processes run (`QueueFactory::routes`) |
 //!
 //! May import: `message/`, `constant`, `error`. Nothing here knows a running bus.
 //!
@@ -27,9 +28,12 @@
 //! |---|---|
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `QueueFactory`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
+//! | `routes.rs` | `RemoteRoutes`, `RoutesListener` |
 
 pub(crate) mod queue;
+pub(crate) mod routes;
 pub(crate) mod wal;
 
 pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
+pub use routes::{RemoteRoutes, RoutesListener};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

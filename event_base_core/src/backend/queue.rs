@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::backend::routes::RemoteRoutes;
 use crate::error::QueueError;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
@@ -146,6 +147,14 @@ pub trait QueueFactory: Send + Sync + 'static {
         self.create(topic)
     }
 
+    /// The cluster's registry of handlers, for a backend shared by several processes: with
+    /// it, a bus sends to topics that only other processes handle (see [`RemoteRoutes`]).
+    /// The bus asks once, at build. The default, for backends within one process, is
+    /// `None`: a topic with no handler in the process is refused with `NoHandler`.
+    fn routes(&self) -> Option<Arc<dyn RemoteRoutes>> {
+        None
+    }
+
     /// A short name for logs (e.g. `"flume"`).
     fn name(&self) -> &'static str;
 }
@@ -160,6 +169,9 @@ impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
         handler: &str,
     ) -> Result<TopicQueue, QueueError> {
         (**self).create_subscription(topic, handler)
+    }
+    fn routes(&self) -> Option<Arc<dyn RemoteRoutes>> {
+        (**self).routes()
     }
     fn name(&self) -> &'static str {
         (**self).name()

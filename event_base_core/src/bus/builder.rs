@@ -18,6 +18,7 @@ use crate::constant::{
     DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
 use crate::delivery::dedup::DedupWindow;
+use crate::delivery::remote_routes::{self, RemoteTable};
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
@@ -293,6 +294,7 @@ impl EventBusBuilder {
             fan_outs: Default::default(),
             dedup: DedupWindow::new(self.dedup_window),
             wal,
+            remote: queue.routes().map(RemoteTable::new),
             topics,
             registry: WorkerRegistry::default(),
             scheduler,
@@ -306,6 +308,7 @@ impl EventBusBuilder {
             node,
             name,
         });
+        remote_routes::follow_refreshes(&shared);
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));
         if published {

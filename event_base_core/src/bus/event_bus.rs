@@ -139,6 +139,16 @@ impl EventBus {
             .await
     }
 
+    /// The handlers of `topic` that other processes run and a send from this bus reaches,
+    /// as of the queue backend's last refresh of its registry (a shared backend, such as
+    /// Redis; always empty with an in-process one). For a topic this bus has handlers of,
+    /// the handlers it sends a copy to besides its own; for another, every handler the
+    /// registry lists (a send to it is refused with [`CoreError::NoHandler`] only when the
+    /// registry, looked up again, lists none). Sorted.
+    pub fn handlers_elsewhere(&self, topic: &str) -> Vec<String> {
+        self.shared.handlers_elsewhere(topic)
+    }
+
     /// Waits until every accepted message has reached a final state (complete or dead
     /// letter), including retries and delayed messages. Fails with [`CoreError::IdleTimeout`]
     /// (saying how many are still in flight) after `timeout`, and with

@@ -14,6 +14,7 @@ use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::dedup::DedupWindow;
 use crate::delivery::fan_out::FanOuts;
+use crate::delivery::remote_routes::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
 use crate::node::NodeIdentity;
@@ -32,6 +33,8 @@ use crate::worker::registry::{WorkerRegistry, WorkerState};
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
     pub(crate) topics: TopicTable,
+    /// Routes to the handlers other processes run, when the queue backend is shared.
+    pub(crate) remote: Option<RemoteTable>,
     pub(crate) fan_outs: FanOuts,
     /// Ids completed within the dedup window (idempotent sends).
     pub(crate) dedup: DedupWindow,

@@ -45,7 +45,14 @@ impl BusShared {
         {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
-        let route = self.route_for(topic)?;
+        let route = match self.route_for(topic) {
+            Ok(route) => route,
+            // Perhaps handled by another process (a shared backend's registry).
+            Err(CoreError::NoHandler { topic }) if self.remote.is_some() => {
+                return self.admit_elsewhere(topic, message)
+            }
+            Err(e) => return Err(e),
+        };
         Ok((route, prepare(route, message)?))
     }
 
@@ -94,6 +101,17 @@ impl BusShared {
             Ok(()) => return Ok(id),
             Err(message) => message,
         };
+        if route.elsewhere.any() {
+            // Handlers only other processes run get their copy once the send is accepted.
+            return Box::pin(async {
+                let id = self
+                    .accept_core(route, message.clone(), try_send, timeout)
+                    .await?;
+                self.copy_elsewhere(route, &message);
+                Ok(id)
+            })
+            .await;
+        }
         self.accept_core(route, message, try_send, timeout).await
     }
 
@@ -110,6 +128,10 @@ impl BusShared {
         timeout: Option<Duration>,
     ) -> Result<MessageId, CoreError> {
         let Some(entry) = route.single() else {
+            if route.subs.is_empty() {
+                // No handler in this process: to those elsewhere, if any.
+                return Box::pin(self.accept_elsewhere(message, try_send, timeout)).await;
+            }
             let targets = targets(route, &message);
             let commit = match self.append_new(&message)? {
                 Appended::New(commit) => commit,
@@ -246,8 +268,12 @@ impl BusShared {
     /// a task that waits for room).
     pub(crate) fn queue_released(&self, message: Arc<EMessage>) {
         let Some(route) = self.topics.get(message.topic.as_str()) else {
-            return; // admitted before it was held: the topic exists
+            // Admitted before it was held: the topic exists, here or elsewhere.
+            return self.release_elsewhere(message);
         };
+        if route.elsewhere.any() {
+            self.copy_elsewhere(route, &message);
+        }
         let targets = targets(route, &message);
         self.accepted(route, targets, &message);
         let now = SystemTime::now();
@@ -417,7 +443,13 @@ impl BusShared {
         // In flight before the check, as a single send is (see `accept`).
         self.in_flight.add();
         let _sending = Sending(&self.in_flight);
-        let route = self.route_for(topic)?;
+        let route = match self.route_for(topic) {
+            Ok(route) => route,
+            Err(CoreError::NoHandler { topic }) if self.remote.is_some() => {
+                return Box::pin(self.send_batch_elsewhere(topic, messages)).await
+            }
+            Err(e) => return Err(e),
+        };
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(CoreError::SystemShutdown);
         }
@@ -493,6 +525,11 @@ impl BusShared {
                 // No runtime to hand the rest to: queue it here (dropping the call now leaves
                 // the unqueued rest in the WAL, for the next start).
                 Err(_) => queue_all(scheduler, rest).await?,
+            }
+        }
+        if route.elsewhere.any() {
+            for message in &batch {
+                self.copy_elsewhere(route, message);
             }
         }
         Ok(ids)
@@ -810,7 +847,7 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
 
 /// Refuses an empty id, or one longer than [`MAX_ID_BYTES`].
 #[inline]
-fn check_id(id: &str) -> Result<(), CoreError> {
+pub(crate) fn check_id(id: &str) -> Result<(), CoreError> {
     if id.is_empty() || id.len() > MAX_ID_BYTES {
         let mut cut = id.len().min(MAX_ID_BYTES);
         while !id.is_char_boundary(cut) {

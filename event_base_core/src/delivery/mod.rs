@@ -20,6 +20,10 @@
 //! start-up: unfinished WAL records        replay.rs
 //! ```
 //!
+//! `remote_routes.rs` routes a send to the handlers other processes run, when the queue
+//! backend is shared (`QueueFactory::routes`): a topic with no handler here, and the handlers
+//! of a local topic that only other processes run.
+//!
 //! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
 //! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids.
 
@@ -30,6 +34,7 @@ pub(crate) mod fan_out;
 pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
+pub(crate) mod remote_routes;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
 pub(crate) mod settle;

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use crate::backend::queue::{EConsumer, EProducer};
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
+use crate::delivery::remote_routes::Elsewhere;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
@@ -33,11 +34,15 @@ pub(crate) type TopicTable = TopicMap<MessageTopic, Arc<Route>>;
 /// every message sent to the topic.
 pub(crate) struct Route {
     pub(crate) topic: MessageTopic,
-    /// One per handler of the topic, in declaration order; never empty.
+    /// One per handler of the topic, in declaration order; empty only in a route to
+    /// handlers other processes run ([`Route::elsewhere_only`]).
     pub(crate) subs: Box<[Arc<TopicEntry>]>,
     /// Message-level counters (accepted, refused, finished) when the topic has several
     /// handlers; with one, its subscription's counters are the topic's.
     messages: TopicCounters,
+    /// The topic's handlers that only other processes run, from a shared backend's
+    /// registry (see `delivery/remote_routes.rs`); none with an in-process backend.
+    pub(crate) elsewhere: Elsewhere,
 }
 
 impl Route {
@@ -47,6 +52,18 @@ impl Route {
             topic,
             subs: subs.into_boxed_slice(),
             messages: TopicCounters::default(),
+            elsewhere: Elsewhere::default(),
+        }
+    }
+
+    /// The route of a topic this process has no handler of: every copy goes to the
+    /// handlers other processes run (`elsewhere`), and `subs` is empty.
+    pub(crate) fn elsewhere_only(topic: MessageTopic) -> Self {
+        Route {
+            topic,
+            subs: Box::new([]),
+            messages: TopicCounters::default(),
+            elsewhere: Elsewhere::default(),
         }
     }
 

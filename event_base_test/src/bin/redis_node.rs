@@ -6,11 +6,14 @@
 //!
 //! - `redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>`: a bus with
 //!   `<workers>` workers claiming `<batch>` entries at a time; each handling sleeps
-//!   `<work-us>` microseconds (the work), prints `h <id>` and acks. Prints `ready` once built.
+//!   `<work-us>` microseconds (the work), prints `h <id>` and acks. Prints `ready` once built and its handler is in the
+//!   registry (so a `bus-sender` finds it).
 //! - `redis_node sender <url> <n> <tasks>`: writes `<n>` messages to the subscription's stream
-//!   from `<tasks>` concurrent tasks, with no handler of its own (through the queue backend:
-//!   a bus needs a local handler to know a topic's subscriptions), printing `sent <id>` for
+//!   from `<tasks>` concurrent tasks, with no handler of its own (through the queue backend
+//!   directly, without a bus), printing `sent <id>` for
 //!   each one Redis confirmed, then `done`.
+//! - `redis_node bus-sender <url> <n> <tasks>`: the same through a bus with no handler at
+//!   all: the registry of handlers routes the messages to `work`.
 //! - `redis_node zombie <url> <visibility-ms>`: a bus with one worker that sends one message
 //!   to itself, prints `started <id>` when its handler begins it, then waits for a line on
 //!   stdin before acking it (prints `returning <id>`). Warnings of the Redis backend (a fenced
@@ -30,6 +33,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>
        redis_node sender <url> <n> <tasks>
+       redis_node bus-sender <url> <n> <tasks>
        redis_node zombie <url> <visibility-ms>";
 
 /// Prints one line and writes it out at once.
@@ -116,6 +120,7 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
     let queue = RedisQueueFactory::connect(&url)
         .await?
         .visibility_timeout(visibility);
+    let registry = queue.clone();
     let bus = EventBus::builder()
         .node_type(NodeType::Worker)
         .batch_size(batch)
@@ -124,9 +129,62 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
         .handler(HandlerSpec::new("work", "jobs", Record { work }).workers(workers))
         .build()
         .await?;
+    registered(&registry).await?;
     say(format_args!("ready"));
     std::future::pending::<()>().await;
     drop(bus);
+    Ok(())
+}
+
+/// Waits until the registry lists handler `work` of `jobs` (the node registers it with its
+/// first claim), so that a sender with no handler of its own finds it: Redis offers nothing
+/// to wait on, so this polls, up to 10 s.
+async fn registered(queue: &RedisQueueFactory) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let handlers = queue.handlers_of("jobs", Duration::from_secs(60)).await?;
+        if handlers.iter().any(|h| h == "work") {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err("handler `work` of `jobs` was not registered within 10 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `bus-sender <url> <n> <tasks>`: a bus with no handler at all sends `<n>` messages to
+/// `jobs` from `<tasks>` tasks (the registry routes them to handler `work`, run by other
+/// processes), printing `sent <id>` for each accepted, then `done`.
+async fn bus_sender(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let n: usize = arg(&mut args)?;
+    let tasks = arg::<usize>(&mut args)?.max(1);
+    let queue = RedisQueueFactory::connect(&url).await?;
+    let bus = EventBus::builder()
+        .node_type(NodeType::Worker)
+        .wal(queue.wal())
+        .queue(queue)
+        .build()
+        .await?;
+    let mut running = Vec::new();
+    for t in 0..tasks {
+        let bus = bus.clone();
+        let share = n / tasks + usize::from(t < n % tasks);
+        running.push(tokio::spawn(async move {
+            for i in 0..share {
+                let id = bus.send("jobs", format!("{t}-{i}").into_bytes()).await?;
+                say(format_args!("sent {id}"));
+            }
+            Ok::<(), event_base::CoreError>(())
+        }));
+    }
+    for task in running {
+        task.await??;
+    }
+    // What `send` took is queued for the writer: written before the process ends.
+    bus.wal().flush().await?;
+    say(format_args!("done"));
     Ok(())
 }
 
@@ -189,6 +247,7 @@ async fn main() -> Result<(), Error> {
     match args.next().as_deref() {
         Some("worker") => worker(args).await,
         Some("sender") => sender(args).await,
+        Some("bus-sender") => bus_sender(args).await,
         Some("zombie") => zombie(args).await,
         _ => Err(USAGE.into()),
     }

@@ -1,0 +1,54 @@
+//! [`RemoteRoutes`]: what a queue backend shared by several processes knows of the handlers
+//! the *other* processes run, so that a bus can send to a topic it has no handler of.
+//!
+//! A bus asks its factory once, at build ([`QueueFactory::routes`](crate::backend::QueueFactory::routes));
+//! in-memory backends answer `None`, and a send to a topic with no handler in the process is
+//! then [`CoreError::NoHandler`](crate::CoreError::NoHandler), as always. A backend that
+//! answers keeps the registry cached in the process and refreshes it on its own schedule
+//! (the Redis backend: with each heartbeat), so the send path never waits on it, except once
+//! on a miss ([`look_up`](RemoteRoutes::look_up)).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::backend::queue::EProducer;
+use crate::error::QueueError;
+use crate::message::topic::MessageTopic;
+
+/// Called after each refresh of a [`RemoteRoutes`] cache; returns `false` to be dropped (its
+/// bus is gone).
+pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The cluster's registry of handlers, as one process sees it (see the module docs).
+///
+/// The bus sends a message to a topic it has no handler of to every handler
+/// [`handlers_of`](Self::handlers_of) lists, through [`producer`](Self::producer), and to a
+/// topic it has handlers of, also to the listed handlers it does not run itself. Those copies
+/// are the backend's from then on: the bus does not write them to its WAL, count them in
+/// flight, or learn when they are handled.
+#[async_trait]
+pub trait RemoteRoutes: Send + Sync + 'static {
+    /// The handlers of `topic` in the cluster, as last refreshed (no I/O): this process's
+    /// own included, if it registered them. Empty for a topic nobody handles.
+    fn handlers_of(&self, topic: &str) -> Vec<Arc<str>>;
+
+    /// Looks `topic` up in the registry now, for a send that found no handler in the cache:
+    /// updates the cache and returns the topic's handlers. May answer from the cache instead
+    /// when the topic was looked up a moment ago (the backend rate-limits this, so a stream
+    /// of sends to a topic nobody handles does not become a stream of registry reads).
+    async fn look_up(&self, topic: &str) -> Result<Vec<Arc<str>>, QueueError>;
+
+    /// The sending side of the subscription `handler` of `topic` (made once per pair by the
+    /// bus, and kept). Its messages due later must be kept by the queue itself
+    /// ([`EProducer::keeps_delayed`]): the bus hands them over at once.
+    fn producer(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<Arc<dyn EProducer>, QueueError>;
+
+    /// Calls `listener` after every refresh of the cache (and after a
+    /// [`look_up`](Self::look_up) that changed it), until it returns `false`.
+    fn on_refresh(&self, listener: RoutesListener);
+}

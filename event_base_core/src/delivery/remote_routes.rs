@@ -1,0 +1,395 @@
+//! Routes to the handlers other processes run, from a shared backend's registry
+//! ([`RemoteRoutes`]): a send to a topic with no handler in this process goes to the
+//! handlers the registry lists for it, and a send to a topic with handlers here also goes to
+//! those of its handlers only other processes run.
+//!
+//! - The fixed topic table is looked up first, as always; only a miss comes here
+//!   ([`BusShared::admit_elsewhere`]), so the send path of a local topic does not change but
+//!   for one flag on its route ([`Elsewhere::any`]).
+//! - The route of a topic handled elsewhere is built once, from the backend's cached
+//!   registry, and kept in a small map beside the table ([`RemoteTable`]); each refresh of
+//!   the backend's cache updates the handlers of every route, local ones included.
+//! - A topic the cache does not list is looked up in the registry once
+//!   ([`RemoteRoutes::look_up`], rate-limited by the backend) before the send is refused
+//!   with [`CoreError::NoHandler`].
+//!
+//! A copy for a handler elsewhere belongs to the backend once queued: it is not in this
+//! bus's WAL, not counted in flight (`wait_idle` does not wait for it), not checked against
+//! the dedup window, and not in this bus's metrics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::backend::queue::{EProducer, TrySendError};
+use crate::backend::routes::RemoteRoutes;
+use crate::bus::shared::BusShared;
+use crate::delivery::topic_table::{Route, TopicTable};
+use crate::error::CoreError;
+use crate::message::emessage::EMessage;
+use crate::message::id::MessageId;
+use crate::message::topic::MessageTopic;
+
+/// One handler of a topic that another process runs: its subscription's sending side.
+#[derive(Clone)]
+pub(crate) struct RemoteSub {
+    pub(crate) handler: Arc<str>,
+    pub(crate) producer: Arc<dyn EProducer>,
+}
+
+/// The handlers of a route that only other processes run (none until a refresh lists
+/// some).
+#[derive(Default)]
+pub(crate) struct Elsewhere {
+    /// Whether `subs` is not empty: the one thing a local send reads of this.
+    any: AtomicBool,
+    subs: ArcSwap<Vec<RemoteSub>>,
+}
+
+impl Elsewhere {
+    /// Whether some handler elsewhere gets a copy of every message.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// The handlers elsewhere, as of the last refresh.
+    pub(crate) fn subs(&self) -> Arc<Vec<RemoteSub>> {
+        self.subs.load_full()
+    }
+
+    fn set(&self, subs: Vec<RemoteSub>) {
+        let any = !subs.is_empty();
+        self.subs.store(Arc::new(subs));
+        self.any.store(any, Ordering::Release);
+    }
+}
+
+/// The routes of a bus to handlers elsewhere (see the module docs).
+pub(crate) struct RemoteTable {
+    provider: Arc<dyn RemoteRoutes>,
+    /// Topics with no handler in this process that the registry listed: built once, kept.
+    routes: RwLock<HashMap<MessageTopic, Arc<Route>>>,
+    /// The route a send to a topic with no handler here is admitted with (no handler, an
+    /// empty topic): the send then finds its route by the message's topic.
+    pub(crate) placeholder: Arc<Route>,
+}
+
+impl RemoteTable {
+    pub(crate) fn new(provider: Arc<dyn RemoteRoutes>) -> Self {
+        RemoteTable {
+            provider,
+            routes: RwLock::new(HashMap::new()),
+            placeholder: Arc::new(Route::elsewhere_only(MessageTopic::from(""))),
+        }
+    }
+
+    fn cached(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
+        self.routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .cloned()
+    }
+
+    /// The route of `topic`, a topic with no handler in this process, to the handlers the
+    /// registry lists; `None` if it lists none, even after a look-up in the registry.
+    pub(crate) async fn route(
+        &self,
+        topic: &MessageTopic,
+    ) -> Result<Option<Arc<Route>>, CoreError> {
+        if let Some(route) = self.cached(topic) {
+            if route.elsewhere.any() {
+                return Ok(Some(route));
+            }
+        }
+        let mut handlers = self.provider.handlers_of(topic.as_str());
+        if handlers.is_empty() {
+            handlers = self.provider.look_up(topic.as_str()).await?;
+        }
+        if handlers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.build(topic, &handlers)))
+    }
+
+    /// The route of `topic` now, without a look-up (for a message an outbox released).
+    fn route_now(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
+        match self.cached(topic) {
+            Some(route) if route.elsewhere.any() => Some(route),
+            _ => {
+                let handlers = self.provider.handlers_of(topic.as_str());
+                (!handlers.is_empty()).then(|| self.build(topic, &handlers))
+            }
+        }
+    }
+
+    /// Makes (or updates) the kept route of `topic` to `handlers`.
+    fn build(&self, topic: &MessageTopic, handlers: &[Arc<str>]) -> Arc<Route> {
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let route = routes
+            .entry(topic.clone())
+            .or_insert_with(|| Arc::new(Route::elsewhere_only(topic.clone())))
+            .clone();
+        drop(routes);
+        route
+            .elsewhere
+            .set(self.subs_for(&route, handlers.iter().cloned()));
+        route
+    }
+
+    /// The subscriptions of `handlers` on `route`'s topic, reusing those it has.
+    fn subs_for(&self, route: &Route, handlers: impl Iterator<Item = Arc<str>>) -> Vec<RemoteSub> {
+        let current = route.elsewhere.subs();
+        let mut subs = Vec::new();
+        for handler in handlers {
+            if let Some(sub) = current.iter().find(|s| s.handler == handler) {
+                subs.push(sub.clone());
+                continue;
+            }
+            match self.provider.producer(&route.topic, &handler) {
+                Ok(producer) => subs.push(RemoteSub { handler, producer }),
+                Err(e) => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, topic = %route.topic, %handler, error = %e, "cannot open the queue of a handler another process runs; it gets no copies until the next refresh")
+                }
+            }
+        }
+        subs
+    }
+
+    /// After a refresh of the backend's cache: the handlers elsewhere of every route, those
+    /// of `local` (the bus's own topics, less the handlers the bus runs) and the kept ones.
+    pub(crate) fn refresh(&self, local: &TopicTable) {
+        for route in local.values() {
+            if route.topic.is_system() {
+                continue;
+            }
+            let others = self
+                .provider
+                .handlers_of(route.topic.as_str())
+                .into_iter()
+                .filter(|h| route.sub(h).is_none());
+            let subs = self.subs_for(route, others);
+            if !subs.is_empty() || route.elsewhere.any() {
+                route.elsewhere.set(subs);
+            }
+        }
+        let kept: Vec<Arc<Route>> = self
+            .routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for route in kept {
+            let handlers = self.provider.handlers_of(route.topic.as_str());
+            route
+                .elsewhere
+                .set(self.subs_for(&route, handlers.into_iter()));
+        }
+    }
+}
+
+/// Follows the backend's refreshes for `shared` (until the bus is gone), and takes the
+/// cache as it is now.
+pub(crate) fn follow_refreshes(shared: &Arc<BusShared>) {
+    let Some(remote) = &shared.remote else { return };
+    let weak = Arc::downgrade(shared);
+    remote
+        .provider
+        .on_refresh(Box::new(move || match weak.upgrade() {
+            Some(shared) => {
+                if let Some(remote) = &shared.remote {
+                    remote.refresh(&shared.topics);
+                }
+                true
+            }
+            None => false,
+        }));
+    remote.refresh(&shared.topics);
+}
+
+impl BusShared {
+    /// The handlers of `topic` a send reaches in other processes now: for a topic with
+    /// handlers here, those the bus adds to them; for another, those the registry lists.
+    pub(crate) fn handlers_elsewhere(&self, topic: &str) -> Vec<String> {
+        let Some(remote) = &self.remote else {
+            return Vec::new();
+        };
+        let mut handlers: Vec<String> = match self.topics.get(topic) {
+            Some(route) => route
+                .elsewhere
+                .subs()
+                .iter()
+                .map(|s| s.handler.to_string())
+                .collect(),
+            None if topic.starts_with(crate::constant::SYSTEM_PREFIX) => Vec::new(),
+            None => remote
+                .provider
+                .handlers_of(topic)
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
+        };
+        handlers.sort();
+        handlers
+    }
+
+    /// Admits a message for `topic`, which has no handler in this process, when a shared
+    /// backend may know handlers elsewhere: checked as any message, and admitted with the
+    /// placeholder route (the send looks its route up by the message's topic).
+    pub(crate) fn admit_elsewhere(
+        &self,
+        topic: String,
+        mut message: EMessage,
+    ) -> Result<(&Arc<Route>, Arc<EMessage>), CoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(CoreError::NoHandler { topic });
+        };
+        if topic.starts_with(crate::constant::SYSTEM_PREFIX) {
+            return Err(CoreError::NoHandler { topic });
+        }
+        if let Some(worker) = &message.to_worker {
+            // Workers are this process's: none runs a handler of this topic.
+            return Err(CoreError::UnknownWorker {
+                topic,
+                worker: worker.clone(),
+            });
+        }
+        crate::delivery::accept::check_id(&message.id)?;
+        message.topic = MessageTopic::from(topic);
+        if message.attempts == 0 {
+            message.attempts = 1;
+        }
+        crate::message::context::inherit(&mut message);
+        Ok((&remote.placeholder, Arc::new(message)))
+    }
+
+    /// Sends `message` (admitted with [`admit_elsewhere`](Self::admit_elsewhere)) to the
+    /// handlers of its topic elsewhere: refused with `NoHandler` if the registry lists none.
+    /// Once one copy is queued the message is accepted, and the other copies are queued
+    /// whatever happens.
+    pub(crate) async fn accept_elsewhere(
+        &self,
+        message: Arc<EMessage>,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<MessageId, CoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(CoreError::NoHandler {
+                topic: message.topic.0.clone(),
+            });
+        };
+        let topic = message.topic.clone();
+        let id = MessageId::from(&message.id);
+        let work = async {
+            let Some(route) = remote.route(&topic).await? else {
+                return Err(CoreError::NoHandler {
+                    topic: topic.0.clone(),
+                });
+            };
+            let subs = route.elsewhere.subs();
+            let mut queued = 0;
+            for sub in subs.iter() {
+                if queued > 0 {
+                    copy_to(sub, message.clone());
+                    continue;
+                }
+                match sub.producer.try_send(message.clone()) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) if try_send => {
+                        return Err(CoreError::QueueFull {
+                            topic: topic.0.clone(),
+                        })
+                    }
+                    Err(TrySendError::Full(m)) => sub.producer.send(m).await?,
+                    Err(TrySendError::Failed(e)) => return Err(e.into()),
+                }
+                queued += 1;
+            }
+            Ok(())
+        };
+        match timeout {
+            None => work.await?,
+            Some(_) if tokio::runtime::Handle::try_current().is_err() => {
+                return Err(CoreError::NoRuntime)
+            }
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .map_err(|_| CoreError::Timeout {
+                    operation: format!("send to `{topic}`"),
+                    after: t,
+                })??,
+        }
+        Ok(id)
+    }
+
+    /// [`send_batch`](Self::send_batch) to a topic with no handler in this process: each
+    /// message sent to the handlers elsewhere in turn.
+    pub(crate) async fn send_batch_elsewhere(
+        &self,
+        topic: String,
+        messages: Vec<EMessage>,
+    ) -> Result<Vec<MessageId>, CoreError> {
+        let mut admitted = Vec::with_capacity(messages.len());
+        for message in messages {
+            admitted.push(self.admit_elsewhere(topic.clone(), message)?.1);
+        }
+        let mut ids = Vec::with_capacity(admitted.len());
+        for message in admitted {
+            ids.push(self.accept_elsewhere(message, false, None).await?);
+        }
+        Ok(ids)
+    }
+
+    /// Queues a copy of an accepted message for each of `route`'s handlers elsewhere,
+    /// without waiting (a full queue gets a task that waits for room).
+    pub(crate) fn copy_elsewhere(&self, route: &Route, message: &Arc<EMessage>) {
+        for sub in route.elsewhere.subs().iter() {
+            copy_to(sub, message.clone());
+        }
+    }
+
+    /// A message an outbox released, for a topic with no handler here: queued for the
+    /// handlers elsewhere, and completed in this bus's WAL (which the outbox wrote it to).
+    pub(crate) fn release_elsewhere(&self, message: Arc<EMessage>) {
+        let route = self
+            .remote
+            .as_ref()
+            .and_then(|r| r.route_now(&message.topic));
+        let Some(route) = route else {
+            tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "a message an outbox released is for a topic no node handles any more; it stays in the WAL for the next start");
+            return;
+        };
+        self.copy_elsewhere(&route, &message);
+        if let Err(e) = self.wal.complete(&message.id) {
+            tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not complete a released message sent to other processes; it may be sent again after a restart");
+        }
+    }
+}
+
+/// Queues a copy for `sub` without waiting: a full queue gets a task that waits for room.
+fn copy_to(sub: &RemoteSub, message: Arc<EMessage>) {
+    match sub.producer.try_send(message) {
+        Ok(()) => {}
+        Err(TrySendError::Full(message)) => match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let sub = sub.clone();
+                runtime.spawn(async move {
+                    if let Err(e) = sub.producer.send(message).await {
+                        tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a copy for a handler another process runs");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, handler = %sub.handler, "no runtime to wait for room in the queue of a handler another process runs; its copy is not sent")
+            }
+        },
+        Err(TrySendError::Failed(e)) => {
+            tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a copy for a handler another process runs")
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! [`RedisRoutes`]: the registry of handlers (`<prefix>:{<topic>}:handlers`, refreshed by
+//! every consuming node with each beat) cached in this process, so that a bus sends to the
+//! handlers other nodes run: the Redis backend's [`RemoteRoutes`].
+//!
+//! - The cache is read again every heartbeat (`SMEMBERS <prefix>:registry`, then the
+//!   handlers of each topic run within the max age), by a task of its own: a process that
+//!   only sends, and so never beats, refreshes too. Sends read the cache, never Redis.
+//! - A send to a topic the cache does not list looks that topic up once
+//!   ([`look_up`](RemoteRoutes::look_up): one script, one round trip), at most every
+//!   [`LOOK_UP_EVERY`] per topic; in between, such sends are answered from the cache (and
+//!   a send that misses while a look-up runs waits for it, then answers from what it read).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Once, RwLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use event_base_core::backend::{EProducer, RemoteRoutes, RoutesListener};
+use event_base_core::{MessageTopic, QueueError};
+use tokio::time::Instant;
+
+use crate::error::RedisError;
+use crate::factory::Settings;
+use crate::link::Link;
+use crate::node::Node;
+use crate::producer::RedisProducer;
+use crate::queue::{Lane, SubQueue};
+use crate::reply;
+use crate::scripts;
+
+/// The shortest time between two look-ups of one topic by sends that found no handler in
+/// the cache.
+pub const LOOK_UP_EVERY: Duration = Duration::from_millis(250);
+
+/// The registry of handlers as this process sees it (see the module docs).
+pub(crate) struct RedisRoutes {
+    link: Link,
+    settings: Settings,
+    node: Arc<Node>,
+    /// Handlers run within this long count.
+    max_age: Duration,
+    /// How often the cache is read again.
+    every: Duration,
+    /// Topic → its handlers, as last read.
+    cache: RwLock<HashMap<String, Vec<Arc<str>>>>,
+    /// When each topic was last looked up by a miss (pruned with each refresh).
+    looked_up: Mutex<HashMap<String, Instant>>,
+    listeners: Mutex<Vec<RoutesListener>>,
+    /// Held by a look-up: a miss meanwhile waits for it, then answers from what it read.
+    looking: tokio::sync::Mutex<()>,
+    started: Once,
+}
+
+impl RedisRoutes {
+    pub(crate) fn new(
+        link: Link,
+        settings: Settings,
+        node: Arc<Node>,
+        max_age: Duration,
+        every: Duration,
+    ) -> Arc<RedisRoutes> {
+        Arc::new(RedisRoutes {
+            link,
+            settings,
+            node,
+            max_age,
+            every,
+            cache: RwLock::new(HashMap::new()),
+            looked_up: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Vec::new()),
+            looking: tokio::sync::Mutex::new(()),
+            started: Once::new(),
+        })
+    }
+
+    /// Starts the refresh task (once, and only inside a runtime; without one the cache is
+    /// filled by look-ups only).
+    pub(crate) fn start(self: &Arc<Self>) {
+        self.started.call_once(|| {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(refresh_loop(Arc::downgrade(self), self.every));
+            }
+        });
+    }
+
+    /// The handlers of `topic` run within the max age, from Redis.
+    async fn read(&self, topic: &str) -> Result<Vec<Arc<str>>, RedisError> {
+        let key = self.settings.keys.handlers(topic);
+        let cmd = scripts::evalsha(&scripts::HANDLERS, &[&key], self.max_age.as_millis() as u64);
+        let v = self.link.run("HANDLERS", cmd).await?;
+        let mut handlers = reply::array("HANDLERS", &v)?
+            .iter()
+            .map(|h| reply::string("HANDLERS", h).map(Arc::from))
+            .collect::<Result<Vec<Arc<str>>, _>>()?;
+        handlers.sort();
+        Ok(handlers)
+    }
+
+    /// Reads the whole registry again; tells the listeners if anything changed.
+    async fn refresh(&self) -> Result<(), RedisError> {
+        let mut smembers = redis::cmd("SMEMBERS");
+        smembers.arg(self.settings.keys.registry());
+        let v = self.link.run("SMEMBERS", smembers).await?;
+        let mut fresh = HashMap::new();
+        for t in reply::array("SMEMBERS", &v)? {
+            let topic = reply::string("SMEMBERS", t)?;
+            let handlers = self.read(&topic).await?;
+            if !handlers.is_empty() {
+                fresh.insert(topic, handlers);
+            }
+        }
+        let changed = {
+            let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
+            let changed = *cache != fresh;
+            *cache = fresh;
+            changed
+        };
+        self.looked_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, at| at.elapsed() < LOOK_UP_EVERY);
+        if changed {
+            self.notify();
+        }
+        Ok(())
+    }
+
+    fn notify(&self) {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        listeners.retain(|l| l());
+    }
+
+    fn cached(&self, topic: &str) -> Vec<Arc<str>> {
+        self.cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl RemoteRoutes for RedisRoutes {
+    fn handlers_of(&self, topic: &str) -> Vec<Arc<str>> {
+        self.cached(topic)
+    }
+
+    async fn look_up(&self, topic: &str) -> Result<Vec<Arc<str>>, QueueError> {
+        // One look-up at a time: concurrent misses of a topic find what the first read.
+        let _one = self.looking.lock().await;
+        {
+            let mut looked_up = self.looked_up.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            match looked_up.get(topic) {
+                Some(at) if now.duration_since(*at) < LOOK_UP_EVERY => {
+                    drop(looked_up);
+                    return Ok(self.cached(topic));
+                }
+                _ => {
+                    looked_up.insert(topic.to_owned(), now);
+                }
+            }
+        }
+        let handlers = self.read(topic).await?;
+        let changed = {
+            let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
+            let before = cache.get(topic).cloned().unwrap_or_default();
+            if handlers.is_empty() {
+                cache.remove(topic);
+            } else {
+                cache.insert(topic.to_owned(), handlers.clone());
+            }
+            before != handlers
+        };
+        if changed {
+            self.notify();
+        }
+        Ok(handlers)
+    }
+
+    fn producer(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<Arc<dyn EProducer>, QueueError> {
+        let q = SubQueue::new(
+            self.link.clone(),
+            &self.settings,
+            self.node.clone(),
+            (topic, handler),
+            Lane::Work,
+        );
+        Ok(Arc::new(RedisProducer::new(q)))
+    }
+
+    fn on_refresh(&self, listener: RoutesListener) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+}
+
+async fn refresh_loop(routes: Weak<RedisRoutes>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(routes) = routes.upgrade() else {
+            return;
+        };
+        if let Err(e) = routes.refresh().await {
+            tracing::warn!(target: "event_base::redis", error = %e, "could not read the registry of handlers; sends use what was read before, and try again next beat");
+        }
+    }
+}
