@@ -1,6 +1,5 @@
 //! A process that only sends: writes `n` orders (the first argument, default 10; numbered
-//! from the second, default 1) for the handler `handle_order` of `order.created`, which
-//! `redis_worker` processes run.
+//! from the second, default 1) to `order.created`, which `redis_worker` processes handle.
 //!
 //! ```sh
 //! cargo run --example redis_sender --features redis -- 10
@@ -8,14 +7,11 @@
 //!
 //! The server is `EB_REDIS_URL` (default `redis://127.0.0.1:6379`).
 //!
-//! A bus sends to the handlers registered in its own process, so a process with no handler of
-//! the topic writes to the handler's stream (its subscription) through the queue backend
-//! itself, as here. A process that runs the handlers too just uses `send_msg!`.
+//! Its bus has no handler at all: a send goes to the handlers the cluster's registry lists
+//! for the topic (those some node ran lately: start a `redis_worker` once first), and a topic
+//! no node handles is refused with `NoHandler`.
 
-use std::sync::Arc;
-
-use event_base::backend::QueueFactory;
-use event_base::{EMessage, MessageTopic, RedisQueueFactory};
+use event_base::{EventBus, RedisQueueFactory};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,14 +25,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 1,
     };
     let queue = RedisQueueFactory::connect(&url).await?;
-    let topic = MessageTopic::from("order.created");
-    let orders = queue.create_subscription(&topic, "handle_order")?.producer;
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .build()
+        .await?;
     for i in first..first + n {
-        let message = EMessage::standard(&topic, format!("order #{i}"));
-        let id = message.id.clone();
-        // Resolves once Redis has the entry.
-        orders.send(Arc::new(message)).await?;
+        let id = bus
+            .send("order.created", format!("order #{i}").into_bytes())
+            .await?;
         println!("sent order #{i} ({id})");
     }
+    // Sends are queued for the writer connection: wait until Redis has them all.
+    bus.wal().flush().await?;
     Ok(())
 }

@@ -280,7 +280,9 @@ impl EventBusBuilder {
             (node.kind == NodeType::Host).then(|| BusCells::add_system_handlers(&mut specs));
         let (topics, handlers) =
             assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
-        if specs.iter().all(|s| s.topic.is_system()) {
+        let routes = queue.routes();
+        // With a shared backend, a send may reach the handlers other processes run.
+        if routes.is_none() && specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!(target: crate::constant::target::BUS, "event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
         let in_flight = Arc::new(InFlight::default());
@@ -294,7 +296,7 @@ impl EventBusBuilder {
             fan_outs: Default::default(),
             dedup: DedupWindow::new(self.dedup_window),
             wal,
-            remote: queue.routes().map(RemoteTable::new),
+            remote: routes.map(RemoteTable::new),
             topics,
             registry: WorkerRegistry::default(),
             scheduler,

@@ -348,6 +348,11 @@ impl BusShared {
         message.deliver_at = None;
         let topic = message.topic.0.clone();
         let (route, message) = self.admit(&topic, message, false)?;
+        if route.subs.is_empty() {
+            // Handled only elsewhere: a replay goes through a process that runs a handler
+            // (the dead letter stays as it is).
+            return Err(CoreError::NoHandler { topic });
+        }
         // To the handlers whose copy died, those the bus still has; all, if none is left.
         let named: Vec<Arc<TopicEntry>> = dead
             .handlers
