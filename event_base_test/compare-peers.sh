@@ -3,6 +3,11 @@
 # a bare flume channel) on the same workload, interleaved in one run, and prints the ratios:
 #
 #   event_base_test/compare-peers.sh [extra throughput args, e.g. --quick]
+#   event_base_test/compare-peers.sh --all [extra args]   # every scenario, peers included:
+#                                                         # each target of issue 14 in one run
+#
+# (`--all` includes the backlog scenarios: 1 M and 10 M pending records unless
+# EB_BACKLOG_SIZES=1000000 or so says otherwise.)
 #
 # The peers are not part of the workspace: they are copied out of $PEERS_DIR (default
 # ../shared/peers beside the repository; it may be read-only) and built in target/peers with
@@ -25,4 +30,8 @@ for peer in flume_bench ruststream_bench; do
 done
 cd "$repo"
 cargo build --release --quiet -p event_base_test --bin throughput
-"$target/release/throughput" --only peers --peers "$work/bin" "$@"
+if [ "${1:-}" = "--all" ]; then
+    shift
+    exec "$target/release/throughput" --peers "$work/bin" "$@"
+fi
+exec "$target/release/throughput" --only peers --peers "$work/bin" "$@"

@@ -4,7 +4,9 @@
 //!
 //! Each scenario prints one line:
 //! `scenario=<name> msgs=<n> secs=<t> msgs_per_sec=<r> floor_msgs_per_sec=<f> ratio=<r/f>`
-//! plus latency percentiles where relevant. The floor is what the same work costs without
+//! plus latency percentiles where relevant, and `target_…=` fields where issue 14 sets a
+//! target for the figure beside it (a ratio, or a count), so a line says whether it is met.
+//! The floor is what the same work costs without
 //! the bus: a bare bounded `flume` channel feeding the same number of consumer tasks for the
 //! memory path, a raw `write` + `fdatasync` loop on the same disk for the durable path. These
 //! machines are shared and noisy, so only ratios from one run are comparable.
@@ -93,6 +95,17 @@ impl EHandler for Counter {
 
 fn payload(len: usize) -> Bytes {
     Bytes::from(vec![7u8; len])
+}
+
+/// Allocations per message that building it (`EMessage::standard`, as `send_one` does)
+/// makes alone, so the memory path can say what the bus adds beyond them.
+fn new_allocs_per_msg(n: u64) -> f64 {
+    let data = payload(PAYLOAD);
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        std::hint::black_box(EMessage::standard("bench", data.clone()));
+    }
+    (ALLOCS.load(Ordering::Relaxed) - before) as f64 / n as f64
 }
 
 /// Sends one benchmark message carrying `data` (shared, never copied), waiting for room.
@@ -449,8 +462,21 @@ fn tempdir() -> std::path::PathBuf {
     dir
 }
 
-/// CPU time (user + system) of this process.
+/// CPU time (user + system) of this process: the sum of its threads' run time in
+/// nanoseconds (`/proc/self/task/*/schedstat`), else the 10 ms ticks of `/proc/self/stat`.
+/// (Every thread of the benchmark lives as long as the process, so none is missed.)
 fn cpu_time() -> Duration {
+    let by_thread = std::fs::read_dir("/proc/self/task").ok().map(|tasks| {
+        tasks
+            .filter_map(|t| {
+                let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+                text.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum::<u64>()
+    });
+    if let Some(ns) = by_thread.filter(|ns| *ns > 0) {
+        return Duration::from_nanos(ns);
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let rest = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -550,6 +576,9 @@ fn main() {
         if opts.run("memory_flat") {
             memory_flat(&opts).await;
         }
+        if opts.run("fan_out") {
+            fan_out(&opts).await;
+        }
         if opts.run("peers") {
             peers(&opts).await;
         }
@@ -609,14 +638,16 @@ async fn memory_path(opts: &Opts, n: u64) {
     drop(no_wal);
     let floor_rate = n as f64 / floor.secs;
     let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
+    let allocs = allocs as f64 / n as f64;
+    let new_allocs = new_allocs_per_msg(n.min(100_000));
     line(
         "memory_path",
         n,
         with_wal.secs,
         floor_rate,
         &format!(
-            " allocs_per_msg={:.2} cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
-            allocs as f64 / n as f64,
+            " allocs_per_msg={allocs:.2} new_allocs_per_msg={new_allocs:.2} bus_allocs_per_msg={:.2} target_bus_allocs_per_msg=1 cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
+            allocs - new_allocs,
             cpu_ns(with_wal.cpu),
             cpu_ns(floor.cpu)
         ),
@@ -709,8 +740,41 @@ async fn topics(opts: &Opts, n: u64) {
         n,
         many.secs,
         n as f64 / one.secs,
-        " floor=memory_path_same_rounds",
+        " floor=memory_path_same_rounds shape=one_handler_per_topic target_ratio=0.8",
     );
+    drop((reference, bus));
+
+    // The issue's shape: 4 handlers on each topic, each receiving every message, over 1,000
+    // topics (4,000 workers) against the same on one topic.
+    let m = opts.scale(200_000, 4_000);
+    let one = fan_out_bus(&counter, 1).await;
+    let many = fan_out_bus(&counter, 1000).await;
+    drive_fan_out(&one, &counter, m / 10, 1, PAYLOAD).await;
+    drive_fan_out(&many, &counter, m / 10, 1000, PAYLOAD).await;
+    let (mut one_best, mut many_best) = (Best::default(), Best::default());
+    for _ in 0..opts.scale(3, 1) {
+        let secs = drive_fan_out(&one, &counter, m, 1, PAYLOAD).await;
+        one_best.add(secs, Duration::ZERO);
+        let secs = drive_fan_out(&many, &counter, m, 1000, PAYLOAD).await;
+        many_best.add(secs, Duration::ZERO);
+    }
+    fan_out_line(
+        "topics_1000_fan_out4",
+        m,
+        many_best.secs,
+        one_best.secs,
+        " floor=fan_out4_one_topic_same_rounds target_ratio=0.8",
+    );
+}
+
+/// A fan-out scenario's line: deliveries per second (4 per message) against its floor's.
+fn fan_out_line(name: &str, n: u64, secs: f64, floor_secs: f64, extra: &str) {
+    let (rate, floor) = (4.0 * n as f64 / secs, 4.0 * n as f64 / floor_secs);
+    println!(
+        "scenario={name} msgs={n} secs={secs:.3} deliveries_per_sec={rate:.0} floor_deliveries_per_sec={floor:.0} ratio={:.2}{extra}",
+        rate / floor
+    );
+    let _ = std::io::stdout().flush();
 }
 
 /// 64 KiB payloads against 64-byte ones on the same bus, in interleaved rounds.
@@ -736,7 +800,28 @@ async fn payload_64k(opts: &Opts) {
         n64k,
         large.secs,
         n64k as f64 / small.secs,
-        " floor=payload_64b_same_rounds",
+        " floor=payload_64b_same_rounds shape=one_handler_4_workers target_ratio=0.9",
+    );
+    drop(bus);
+
+    // The issue's shape: 4 handlers each receiving every 64 KiB message (one shared buffer,
+    // never copied) against the same with 64 bytes.
+    let fan = fan_out_bus(&counter, 1).await;
+    drive_fan_out(&fan, &counter, n64k / 10, 1, PAYLOAD).await;
+    drive_fan_out(&fan, &counter, n64k / 10, 1, 64 << 10).await;
+    let (mut small, mut large) = (Best::default(), Best::default());
+    for _ in 0..opts.scale(3, 1) {
+        let secs = drive_fan_out(&fan, &counter, n64k, 1, PAYLOAD).await;
+        small.add(secs, Duration::ZERO);
+        let secs = drive_fan_out(&fan, &counter, n64k, 1, 64 << 10).await;
+        large.add(secs, Duration::ZERO);
+    }
+    fan_out_line(
+        "payload_64k_fan_out4",
+        n64k,
+        large.secs,
+        small.secs,
+        " floor=fan_out4_64b_same_rounds target_ratio=0.9",
     );
 }
 
@@ -758,7 +843,7 @@ async fn latency(opts: &Opts) {
     let (f50, f99) = percentiles(floor);
     let (b50, b99) = percentiles(through_bus);
     println!(
-        "scenario=latency msgs={m} p50_us={:.1} p99_us={:.1} floor_p50_us={:.1} floor_p99_us={:.1} ratio_p50={:.2} ratio_p99={:.2}",
+        "scenario=latency msgs={m} p50_us={:.1} p99_us={:.1} floor_p50_us={:.1} floor_p99_us={:.1} ratio_p50={:.2} ratio_p99={:.2} target_ratio_p50=1.2 target_ratio_p99=1.5",
         b50.as_secs_f64() * 1e6,
         b99.as_secs_f64() * 1e6,
         f50.as_secs_f64() * 1e6,
@@ -805,12 +890,19 @@ async fn wal_policies(opts: &Opts) {
     for (name, _, senders, per, best) in &cases {
         let n = *per * *senders as u64;
         let label = name.split('_').nth(1).unwrap_or("");
+        // The issue's targets: `Always` with one sender at 0.85 of the raw loop, with 64
+        // senders at 40 times one sender.
+        let target = match (label, *senders) {
+            ("always", 1) => " target_ratio=0.85",
+            ("always", 64) => " target_vs_1_sender=40",
+            _ => "",
+        };
         let extra = match one_sender(label) {
             Some(one) if *senders > 1 => format!(
-                " floor=write+fdatasync vs_1_sender={:.1}x",
+                " floor=write+fdatasync vs_1_sender={:.1}x{target}",
                 n as f64 / best.secs / one
             ),
-            _ => " floor=write+fdatasync".to_string(),
+            _ => format!(" floor=write+fdatasync{target}"),
         };
         line(name, n, best.secs, floor, &extra);
     }
@@ -907,7 +999,7 @@ async fn cpu_over(window: Duration) -> Duration {
 
 fn idle_line(name: &str, window: Duration, used: Duration) {
     println!(
-        "scenario={name} secs={} cpu_ms={} cpu_percent_of_one_core={:.2}",
+        "scenario={name} secs={} cpu_ms={} cpu_percent_of_one_core={:.2} target_cpu_percent=0",
         window.as_secs(),
         used.as_millis(),
         used.as_secs_f64() / window.as_secs_f64() * 100.0
@@ -949,7 +1041,7 @@ async fn memory_flat(opts: &Opts) {
     drive(&bus, &counter, total, PAYLOAD, 1).await;
     let after = rss_kib();
     println!(
-        "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1}",
+        "scenario=memory_flat msgs={total} rss_before_kib={before} rss_after_kib={after} growth_mib={:.1} target_growth_mib=0",
         (after as f64 - before as f64) / 1024.0
     );
 }
@@ -1107,31 +1199,53 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Four handlers on one topic, each with one worker and each receiving every message (the
-/// peers' `b3_fanout4`): deliveries per second.
-async fn fan_out_bus(counter: &Arc<Counter>) -> EventBus {
+/// The fan-out topics' names: `fan`, or `fan0` … for several.
+fn fan_topics(topics: usize) -> Vec<String> {
+    if topics == 1 {
+        vec!["fan".into()]
+    } else {
+        (0..topics).map(|t| format!("fan{t}")).collect()
+    }
+}
+
+/// Four handlers on each of `topics` topics, each handler with one worker and each receiving
+/// every message of its topic (the peers' `b3_fanout4` on one topic).
+async fn fan_out_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
     let mut b = EventBus::builder()
         .wal(MemoryWal::new())
         .queue(FlumeQueueFactory::bounded(BOUND));
-    for h in ["fan_a", "fan_b", "fan_c", "fan_d"] {
-        b = b.handler(HandlerSpec::new(h, "fan", counter.clone()));
+    for topic in fan_topics(topics) {
+        for h in ["a", "b", "c", "d"] {
+            b = b.handler(HandlerSpec::new(
+                format!("{topic}_{h}"),
+                topic.clone(),
+                counter.clone(),
+            ));
+        }
     }
     b.build().await.unwrap()
 }
 
-/// Sends `n` messages to the fan-out topic from a task; returns the seconds until all `4n`
-/// deliveries were made.
-async fn drive_fan_out(bus: &EventBus, counter: &Arc<Counter>, n: u64) -> f64 {
+/// Sends `n` messages of `len` bytes from a task, round-robin over the `topics` fan-out
+/// topics; returns the seconds until all `4n` deliveries were made.
+async fn drive_fan_out(
+    bus: &EventBus,
+    counter: &Arc<Counter>,
+    n: u64,
+    topics: usize,
+    len: usize,
+) -> f64 {
     counter.reset(4 * n);
     let router = bus.router();
-    let data = payload(PAYLOAD);
+    let data = payload(len);
+    let names = fan_topics(topics);
     let done = counter.done.notified();
     tokio::pin!(done);
     done.as_mut().enable();
     let started = Instant::now();
     tokio::spawn(async move {
-        for _ in 0..n {
-            send_one(&router, "fan", &data).await;
+        for i in 0..n as usize {
+            send_one(&router, &names[i % names.len()], &data).await;
         }
     })
     .await
@@ -1140,6 +1254,28 @@ async fn drive_fan_out(bus: &EventBus, counter: &Arc<Counter>, n: u64) -> f64 {
     let secs = started.elapsed().as_secs_f64();
     bus.wait_idle(Duration::from_secs(60)).await.unwrap();
     secs
+}
+
+/// The fan-out alone (no peer programs needed, so a profiler can run it): 4 handlers on one
+/// topic, each receiving every message, with the CPU time per message.
+async fn fan_out(opts: &Opts) {
+    let n = opts.scale(200_000, 20_000);
+    let counter = Counter::new(0);
+    let fan = fan_out_bus(&counter, 1).await;
+    drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
+    let mut best = Best::default();
+    for _ in 0..opts.scale(3, 1) {
+        let cpu = cpu_time();
+        let secs = drive_fan_out(&fan, &counter, n, 1, PAYLOAD).await;
+        best.add(secs, cpu_time() - cpu);
+    }
+    println!(
+        "scenario=fan_out4 msgs={n} secs={:.3} deliveries_per_sec={:.0} cpu_ns_per_msg={:.0} (the peers group compares it with ruststream's b3_fanout4)",
+        best.secs,
+        4.0 * n as f64 / best.secs,
+        best.cpu.as_nanos() as f64 / n as f64
+    );
+    let _ = std::io::stdout().flush();
 }
 
 /// The peers' workload (one sender task, 64-byte payloads, one topic, 4 workers, 200,000
@@ -1158,9 +1294,9 @@ async fn peers(opts: &Opts) {
     let n_env = ("BENCH_N", n.to_string());
     let counter = Counter::new(0);
     let bus = memory_bus(&counter, 1).await;
-    let fan = fan_out_bus(&counter).await;
+    let fan = fan_out_bus(&counter, 1).await;
     drive_from(&bus, &counter, n / 10, PAYLOAD, 1, SendFrom::Task).await;
-    drive_fan_out(&fan, &counter, n / 10).await;
+    drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
     let (mut eb, mut eb_fan, mut flume, mut rs, mut rs_fan) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
@@ -1193,7 +1329,7 @@ async fn peers(opts: &Opts) {
             }
             Err(e) => return println!("scenario=peers failed: {e}"),
         }
-        eb_fan.push(4.0 * n as f64 / drive_fan_out(&fan, &counter, n).await);
+        eb_fan.push(4.0 * n as f64 / drive_fan_out(&fan, &counter, n, 1, PAYLOAD).await);
     }
     let (eb, eb_fan, flume, rs, rs_fan) = (
         median(eb),
