@@ -41,17 +41,25 @@ pub(crate) fn random_u64() -> u64 {
 
 /// A new random (version 4) UUID in its hyphenated text form (36 characters), the id
 /// [`EMessage::new`](crate::EMessage::new) gives every message.
+///
+/// Unique without coordination: 122 of its 128 bits come from this thread's generator, whose
+/// 64-bit state was seeded once from the standard library's randomly keyed hasher (keys drawn
+/// from the operating system's randomness per thread and process), so two threads, two
+/// processes, or a process and its restart, start at unrelated points of the sequence. Within
+/// one thread the generator does not repeat a 64-bit output before 2⁶⁴ calls.
 pub fn new_message_id() -> String {
     let (hi, lo) = STATE.with(|s| (next_u64(s), next_u64(s)));
     // RFC 9562: the version (4) is the high nibble of byte 6, the variant (0b10) the top two
     // bits of byte 8, bytes counted from the left of the text.
     let hi = (hi & !0xF000) | 0x4000;
     let lo = (lo & !(0xC0 << 56)) | (0x80 << 56);
-    let mut text = [b'-'; 36];
     let bytes = (u128::from(hi) << 64 | u128::from(lo)).to_be_bytes();
+    // Two digits per byte from one table look-up, into a buffer already holding the dashes.
+    let mut text = [b'-'; 36];
     for (byte, at) in bytes.into_iter().zip(DIGIT_AT) {
-        text[at] = HEX[usize::from(byte >> 4)];
-        text[at + 1] = HEX[usize::from(byte & 0xF)];
+        let [a, b] = HEX_PAIRS[usize::from(byte)];
+        text[at] = a;
+        text[at + 1] = b;
     }
     // Hex digits and dashes only: always UTF-8.
     String::from_utf8(text.to_vec()).unwrap_or_default()
@@ -60,7 +68,17 @@ pub fn new_message_id() -> String {
 /// Where each byte's two hex digits go in the 8-4-4-4-12 text (the dashes stay between).
 const DIGIT_AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// Each byte's two lower-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        pairs[i] = [HEX[i >> 4], HEX[i & 0xF]];
+        i += 1;
+    }
+    pairs
+};
 
 /// Longest id the inline form holds; longer application ids go to the heap.
 const INLINE: usize = 47;
