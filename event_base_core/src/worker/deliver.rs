@@ -3,7 +3,7 @@
 //! queue-wait and handler-time histograms fed.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tracing::Instrument;
 
@@ -19,15 +19,17 @@ impl Worker {
     /// Runs the pipeline for `message` and says how it ended. Never panics, and returns by
     /// the handler's timeout at the latest.
     /// `started` is when the delivery began, if the bus keeps time (latency metrics, audit).
-    /// With an outbox, also the messages the handler sent, held until it acks.
+    /// With an outbox, also the messages the handler sent, held until it acks; and, when
+    /// `started` is given, how long the delivery took (the one clock read after the handler,
+    /// which the handler-time histogram, the audit and the dedup window share).
     pub(super) async fn deliver(
         &self,
         message: &Arc<EMessage>,
         started: Option<SystemTime>,
-    ) -> (Outcome, Vec<Arc<EMessage>>) {
+    ) -> (Outcome, Vec<Arc<EMessage>>, Option<Duration>) {
         let counters = &self.entry.counters;
-        let started = started.filter(|_| self.shared.latency_metrics);
-        if let Some(now) = started {
+        let latency = self.shared.latency_metrics;
+        if let Some(now) = started.filter(|_| latency) {
             if message.attempts <= 1 {
                 let since = message
                     .deliver_at
@@ -101,11 +103,12 @@ impl Worker {
                 with_current(message.clone(), retries, bus, self.outbox, run).await
             }
         };
-        if let Some(t) = started {
-            if let Ok(took) = t.elapsed() {
-                counters.handler_time.record(took);
-            }
+        let elapsed = started.map(|t| t.elapsed());
+        if let Some(Ok(took)) = elapsed.as_ref().filter(|_| latency) {
+            counters.handler_time.record(*took);
         }
-        outcome
+        let (outcome, held) = outcome;
+        // A clock that went back reads as zero time taken (the histogram skips it).
+        (outcome, held, elapsed.map(|e| e.unwrap_or_default()))
     }
 }

@@ -320,7 +320,7 @@ impl Worker {
             (Some(stage), Some(at)) => Some(stage.started(&message.id, message.attempts, at)),
             _ => None,
         };
-        let (outcome, held) = self.deliver(&message, started).await;
+        let (outcome, held, took) = self.deliver(&message, started).await;
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -332,7 +332,7 @@ impl Worker {
         } else {
             WorkerStatus::Idle
         });
-        let took = started.and_then(|t| t.elapsed().ok()).unwrap_or_default();
+        let took = took.unwrap_or_default();
         let decision = decide(outcome, job.message.attempts, self.policy);
         self.log_retry(&job, &decision);
         // When the delivery ended, from the clock reads already made (for the dedup window).
