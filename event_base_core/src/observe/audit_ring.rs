@@ -26,7 +26,8 @@ pub(crate) struct AuditNames {
 /// is one entry, not two: the ring is written on every delivery, so that halves its work.
 #[derive(Debug)]
 pub(crate) struct RingRecord {
-    /// The `seq` of its first record (the second, if any, has the next).
+    /// The `seq` of its first record (the second, if any, has the next); given by the ring
+    /// when the record reaches it.
     pub(crate) seq: u64,
     pub(crate) id: MessageId,
     pub(crate) names: Arc<AuditNames>,
@@ -127,27 +128,10 @@ impl AuditRing {
     }
 
     /// Appends one delivery's start, finish or both under `inner` (the caller holds the
-    /// lock), dropping the oldest records when full.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn push(
-        &self,
-        inner: &mut RingInner,
-        id: MessageId,
-        names: &Arc<AuditNames>,
-        attempt: u32,
-        at: SystemTime,
-        started: bool,
-        finished: Option<(AuditOutcome, Duration)>,
-    ) {
-        let mut record = RingRecord {
-            seq: inner.next_seq,
-            id,
-            names: names.clone(),
-            attempt,
-            at,
-            started,
-            finished,
-        };
+    /// lock), giving it its `seq`, dropping the oldest records when full. The record moves
+    /// in whole, as its worker's stage built it.
+    pub(crate) fn push(&self, inner: &mut RingInner, mut record: RingRecord) {
+        record.seq = inner.next_seq;
         let n = record.count();
         if n == 0 {
             return;
@@ -224,7 +208,16 @@ mod tests {
     fn both(ring: &AuditRing, inner: &mut RingInner, id: &str) {
         let done = Some((AuditOutcome::Acked, Duration::from_millis(1)));
         let at = SystemTime::UNIX_EPOCH;
-        ring.push(inner, MessageId::from(id), &names(), 1, at, true, done);
+        let record = RingRecord {
+            seq: 0,
+            id: MessageId::from(id),
+            names: names(),
+            attempt: 1,
+            at,
+            started: true,
+            finished: done,
+        };
+        ring.push(inner, record);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::message::id::MessageId;
 use crate::observe::audit_record::AuditOutcome;
-use crate::observe::audit_ring::{AuditNames, AuditRing};
+use crate::observe::audit_ring::{AuditNames, AuditRing, RingRecord};
 
 /// Entries a stage holds before it hands them to the ring.
 const BATCH: usize = 64;
@@ -28,21 +28,12 @@ pub(crate) struct AuditStage {
 
 #[derive(Debug, Default)]
 struct Staged {
-    entries: Vec<Entry>,
+    /// Built as the ring keeps them (`seq` is given at the hand-over), so that handing them
+    /// over moves each once.
+    entries: Vec<RingRecord>,
     /// Bumped whenever the entries are handed over, so a finish knows whether its start is
     /// still here to be completed.
     epoch: u64,
-}
-
-#[derive(Debug)]
-struct Entry {
-    id: MessageId,
-    attempt: u32,
-    /// When the delivery started.
-    at: SystemTime,
-    /// Whether this entry holds the start (else the start was handed over already).
-    started: bool,
-    finished: Option<(AuditOutcome, Duration)>,
 }
 
 /// Where a delivery's start was staged, for its finish to complete it.
@@ -81,8 +72,10 @@ impl AuditStage {
     /// A delivery of `id` (attempt `attempt`) started at `at`.
     pub(crate) fn started(&self, id: &str, attempt: u32, at: SystemTime) -> StartMark {
         let mut staged = self.lock();
-        staged.entries.push(Entry {
+        staged.entries.push(RingRecord {
+            seq: 0,
             id: MessageId::from(id),
+            names: self.names.clone(),
             attempt,
             at,
             started: true,
@@ -108,8 +101,10 @@ impl AuditStage {
         let in_place = staged.epoch == mark.epoch;
         match staged.entries.get_mut(mark.index) {
             Some(entry) if in_place => entry.finished = Some((outcome, took)),
-            _ => staged.entries.push(Entry {
+            _ => staged.entries.push(RingRecord {
+                seq: 0,
                 id: MessageId::from(id),
+                names: self.names.clone(),
                 attempt,
                 at: mark.at,
                 started: false,
@@ -140,17 +135,8 @@ impl AuditStage {
     fn hand_over(&self, staged: &mut Staged) {
         staged.epoch += 1;
         let mut ring = self.ring.lock();
-        let names = &self.names;
-        for entry in staged.entries.drain(..) {
-            let Entry {
-                id,
-                attempt,
-                at,
-                started,
-                finished,
-            } = entry;
-            self.ring
-                .push(&mut ring, id, names, attempt, at, started, finished);
+        for record in staged.entries.drain(..) {
+            self.ring.push(&mut ring, record);
         }
         drop(ring);
         self.ring.arrived();
