@@ -96,9 +96,8 @@ impl BusShared {
             return Err(CoreError::SystemShutdown);
         }
         // Sent by a handler with an outbox, to its own bus: held until the handler acks.
-        let id = MessageId::from(&message.id);
         let message = match crate::message::context::hold(message, self.as_ptr()) {
-            Ok(()) => return Ok(id),
+            Ok(id) => return Ok(id),
             Err(message) => message,
         };
         if route.elsewhere.any() {

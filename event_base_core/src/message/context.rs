@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::constant::DEFAULT_MAX_RETRIES;
 use crate::message::emessage::EMessage;
+use crate::message::id::MessageId;
 
 /// The bus that runs a handler, as this layer sees it: opaque, because the contracts know no
 /// running bus. It is a clone of the `Arc` the worker already holds (one reference count, no
@@ -114,17 +115,19 @@ pub(crate) fn report_failure(text: Option<String>) -> bool {
 }
 
 /// Holds `message` in the outbox of the handler the current task runs, if that handler has
-/// one and runs on `bus` (a send to another bus is not held); hands it back otherwise.
-pub(crate) fn hold(message: Arc<EMessage>, bus: *const ()) -> Result<(), Arc<EMessage>> {
+/// one and runs on `bus` (a send to another bus is not held), and gives its id (what the send
+/// answers); hands it back otherwise. The id is only made for a held message: a send that is
+/// not held makes its own once accepted.
+pub(crate) fn hold(message: Arc<EMessage>, bus: *const ()) -> Result<MessageId, Arc<EMessage>> {
     let held = CURRENT.try_with(|c| match &c.outbox {
         Some(outbox) if c.active.get() && std::ptr::eq(Arc::as_ptr(&c.bus) as *const (), bus) => {
             outbox.borrow_mut().push(message.clone());
-            true
+            Some(MessageId::from(&message.id))
         }
-        _ => false,
+        _ => None,
     });
     match held {
-        Ok(true) => Ok(()),
+        Ok(Some(id)) => Ok(id),
         _ => Err(message),
     }
 }

@@ -10,7 +10,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 thread_local! {
-    static STATE: Cell<u64> = Cell::new(seed());
+    /// The generator's state; 0 until this thread's first id seeds it (a constant initial
+    /// value, so reading it needs no lazy-initialisation check).
+    static STATE: Cell<u64> = const { Cell::new(0) };
 }
 
 fn seed() -> u64 {
@@ -27,8 +29,12 @@ fn seed() -> u64 {
 }
 
 fn next_u64(state: &Cell<u64>) -> u64 {
+    let mut s = state.get();
+    if s == 0 {
+        s = seed();
+    }
     // wyrand: one add, one 128-bit multiply, one xor.
-    let s = state.get().wrapping_add(0xa076_1d64_78bd_642f);
+    let s = s.wrapping_add(0xa076_1d64_78bd_642f);
     state.set(s);
     let t = u128::from(s) * u128::from(s ^ 0xe703_7ed1_a0b4_28db);
     ((t >> 64) as u64) ^ (t as u64)
