@@ -508,6 +508,15 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this thread has run, in seconds (Linux `/proc/thread-self/schedstat`; 0
+/// elsewhere): the open's own cost, apart from the time other processes took the cores.
+fn thread_cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
 /// Which scenarios to run and at what size, from the command line (`--quick`, `--only NAME`).
 struct Opts {
     quick: bool,
@@ -1137,14 +1146,30 @@ impl BacklogChild {
             .map(|m| m.len())
             .sum();
         let before = rss_kib();
+        let cpu_before = thread_cpu_secs();
         let started = Instant::now();
         let wal = PersistentWal::builder(&self.dir)
             .sync_policy(SyncPolicy::Never)
             .open()
             .unwrap();
         let open_secs = started.elapsed().as_secs_f64();
+        let open_cpu_secs = thread_cpu_secs() - cpu_before;
         let after = rss_kib();
         assert_eq!(wal.stats().live, self.n, "the reopened WAL lost records");
+        if std::env::var_os("EB_BACKLOG_OPEN_ONLY").is_some() {
+            // The open alone (to profile it, or to reopen one log again and again: the
+            // handling below would complete the messages).
+            let grown = after.saturating_sub(before);
+            println!(
+                "scenario=backlog_{n}_open msgs={n} reopen_secs={open_secs:.3} reopen_records_per_sec={:.0} reopen_cpu_secs={open_cpu_secs:.3} rss_after_open_mib={:.1} rss_growth_mib={:.1} rss_bytes_per_record={:.0}",
+                self.n as f64 / open_secs,
+                after as f64 / 1024.0,
+                grown as f64 / 1024.0,
+                grown as f64 * 1024.0 / self.n as f64,
+                n = self.n,
+            );
+            return;
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -1177,7 +1202,7 @@ impl BacklogChild {
             .unwrap_or(0u64);
         let grown = after.saturating_sub(before);
         println!(
-            "scenario=backlog_{n} msgs={n} wal_mib={:.1} reopen_secs={open_secs:.3} reopen_records_per_sec={:.0} rss_after_open_mib={:.1} rss_growth_mib={:.1} rss_bytes_per_record={:.0} handled_secs={handled_secs:.3} peak_rss_mib={:.1}",
+            "scenario=backlog_{n} msgs={n} wal_mib={:.1} reopen_secs={open_secs:.3} reopen_records_per_sec={:.0} reopen_cpu_secs={open_cpu_secs:.3} rss_after_open_mib={:.1} rss_growth_mib={:.1} rss_bytes_per_record={:.0} handled_secs={handled_secs:.3} peak_rss_mib={:.1}",
             wal_bytes as f64 / (1 << 20) as f64,
             n as f64 / open_secs,
             after as f64 / 1024.0,

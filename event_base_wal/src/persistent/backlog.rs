@@ -21,7 +21,8 @@
 //! slot's id; a damaged one is reported as [`Damaged`] for the WAL to decide (an error, or
 //! skipped with `skip_corrupt(true)`).
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 use std::sync::Arc;
@@ -33,7 +34,10 @@ use event_base_core::{EMessage, WalError};
 use super::fs::WalFs;
 use super::record_codec::{read_frame, Entry, Frame};
 use super::segment::{io_err, path_of};
-use crate::record_id::hash_id;
+use crate::record_id::{hash_id, IdHasher};
+
+/// Slots [`Backlog::push`] gathers before filing them in the id map at once.
+const INDEX_BATCH: usize = 1 << 16;
 
 /// Most bytes of a segment read in one go when consecutive slots are read back together.
 const MAX_RUN_BYTES: u64 = 4 << 20;
@@ -93,9 +97,23 @@ impl Hasher for Passthrough {
         }
     }
     fn write_u32(&mut self, v: u32) {
-        // Spread over all 64 bits: the table takes its control byte from the top ones.
-        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = Passthrough::spread(v);
     }
+}
+
+impl Passthrough {
+    /// A key spread over all 64 bits: the table takes its control byte from the top ones.
+    fn spread(v: u32) -> u64 {
+        u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+/// The id text of `slot` in the arena `ids`.
+fn id_in<'a>(ids: &'a [u8], slot: &Slot) -> &'a str {
+    let from = slot.id_at as usize;
+    let bytes = &ids[from..from + usize::from(slot.id_len)];
+    // Only ever filled from `&str`s, cut at their ends.
+    std::str::from_utf8(bytes).unwrap_or_default()
 }
 
 /// The key of `id` in the id-hash map.
@@ -112,9 +130,18 @@ pub(crate) struct Backlog {
     /// Slot of each id, by the top half of its [`hash_id`] (8 bytes an entry, not 16).
     by_hash: HashMap<u32, u32, BuildHasherDefault<Passthrough>>,
     /// Slots of the (rare: about n²/2³³ of n) ids whose key another id in `by_hash` already
-    /// has.
-    collided: HashMap<Box<str>, u32>,
+    /// has. Looked up for every new id once it is not empty, so with the ids' own hasher,
+    /// not SipHash (a tenth of the open's time at 1 M records).
+    collided: HashMap<Box<str>, u32, BuildHasherDefault<IdHasher>>,
+    /// The keys of the ids in `collided` (and perhaps of some removed since): a new id
+    /// whose key is not here is not in `collided`, found without reading its text.
+    collided_keys: HashSet<u32, BuildHasherDefault<Passthrough>>,
     live: usize,
+    /// Slots from this one on were added by [`Backlog::push`] and are not in `by_hash`
+    /// yet: recovery files them in batches, in the order of their place in the table.
+    indexed: usize,
+    /// The keys of those slots (computed while their ids were in the cache).
+    pushed_keys: Vec<u32>,
     /// While recovery fills it: each slot's `created_at` (ns), to put them in that order.
     created: Vec<u64>,
     /// The replay's order, when it differs from the slots' (compaction rewrote older
@@ -129,13 +156,15 @@ impl Backlog {
     }
 
     fn id_of(&self, slot: &Slot) -> &str {
-        let from = slot.id_at as usize;
-        let bytes = &self.ids[from..from + usize::from(slot.id_len)];
-        // Only ever filled from `&str`s, cut at their ends.
-        std::str::from_utf8(bytes).unwrap_or_default()
+        id_in(&self.ids, slot)
     }
 
     fn find(&self, id: &str) -> Option<u32> {
+        debug_assert_eq!(
+            self.indexed,
+            self.slots.len(),
+            "a lookup before `index_pushed`"
+        );
         if let Some(&i) = self.by_hash.get(&key(id)) {
             if self.id_of(&self.slots[i as usize]) == id {
                 return Some(i);
@@ -162,44 +191,121 @@ impl Backlog {
     /// held already (a retry, a snapshot), the same slot with the new location, so that the
     /// message keeps its place in the order. `false` if the slots are full (2^32 of them):
     /// the caller then keeps the message in memory.
-    pub(crate) fn put(&mut self, id: &str, loc: Loc, state: WalRecordState, created: u64) -> bool {
-        if let Some(i) = self.find(id) {
-            let slot = &mut self.slots[i as usize];
-            slot.loc = loc;
-            slot.state = state_code(state);
-            if let Some(c) = self.created.get_mut(i as usize) {
-                *c = created;
-            }
-            return true;
-        }
-        let (Ok(index), Ok(id_len)) = (u32::try_from(self.slots.len()), u8::try_from(id.len()))
-        else {
+    ///
+    /// The id is filed in the id map later, with a batch of others (see
+    /// [`Backlog::index_pushed`]; any lookup does it first): the map is then written in the
+    /// order of its buckets, not at random, which was most of what reopening a large
+    /// backlog cost (a cache and a TLB miss or two per insert).
+    pub(crate) fn push(&mut self, id: &str, loc: Loc, state: WalRecordState, created: u64) -> bool {
+        let (Ok(_), Ok(id_len)) = (u32::try_from(self.slots.len()), u8::try_from(id.len())) else {
             return false;
         };
-        let slot = Slot {
+        self.slots.push(Slot {
             loc,
             id_at: self.ids.len() as u64,
             id_len,
             state: state_code(state),
-        };
+        });
         self.ids.extend_from_slice(id.as_bytes());
-        self.slots.push(slot);
         self.created.push(created);
-        let hash = key(id);
-        match self.by_hash.get(&hash) {
-            Some(_) => {
-                self.collided.insert(id.into(), index);
-            }
-            None => {
-                self.by_hash.insert(hash, index);
-            }
-        }
+        self.pushed_keys.push(key(id));
         self.live += 1;
+        if self.slots.len() - self.indexed >= INDEX_BATCH {
+            self.index_pushed();
+        }
         true
+    }
+
+    /// Files the slots added by [`Backlog::push`] in the id map, sorted by where their key
+    /// lands in the table. An id pushed again (a retry, a snapshot) keeps its first slot,
+    /// which takes the newer record's location and state; the later slot is left dead.
+    pub(crate) fn index_pushed(&mut self) {
+        let (from, to) = (self.indexed, self.slots.len());
+        if from == to {
+            return;
+        }
+        self.by_hash.reserve(to - from);
+        // The table's buckets as hashbrown sizes it (7/8 of them usable); only the order of
+        // the inserts depends on it, not what they do.
+        let buckets = (self.by_hash.capacity() / 7 * 8).next_power_of_two() as u64;
+        let keys = std::mem::take(&mut self.pushed_keys);
+        let mut order: Vec<u64> = keys
+            .iter()
+            .enumerate()
+            .map(|(n, &k)| {
+                let at = Passthrough::spread(k) & (buckets - 1);
+                (at << 32) | n as u64
+            })
+            .collect();
+        // Equal keys sort together, the earlier slot first.
+        order.sort_unstable();
+        for packed in order {
+            let n = (packed & u64::from(u32::MAX)) as usize;
+            // `from + n` fits: `push` refuses slots past `u32::MAX`.
+            self.index_one((from + n) as u32, keys[n]);
+        }
+        self.pushed_keys = keys;
+        self.pushed_keys.clear();
+        self.indexed = to;
+    }
+
+    /// Files pushed slot `i` in the id map, or merges it into the slot already holding its id.
+    fn index_one(&mut self, i: u32, key: u32) {
+        let slot = self.slots[i as usize];
+        let held = match self.by_hash.entry(key) {
+            MapEntry::Occupied(e) => {
+                let j = *e.get();
+                let id = id_in(&self.ids, &slot);
+                if id_in(&self.ids, &self.slots[j as usize]) == id {
+                    Some(j)
+                } else if let Some(&j) = self.collided.get(id) {
+                    Some(j)
+                } else {
+                    self.collided.insert(id.into(), i);
+                    self.collided_keys.insert(key);
+                    None
+                }
+            }
+            // The id's text is read only if an id with its key is in `collided`.
+            MapEntry::Vacant(e) => match self.collided_keys.contains(&key) {
+                true => match self.collided.get(id_in(&self.ids, &slot)) {
+                    Some(&j) => Some(j),
+                    None => {
+                        e.insert(i);
+                        None
+                    }
+                },
+                false => {
+                    e.insert(i);
+                    None
+                }
+            },
+        };
+        if let Some(j) = held {
+            let kept = &mut self.slots[j as usize];
+            kept.loc = slot.loc;
+            kept.state = slot.state;
+            if let Some(&c) = self.created.get(i as usize) {
+                if let Some(k) = self.created.get_mut(j as usize) {
+                    *k = c;
+                }
+            }
+            self.slots[i as usize].state = 0;
+            self.live -= 1;
+        }
+    }
+
+    /// Makes room for `more` new messages at once (recovery's estimate from the segments'
+    /// sizes), so that the slots and the id map do not grow, copy and rehash step by step.
+    pub(crate) fn reserve(&mut self, more: usize) {
+        self.slots.reserve(more);
+        self.created.reserve(more);
+        self.by_hash.reserve(more);
     }
 
     /// Moves `id`'s slot to `loc` (its record was rewritten by compaction).
     pub(crate) fn relocate(&mut self, id: &str, loc: Loc) {
+        self.index_pushed();
         if let Some(i) = self.find(id) {
             self.slots[i as usize].loc = loc;
         }
@@ -207,6 +313,7 @@ impl Backlog {
 
     /// Sets the state of `id`, if held; whether it was.
     pub(crate) fn set_state(&mut self, id: &str, state: WalRecordState) -> bool {
+        self.index_pushed();
         match self.find(id) {
             Some(i) => {
                 self.slots[i as usize].state = state_code(state);
@@ -218,6 +325,7 @@ impl Backlog {
 
     /// Takes `id` out; its slot, if it was held.
     pub(crate) fn remove(&mut self, id: &str) -> Option<Slot> {
+        self.index_pushed();
         let i = self.find(id)?;
         let hash = key(id);
         if self.by_hash.get(&hash) == Some(&i) {
@@ -238,6 +346,7 @@ impl Backlog {
     /// log unless compaction moved some, so usually nothing to do), and gives back what the
     /// vectors reserved beyond their length.
     pub(crate) fn finish(&mut self) {
+        self.index_pushed();
         let live = |i: &usize| self.slots[*i].state != 0;
         let mut last = 0;
         let sorted = (0..self.slots.len()).filter(live).all(|i| {
@@ -255,9 +364,14 @@ impl Backlog {
             self.order = Some(order);
         }
         self.created = Vec::new();
+        if self.by_hash.len() < self.by_hash.capacity() / 2 {
+            // Recovery reserved for more than came: a table of half the size holds them.
+            self.by_hash.shrink_to_fit();
+        }
         self.slots.shrink_to_fit();
         self.ids.shrink_to_fit();
         self.collided.shrink_to_fit();
+        self.pushed_keys = Vec::new();
     }
 
     /// Up to `limit` messages held, from position `from` on (positions are those of the
@@ -291,8 +405,21 @@ impl Backlog {
     /// How many messages held lie in each segment.
     pub(crate) fn per_segment(&self) -> HashMap<u64, u64> {
         let mut out = HashMap::new();
+        // Slots of one segment mostly follow each other: counted as runs, one map update
+        // per run rather than per slot.
+        let mut run: Option<(u64, u64)> = None;
         for s in self.slots.iter().filter(|s| s.state != 0) {
-            *out.entry(s.loc.seq).or_default() += 1;
+            match &mut run {
+                Some((seq, n)) if *seq == s.loc.seq => *n += 1,
+                _ => {
+                    if let Some((seq, n)) = run.replace((s.loc.seq, 1)) {
+                        *out.entry(seq).or_default() += n;
+                    }
+                }
+            }
+        }
+        if let Some((seq, n)) = run {
+            *out.entry(seq).or_default() += n;
         }
         out
     }
@@ -428,10 +555,10 @@ mod tests {
     fn slots_keep_the_log_order_and_windows_skip_removed_ones() {
         let mut b = Backlog::default();
         for i in 0..10u64 {
-            assert!(b.put(&format!("m{i}"), loc(i * 10), WalRecordState::Pending, i));
+            assert!(b.push(&format!("m{i}"), loc(i * 10), WalRecordState::Pending, i));
         }
         // A retry moves the record, not the message's place.
-        assert!(b.put("m0", loc(500), WalRecordState::Pending, 0));
+        assert!(b.push("m0", loc(500), WalRecordState::Pending, 0));
         assert!(b.remove("m1").is_some());
         assert!(b.set_state("m2", WalRecordState::Processing));
         assert_eq!(b.len(), 9);
@@ -454,7 +581,7 @@ mod tests {
     fn windows_follow_the_creation_order_when_the_log_does_not() {
         let mut b = Backlog::default();
         for (i, created) in [(0u64, 30u64), (1, 10), (2, 20), (3, 10)] {
-            assert!(b.put(
+            assert!(b.push(
                 &format!("m{i}"),
                 loc(i * 10),
                 WalRecordState::Pending,
@@ -470,7 +597,8 @@ mod tests {
     #[test]
     fn ids_with_one_hash_are_told_apart() {
         let mut b = Backlog::default();
-        assert!(b.put("a", loc(0), WalRecordState::Pending, 0));
+        assert!(b.push("a", loc(0), WalRecordState::Pending, 0));
+        b.index_pushed();
         // Forge a collision: "b" filed under "a"'s hash.
         let index = b.slots.len() as u32;
         b.slots.push(Slot {
@@ -482,11 +610,75 @@ mod tests {
         b.ids.push(b'b');
         b.created.push(0);
         b.collided.insert("b".into(), index);
+        b.collided_keys.insert(key("a"));
+        b.indexed = b.slots.len();
         b.live += 1;
         assert_eq!(b.get("a").map(|s| s.loc.offset), Some(0));
         assert_eq!(b.get("b").map(|s| s.loc.offset), Some(10));
         assert!(b.remove("a").is_some());
         assert!(b.contains("b"));
         assert!(!b.contains("a"));
+    }
+
+    #[test]
+    fn an_id_pushed_again_keeps_its_first_place_within_a_batch_and_across_batches() {
+        let mut b = Backlog::default();
+        // More than a batch: "m0" and "m5" come again in the next one, "m7" in its own.
+        let n = INDEX_BATCH + 10;
+        for i in 0..n {
+            assert!(b.push(&format!("m{i}"), loc(i as u64), WalRecordState::Pending, 0));
+        }
+        for (id, at) in [("m0", 1_000_000u64), ("m5", 1_000_005), ("m7", 1_000_007)] {
+            assert!(b.push(id, loc(at), WalRecordState::Processing, 0));
+        }
+        // Pushed twice in one batch: the later record wins, in the first one's place.
+        assert!(b.push("m7", loc(2_000_007), WalRecordState::Pending, 0));
+        b.finish();
+        assert_eq!(b.len(), n);
+        let (w, next) = b.window(0, 8);
+        assert_eq!(next, Some(8));
+        let got: Vec<(&str, u64, WalRecordState)> = w
+            .iter()
+            .map(|(id, s)| (id.as_str(), s.loc.offset, s.state()))
+            .collect();
+        assert_eq!(got[0], ("m0", 1_000_000, WalRecordState::Processing));
+        assert_eq!(got[5], ("m5", 1_000_005, WalRecordState::Processing));
+        assert_eq!(got[7], ("m7", 2_000_007, WalRecordState::Pending));
+        assert_eq!(got[6], ("m6", 6, WalRecordState::Pending));
+        assert_eq!(
+            b.get(&format!("m{}", n - 1)).map(|s| s.loc.offset),
+            Some(n as u64 - 1)
+        );
+        // The whole order: each id once.
+        let (all, _) = b.window(0, usize::MAX);
+        assert_eq!(all.len(), n);
+        let ids: std::collections::HashSet<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids.len(), n);
+    }
+
+    #[test]
+    fn a_pushed_id_whose_key_is_taken_is_found_in_the_collided_map() {
+        let mut b = Backlog::default();
+        assert!(b.push("a", loc(0), WalRecordState::Pending, 0));
+        b.index_pushed();
+        // Forge "b"'s key to be "a"'s, as a real collision would have it.
+        assert!(b.push("b", loc(10), WalRecordState::Pending, 0));
+        *b.pushed_keys.last_mut().unwrap() = key("a");
+        b.index_pushed();
+        assert_eq!(b.collided.get("b"), Some(&1));
+        // "b" again: merged into its slot through the collided map.
+        assert!(b.push("b", loc(20), WalRecordState::Pending, 0));
+        *b.pushed_keys.last_mut().unwrap() = key("a");
+        b.finish();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.get("b").map(|s| s.loc.offset), Some(20));
+        assert!(b.remove("a").is_some());
+        // "a"'s key is free again, "b" still only in the collided map: pushed once more,
+        // it is still found there, not filed anew.
+        assert!(b.push("b", loc(30), WalRecordState::Pending, 0));
+        *b.pushed_keys.last_mut().unwrap() = key("a");
+        b.index_pushed();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.get("b").map(|s| s.loc.offset), Some(30));
     }
 }

@@ -33,7 +33,7 @@ use event_base_core::WalError;
 
 use super::backlog::{Backlog, Loc};
 use super::fs::WalFs;
-use super::record_codec::{peek_frame, read_frame, Entry, Frame, Peeked};
+use super::record_codec::{peek_frame, read_frame, Entry, Frame, Peeked, FRAME_HEADER};
 use super::segment::{self, check_header, header, io_err, path_of, HEADER_LEN};
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
@@ -115,6 +115,65 @@ fn set_aside(fs: &dyn WalFs, path: &Path) -> Result<PathBuf, WalError> {
     Ok(to)
 }
 
+/// Bytes of a segment the scan reads at a time: a buffer that stays in the caches and is
+/// reused, rather than a whole segment (64 MiB by default) allocated and faulted in anew.
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// A stretch of a segment being scanned: its bytes from `base` on.
+struct Chunk {
+    base: u64,
+    bytes: Vec<u8>,
+    /// Whether `bytes` ends where the file ends (the read returned less than asked).
+    at_end: bool,
+}
+
+impl Chunk {
+    /// The first stretch of the segment at `path`.
+    fn first(fs: &dyn WalFs, path: &Path) -> Result<Chunk, WalError> {
+        Chunk::read(fs, path, 0, SCAN_CHUNK)
+    }
+
+    fn read(fs: &dyn WalFs, path: &Path, base: u64, len: usize) -> Result<Chunk, WalError> {
+        let bytes = fs.read_at(path, base, len).map_err(|e| io_err(path, e))?;
+        Ok(Chunk {
+            base,
+            at_end: bytes.len() < len,
+            bytes,
+        })
+    }
+
+    /// The stretch from `pos` (of this one) on, at least `need` bytes of it if the file
+    /// has them.
+    fn next(self, fs: &dyn WalFs, path: &Path, pos: usize, need: usize) -> Result<Chunk, WalError> {
+        Chunk::read(fs, path, self.base + pos as u64, need.max(SCAN_CHUNK))
+    }
+
+    /// Everything from `pos` (of this one) to the end of the file.
+    fn rest(self, fs: &dyn WalFs, path: &Path, pos: usize) -> Result<Chunk, WalError> {
+        let from = self.base + pos as u64;
+        let len = fs
+            .len(path)
+            .map_err(|e| io_err(path, e))?
+            .saturating_sub(from);
+        // One byte more than the file holds, so that `at_end` is set.
+        Chunk::read(
+            fs,
+            path,
+            from,
+            usize::try_from(len).unwrap_or(usize::MAX - 1) + 1,
+        )
+    }
+}
+
+/// The whole length of the frame starting `buf` as its header gives it (0 if the header
+/// itself is cut short); checked against the limit by `peek_frame` before this is asked.
+fn frame_len(buf: &[u8]) -> usize {
+    match buf.get(..4) {
+        Some(b) => FRAME_HEADER + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+        None => 0,
+    }
+}
+
 /// The next offset after `from` where a whole valid frame starts, if any.
 fn resync(bytes: &[u8], from: usize, max_body: usize) -> Option<usize> {
     (from + 1..bytes.len())
@@ -135,11 +194,21 @@ pub(crate) fn recover(
     let seqs = fill_gaps(fs, dir, &found, skip_corrupt, &mut out)?;
     let count = seqs.len();
     let mut kept = Vec::with_capacity(count);
+    // The segments' sizes: what is left to scan, to size the backlog once its first
+    // stretch says how many pending messages a byte of log holds.
+    let mut sizes = Vec::with_capacity(count);
+    for &seq in &seqs {
+        let path = path_of(dir, seq);
+        sizes.push(fs.len(&path).map_err(|e| io_err(&path, e))?);
+    }
+    let total: u64 = sizes.iter().sum();
+    let mut scanned = 0u64;
+    let mut reserved = false;
     for (i, &seq) in seqs.iter().enumerate() {
         let is_last = i + 1 == count;
         let path = path_of(dir, seq);
-        let bytes = fs.read(&path).map_err(|e| io_err(&path, e))?;
-        if let Err(reason) = check_header(&bytes) {
+        let mut chunk = Chunk::first(fs, &path)?;
+        if let Err(reason) = check_header(&chunk.bytes) {
             let err = WalError::Corrupt {
                 file: path.clone(),
                 offset: 0,
@@ -154,23 +223,43 @@ pub(crate) fn recover(
             out.report.set_aside.push(to);
             kept.push(seq);
             out.disk_bytes += HEADER_LEN as u64;
+            scanned += sizes[i];
             continue;
         }
         out.report.segments_read += 1;
         let mut pos = HEADER_LEN;
-        while pos < bytes.len() {
-            let reason = match peek_frame(&bytes[pos..], max_body) {
+        let mut truncated = false;
+        loop {
+            if !reserved && scanned + chunk.base + pos as u64 >= SCAN_CHUNK as u64 {
+                // Sized once, from the first stretch: the slots and the id map then grow
+                // (copy, rehash) only if the rest of the log holds more per byte.
+                reserved = true;
+                let done = scanned + chunk.base + pos as u64;
+                let per_byte = out.backlog.len() as f64 / done as f64;
+                out.backlog
+                    .reserve((total.saturating_sub(done) as f64 * per_byte) as usize);
+            }
+            if pos >= chunk.bytes.len() {
+                if chunk.at_end {
+                    break;
+                }
+                chunk = chunk.next(fs, &path, pos, 0)?;
+                pos = 0;
+                continue;
+            }
+            let offset = chunk.base + pos as u64;
+            let reason = match peek_frame(&chunk.bytes[pos..], max_body) {
                 Peeked::Pending(id, state, created, len) => {
                     let loc = Loc {
                         seq,
-                        offset: pos as u64,
+                        offset,
                         len: len as u32,
                         sub: 0,
                     };
                     if !put_pending(index, &mut out, &id, loc, state, created) {
                         // The backlog is full (2^32 slots): this one stays in memory.
-                        if let Frame::Record(entry, _) = read_frame(&bytes[pos..], max_body) {
-                            apply(index, &mut out, seq, pos as u64, len, entry);
+                        if let Frame::Record(entry, _) = read_frame(&chunk.bytes[pos..], max_body) {
+                            apply(index, &mut out, seq, offset, len, entry);
                         }
                     }
                     out.report.records_replayed += 1;
@@ -178,29 +267,44 @@ pub(crate) fn recover(
                     continue;
                 }
                 Peeked::Record(entry, len) => {
-                    apply(index, &mut out, seq, pos as u64, len, entry);
+                    apply(index, &mut out, seq, offset, len, entry);
                     out.report.records_replayed += 1;
                     pos += len;
+                    continue;
+                }
+                Peeked::Torn if !chunk.at_end => {
+                    // The frame runs past this chunk: read on from its start.
+                    let frame = frame_len(&chunk.bytes[pos..]);
+                    chunk = chunk.next(fs, &path, pos, frame)?;
+                    pos = 0;
                     continue;
                 }
                 Peeked::Torn => "incomplete record".to_string(),
                 Peeked::Corrupt(reason) => reason,
             };
-            let next = resync(&bytes, pos, max_body);
+            // Damage (rare): the rest of the segment in memory, to look for what follows.
+            if !chunk.at_end {
+                chunk = chunk.rest(fs, &path, pos)?;
+                pos = 0;
+            }
+            let bytes = &chunk.bytes;
+            let base = chunk.base;
+            let next = resync(bytes, pos, max_body);
             if is_last && next.is_none() {
                 let dropped = bytes.len() - pos;
-                tracing::warn!(target: TARGET, file = %path.display(), offset = pos, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
-                fs.truncate(&path, pos as u64)
-                    .map_err(|e| io_err(&path, e))?;
+                let at = base + pos as u64;
+                tracing::warn!(target: TARGET, file = %path.display(), offset = at, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
+                fs.truncate(&path, at).map_err(|e| io_err(&path, e))?;
                 out.report.bytes_truncated += dropped as u64;
-                out.disk_bytes += pos as u64;
+                out.disk_bytes += at;
+                truncated = true;
                 break;
             }
             let err = WalError::Corrupt {
                 file: path.clone(),
-                offset: pos as u64,
+                offset: base + pos as u64,
                 reason: match next {
-                    Some(q) => format!("{reason}; valid records follow at offset {q}, so this is damage, not a torn tail"),
+                    Some(q) => format!("{reason}; valid records follow at offset {}, so this is damage, not a torn tail", base + q as u64),
                     None => format!("{reason} in a sealed segment"),
                 },
             };
@@ -213,9 +317,10 @@ pub(crate) fn recover(
             out.report.bytes_skipped += (resume - pos) as u64;
             pos = resume;
         }
-        if pos >= bytes.len() {
-            out.disk_bytes += bytes.len() as u64;
+        if !truncated {
+            out.disk_bytes += chunk.base + chunk.bytes.len() as u64;
         }
+        scanned += sizes[i];
         kept.push(seq);
     }
     out.segments = kept;
@@ -320,7 +425,7 @@ fn put_pending(
     state: WalRecordState,
     created: u64,
 ) -> bool {
-    if !out.backlog.put(id, loc, state, created) {
+    if !out.backlog.push(id, loc, state, created) {
         return false;
     }
     // Both are empty in a log of pending messages only: skip hashing the id for them.
