@@ -289,3 +289,101 @@ async fn a_bus_started_on_a_large_backlog_handles_every_message_once() {
     assert_eq!(wal.stats().live, 0);
     assert_eq!(wal.backlog_on_disk(), 0);
 }
+
+/// The segment files of `dir`, oldest first.
+fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Offset and length of each frame of a segment (after its 16-byte header).
+fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 16;
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize + 8;
+        out.push((pos, len));
+        pos += len;
+    }
+    out
+}
+
+/// Bytes the open reads of a segment at a time (`recovery::SCAN_CHUNK`).
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// Writes a backlog of one segment longer than the open's scan chunk; the segment, its
+/// bytes, and the frame that runs across the first chunk's end with its index.
+async fn backlog_across_chunks(dir: &Path) -> (std::path::PathBuf, Vec<u8>, usize, usize, usize) {
+    // Some 110 bytes a record: about 1.6 MiB, in one segment.
+    write_backlog(dir, 15_000, 64 << 20).await;
+    let seg = segments(dir).remove(0);
+    let bytes = std::fs::read(&seg).unwrap();
+    let (k, &(at, len)) = frames(&bytes)
+        .iter()
+        .enumerate()
+        .find(|(_, (at, len))| *at < SCAN_CHUNK && at + len > SCAN_CHUNK)
+        .expect("a frame across the first chunk's end");
+    (seg, bytes, k, at, len)
+}
+
+#[tokio::test]
+async fn a_record_damaged_before_the_open_across_two_scan_chunks_is_found_by_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seg, mut bytes, k, at, len) = backlog_across_chunks(dir.path()).await;
+    // The frames before it are the first messages' appends: it holds message `k`.
+    assert!(bytes[at..at + len]
+        .windows(14)
+        .any(|w| w == format!("payload-{k:06}").as_bytes()));
+    // Damage past the chunk's end: only the CRC over the whole record can see it.
+    bytes[at + len - 3] ^= 0x20;
+    std::fs::write(&seg, &bytes).unwrap();
+
+    match PersistentWal::builder(dir.path())
+        .sync_policy(SyncPolicy::Never)
+        .open()
+    {
+        Err(WalError::Corrupt { offset, reason, .. }) => {
+            assert_eq!(offset, at as u64, "{reason}");
+            assert!(reason.contains("CRC"), "{reason}");
+            assert!(reason.contains("valid records follow"), "{reason}");
+        }
+        Err(other) => panic!("expected Corrupt, got {other:?}"),
+        Ok(_) => panic!("a damaged record was not found at open"),
+    }
+    let wal = PersistentWal::builder(dir.path())
+        .sync_policy(SyncPolicy::Never)
+        .skip_corrupt(true)
+        .open()
+        .unwrap();
+    let report = wal.recovery_report();
+    assert_eq!(report.records_skipped, 1);
+    assert_eq!(report.bytes_skipped, len as u64);
+    assert_eq!(wal.backlog_on_disk(), 15_000 - 1);
+    let seen = drain(&wal, 1000, None).await;
+    let want: Vec<usize> = (0..15_000).filter(|i| *i != k).collect();
+    assert_eq!(seen, want);
+}
+
+#[tokio::test]
+async fn a_torn_tail_across_two_scan_chunks_is_cut_where_its_frame_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seg, bytes, k, at, len) = backlog_across_chunks(dir.path()).await;
+    // A crash while the frame was written: the file ends inside it, past the chunk's end.
+    let end = SCAN_CHUNK + 10;
+    assert!(end < at + len);
+    std::fs::write(&seg, &bytes[..end]).unwrap();
+
+    let wal = reopen(dir.path(), 64 << 20);
+    let report = wal.recovery_report();
+    assert_eq!(report.bytes_truncated, (end - at) as u64);
+    assert_eq!(report.records_skipped, 0);
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), at as u64);
+    // Messages 0..k were written before it (the retry and the begin came after: gone).
+    assert_eq!(wal.backlog_on_disk(), k as u64);
+    assert_eq!(drain(&wal, 1000, None).await, (0..k).collect::<Vec<_>>());
+}
