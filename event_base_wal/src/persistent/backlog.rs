@@ -55,6 +55,19 @@ pub(crate) struct Loc {
     pub(crate) sub: u16,
 }
 
+impl Loc {
+    /// The message of the whole frame at `offset` of segment `seq`, `len` bytes long.
+    pub(crate) fn frame(seq: u64, offset: u64, len: usize) -> Loc {
+        Loc {
+            seq,
+            offset,
+            // Frames are at most the WAL's record limit, a `u32`.
+            len: len as u32,
+            sub: 0,
+        }
+    }
+}
+
 /// One pending message of the backlog.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Slot {

@@ -180,6 +180,55 @@ fn resync(bytes: &[u8], from: usize, max_body: usize) -> Option<usize> {
         .find(|&q| matches!(read_frame(&bytes[q..], max_body), Frame::Record(..)))
 }
 
+/// Bad bytes found at `pos` of a segment's last chunk (which holds the rest of the file).
+struct Damage<'a> {
+    fs: &'a dyn WalFs,
+    path: &'a Path,
+    is_last: bool,
+    max_body: usize,
+    skip_corrupt: bool,
+}
+
+impl Damage<'_> {
+    /// A torn tail cut off (`None`), damage skipped (`Some` of where to resume), or the
+    /// damage as the error.
+    fn handle(
+        &self,
+        chunk: &Chunk,
+        pos: usize,
+        reason: String,
+        out: &mut Recovered,
+    ) -> Result<Option<usize>, WalError> {
+        let (bytes, base, path) = (&chunk.bytes, chunk.base, self.path);
+        let next = resync(bytes, pos, self.max_body);
+        if self.is_last && next.is_none() {
+            let dropped = bytes.len() - pos;
+            let at = base + pos as u64;
+            tracing::warn!(target: TARGET, file = %path.display(), offset = at, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
+            self.fs.truncate(path, at).map_err(|e| io_err(path, e))?;
+            out.report.bytes_truncated += dropped as u64;
+            out.disk_bytes += at;
+            return Ok(None);
+        }
+        let err = WalError::Corrupt {
+            file: path.to_owned(),
+            offset: base + pos as u64,
+            reason: match next {
+                Some(q) => format!("{reason}; valid records follow at offset {}, so this is damage, not a torn tail", base + q as u64),
+                None => format!("{reason} in a sealed segment"),
+            },
+        };
+        if !self.skip_corrupt {
+            return Err(err);
+        }
+        let resume = next.unwrap_or(bytes.len());
+        tracing::warn!(target: TARGET, error = %err, skipped_bytes = resume - pos, "WAL: skipping damaged bytes; the records in them are lost");
+        out.report.records_skipped += 1;
+        out.report.bytes_skipped += (resume - pos) as u64;
+        Ok(Some(resume))
+    }
+}
+
 /// Reads every segment of `dir` into `index`.
 pub(crate) fn recover(
     fs: &dyn WalFs,
@@ -196,11 +245,13 @@ pub(crate) fn recover(
     let mut kept = Vec::with_capacity(count);
     // The segments' sizes: what is left to scan, to size the backlog once its first
     // stretch says how many pending messages a byte of log holds.
-    let mut sizes = Vec::with_capacity(count);
-    for &seq in &seqs {
-        let path = path_of(dir, seq);
-        sizes.push(fs.len(&path).map_err(|e| io_err(&path, e))?);
-    }
+    let sizes = seqs
+        .iter()
+        .map(|&seq| {
+            let path = path_of(dir, seq);
+            fs.len(&path).map_err(|e| io_err(&path, e))
+        })
+        .collect::<Result<Vec<u64>, WalError>>()?;
     let total: u64 = sizes.iter().sum();
     let mut scanned = 0u64;
     let mut reserved = false;
@@ -209,20 +260,8 @@ pub(crate) fn recover(
         let path = path_of(dir, seq);
         let mut chunk = Chunk::first(fs, &path)?;
         if let Err(reason) = check_header(&chunk.bytes) {
-            let err = WalError::Corrupt {
-                file: path.clone(),
-                offset: 0,
-                reason,
-            };
-            if !skip_corrupt {
-                return Err(err);
-            }
-            let to = set_aside(fs, &path)?;
-            tracing::warn!(target: TARGET, error = %err, moved_to = %to.display(), "WAL: moved a sealed segment with a damaged header aside and wrote an empty one in its place");
-            drop(segment::create(fs, dir, seq)?);
-            out.report.set_aside.push(to);
+            replace_bad_header(fs, dir, seq, reason, skip_corrupt, &mut out)?;
             kept.push(seq);
-            out.disk_bytes += HEADER_LEN as u64;
             scanned += sizes[i];
             continue;
         }
@@ -231,13 +270,8 @@ pub(crate) fn recover(
         let mut truncated = false;
         loop {
             if !reserved && scanned + chunk.base + pos as u64 >= SCAN_CHUNK as u64 {
-                // Sized once, from the first stretch: the slots and the id map then grow
-                // (copy, rehash) only if the rest of the log holds more per byte.
                 reserved = true;
-                let done = scanned + chunk.base + pos as u64;
-                let per_byte = out.backlog.len() as f64 / done as f64;
-                out.backlog
-                    .reserve((total.saturating_sub(done) as f64 * per_byte) as usize);
+                reserve(&mut out.backlog, scanned + chunk.base + pos as u64, total);
             }
             if pos >= chunk.bytes.len() {
                 if chunk.at_end {
@@ -250,12 +284,7 @@ pub(crate) fn recover(
             let offset = chunk.base + pos as u64;
             let reason = match peek_frame(&chunk.bytes[pos..], max_body) {
                 Peeked::Pending(id, state, created, len) => {
-                    let loc = Loc {
-                        seq,
-                        offset,
-                        len: len as u32,
-                        sub: 0,
-                    };
+                    let loc = Loc::frame(seq, offset, len);
                     if !put_pending(index, &mut out, &id, loc, state, created) {
                         // The backlog is full (2^32 slots): this one stays in memory.
                         if let Frame::Record(entry, _) = read_frame(&chunk.bytes[pos..], max_body) {
@@ -287,35 +316,20 @@ pub(crate) fn recover(
                 chunk = chunk.rest(fs, &path, pos)?;
                 pos = 0;
             }
-            let bytes = &chunk.bytes;
-            let base = chunk.base;
-            let next = resync(bytes, pos, max_body);
-            if is_last && next.is_none() {
-                let dropped = bytes.len() - pos;
-                let at = base + pos as u64;
-                tracing::warn!(target: TARGET, file = %path.display(), offset = at, dropped_bytes = dropped, %reason, "WAL: truncating a torn tail left by a crash (nothing valid follows it)");
-                fs.truncate(&path, at).map_err(|e| io_err(&path, e))?;
-                out.report.bytes_truncated += dropped as u64;
-                out.disk_bytes += at;
-                truncated = true;
-                break;
-            }
-            let err = WalError::Corrupt {
-                file: path.clone(),
-                offset: base + pos as u64,
-                reason: match next {
-                    Some(q) => format!("{reason}; valid records follow at offset {}, so this is damage, not a torn tail", base + q as u64),
-                    None => format!("{reason} in a sealed segment"),
-                },
+            let damage = Damage {
+                fs,
+                path: &path,
+                is_last,
+                max_body,
+                skip_corrupt,
             };
-            if !skip_corrupt {
-                return Err(err);
+            match damage.handle(&chunk, pos, reason, &mut out)? {
+                Some(resume) => pos = resume,
+                None => {
+                    truncated = true;
+                    break;
+                }
             }
-            let resume = next.unwrap_or(bytes.len());
-            tracing::warn!(target: TARGET, error = %err, skipped_bytes = resume - pos, "WAL: skipping damaged bytes; the records in them are lost");
-            out.report.records_skipped += 1;
-            out.report.bytes_skipped += (resume - pos) as u64;
-            pos = resume;
         }
         if !truncated {
             out.disk_bytes += chunk.base + chunk.bytes.len() as u64;
@@ -326,6 +340,40 @@ pub(crate) fn recover(
     out.segments = kept;
     out.backlog.finish();
     Ok(out)
+}
+
+/// A sealed segment whose header is bad: the error, or with `skip_corrupt` moved aside and
+/// replaced by an empty segment.
+fn replace_bad_header(
+    fs: &dyn WalFs,
+    dir: &Path,
+    seq: u64,
+    reason: String,
+    skip_corrupt: bool,
+    out: &mut Recovered,
+) -> Result<(), WalError> {
+    let path = path_of(dir, seq);
+    let err = WalError::Corrupt {
+        file: path.clone(),
+        offset: 0,
+        reason,
+    };
+    if !skip_corrupt {
+        return Err(err);
+    }
+    let to = set_aside(fs, &path)?;
+    tracing::warn!(target: TARGET, error = %err, moved_to = %to.display(), "WAL: moved a sealed segment with a damaged header aside and wrote an empty one in its place");
+    drop(segment::create(fs, dir, seq)?);
+    out.report.set_aside.push(to);
+    out.disk_bytes += HEADER_LEN as u64;
+    Ok(())
+}
+
+/// Sizes the backlog once, from the first `done` of `total` bytes scanned: the slots and
+/// the id map then grow (copy, rehash) only if the rest of the log holds more per byte.
+fn reserve(backlog: &mut Backlog, done: u64, total: u64) {
+    let per_byte = backlog.len() as f64 / done as f64;
+    backlog.reserve((total.saturating_sub(done) as f64 * per_byte) as usize);
 }
 
 /// Takes a newest segment with a bad header out of `found`: removed if it is a partly
