@@ -17,8 +17,9 @@
 //! | sealed segment, bad header | real corruption | [`WalError::Corrupt`], or, with `skip_corrupt(true)`, moved aside and replaced by an empty segment |
 //! | sealed segment, bad record | real corruption: those records were once complete and synced | [`WalError::Corrupt`] with file and offset, or, with `skip_corrupt(true)`, a `warn!` and reading resumed at the next valid record (none: the rest of the segment is skipped) |
 //!
-//! Resynchronising means scanning forward one byte at a time for the next offset where a
-//! whole frame decodes with a valid CRC. A record's length is checked against the configured
+//! A segment is scanned a megabyte at a time (every frame's CRC checked); only at damage is
+//! the rest of it read whole. Resynchronising means scanning forward one byte at a time for
+//! the next offset where a whole frame decodes with a valid CRC. A record's length is checked against the configured
 //! maximum before anything is read, and against the bytes present, so a corrupt length can
 //! never cause a large allocation or a panic.
 //!
