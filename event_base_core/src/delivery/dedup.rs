@@ -3,7 +3,8 @@
 //! A send whose id the WAL still holds (pending, processing, a dead letter) is a duplicate;
 //! the WAL answers that itself ([`Wal::append_unique`](crate::backend::Wal::append_unique)).
 //! What the WAL no longer holds, completed messages, is kept here: a 128-bit hash of each id,
-//! in shards, each shard in three generations of half a window. A completion goes into the
+//! in shards, each shard in three generations of half a window, each a [`KeySet`] (one cache
+//! line a lookup or an insert; a dropped generation's room serves the next one). A completion goes into the
 //! generation of its time; a generation is dropped whole once it is a window and a half old.
 //! So an id is refused for at least the window and at most one and a half windows after it
 //! completed, memory is bounded by the messages completed in that time (16 bytes and a bit
@@ -13,10 +14,8 @@
 //! removed, and a send checks the window *after* its WAL append, so at any moment an id that
 //! was accepted is in the WAL, in the window, or both.
 
-use std::collections::HashSet;
-use std::hash::BuildHasherDefault;
-
-use crate::delivery::id_key::{IdKeys, KeyHasher};
+use crate::delivery::id_key::IdKeys;
+use crate::delivery::key_set::KeySet;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -44,10 +43,10 @@ impl std::fmt::Debug for DedupWindow {
     }
 }
 
-type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
-
-/// One shard: the ids completed in each of the last three generations.
+/// One shard: the ids completed in each of the last three generations. Aligned to a cache
+/// line so that the sender's lookup and a worker's insert in two shards do not share one.
 #[derive(Default)]
+#[repr(align(64))]
 struct Shard {
     /// Generation `e` lives in slot `e % 3`, with `epochs[e % 3] == e`.
     sets: [KeySet; GENERATIONS as usize],
@@ -68,7 +67,7 @@ impl Shard {
     /// The epoch of the generation holding `key`, if one does.
     fn find(&self, key: u128) -> Option<u64> {
         (0..GENERATIONS as usize)
-            .find(|&i| !self.sets[i].is_empty() && self.sets[i].contains(&key))
+            .find(|&i| !self.sets[i].is_empty() && self.sets[i].contains(key))
             .map(|i| self.epochs[i])
     }
 }
@@ -173,6 +172,14 @@ impl DedupWindow {
         found.is_some_and(|epoch| epoch + GENERATIONS > self.epoch(millis(SystemTime::now())))
     }
 
+    /// [`contains`](Self::contains) with the clock at `now` ms (for tests).
+    #[cfg(test)]
+    fn contains_at(&self, id: &str, now: u64) -> bool {
+        let key = self.key(id);
+        let found = self.shard(key).find(key);
+        found.is_some_and(|epoch| epoch + GENERATIONS > self.epoch(now))
+    }
+
     /// Ids held (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -180,7 +187,20 @@ impl DedupWindow {
             .iter()
             .map(|s| {
                 s.lock()
-                    .map(|s| s.sets.iter().map(HashSet::len).sum())
+                    .map(|s| s.sets.iter().map(KeySet::len).sum())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// Places for keys, used or not (for tests: the memory the sets hold, 16 bytes each).
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .map(|s| s.sets.iter().map(KeySet::capacity).sum())
                     .unwrap_or(0)
             })
             .sum()
@@ -221,6 +241,36 @@ mod tests {
         assert!(at(t0 + 59_999), "inside the window");
         assert!(at(t0 + 89_999), "kept until its generation runs out");
         assert!(!at(t0 + 90_000), "a window and a half later it is gone");
+    }
+
+    #[test]
+    fn memory_stays_bounded_by_the_window_across_generations() {
+        let w = DedupWindow::new(Duration::from_secs(60));
+        let t0 = 40_000 * 30_000u64; // ms: the start of a generation (30 s each)
+        let per_generation = 20_000;
+        let mut room = Vec::new();
+        for g in 0..12u64 {
+            let now = t0 + g * 30_000;
+            for i in 0..per_generation {
+                w.record(&format!("id-{g}-{i}"), now, now);
+            }
+            // Three generations at most: the one just filled and the two before it.
+            assert!(w.len() <= 3 * per_generation, "generation {g}: {}", w.len());
+            room.push(w.capacity());
+        }
+        assert_eq!(w.len(), 3 * per_generation);
+        // Once three generations have turned over, each new one reuses the room of the one it
+        // drops: the sets stop growing.
+        assert!(
+            room[3..].iter().all(|&r| r == room[3]),
+            "the room kept growing: {room:?}"
+        );
+        assert!(w.contains_at("id-11-7", t0 + 11 * 30_000));
+        assert!(w.contains_at("id-9-7", t0 + 11 * 30_000));
+        assert!(
+            !w.contains_at("id-8-7", t0 + 11 * 30_000),
+            "dropped with its generation"
+        );
     }
 
     #[test]

@@ -25,7 +25,8 @@
 //! of a local topic that only other processes run.
 //!
 //! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
-//! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids.
+//! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids;
+//! `key_set.rs` is the set of keys the dedup window's generations are.
 
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
@@ -35,6 +36,8 @@ pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
 pub(crate) mod remote_routes;
+
+pub(crate) mod key_set;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
 pub(crate) mod settle;
