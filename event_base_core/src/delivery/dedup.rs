@@ -51,6 +51,10 @@ struct Shard {
     /// Generation `e` lives in slot `e % 3`, with `epochs[e % 3] == e`.
     sets: [KeySet; GENERATIONS as usize],
     epochs: [u64; GENERATIONS as usize],
+    /// The span of the generation the shard last recorded into, `[start, end)`, and its
+    /// epoch: a completion within it (nearly all) finds its generation by two comparisons
+    /// instead of turning its time into milliseconds.
+    span: Option<(SystemTime, SystemTime, u64)>,
 }
 
 impl Shard {
@@ -131,10 +135,38 @@ impl DedupWindow {
     /// anyway), else the clock is read.
     #[inline]
     pub(crate) fn completed(&self, id: &str, at: Option<SystemTime>) {
-        if self.enabled() {
-            let now = millis(at.unwrap_or_else(SystemTime::now));
-            self.record(id, now, now);
+        if !self.enabled() {
+            return;
         }
+        let at = at.unwrap_or_else(SystemTime::now);
+        let key = self.key(id);
+        let mut shard = self.shard(key);
+        let epoch = match shard.span {
+            Some((start, end, epoch)) if start <= at && at < end => epoch,
+            _ => {
+                let epoch = self.epoch(millis(at));
+                shard.span = self.span(epoch);
+                epoch
+            }
+        };
+        // A time older than the shard's generations (a completion whose clock read was
+        // delayed past two of them) goes into the newest: it is held a little longer, and
+        // opening its own would drop the newest generation.
+        let newest = shard.epochs.iter().copied().max().unwrap_or(0);
+        let epoch = if epoch + GENERATIONS <= newest {
+            newest
+        } else {
+            epoch
+        };
+        shard.slot(epoch).insert(key);
+    }
+
+    /// The span of generation `epoch`, `[start, end)` (none past the clock's range).
+    fn span(&self, epoch: u64) -> Option<(SystemTime, SystemTime, u64)> {
+        let start =
+            UNIX_EPOCH.checked_add(Duration::from_millis(epoch.checked_mul(self.half_ms)?))?;
+        let end = start.checked_add(Duration::from_millis(self.half_ms))?;
+        Some((start, end, epoch))
     }
 
     fn record(&self, id: &str, stamp: u64, now: u64) {
@@ -270,6 +302,37 @@ mod tests {
         assert!(
             !w.contains_at("id-8-7", t0 + 11 * 30_000),
             "dropped with its generation"
+        );
+    }
+
+    #[test]
+    fn a_completion_finds_its_generation_by_its_time() {
+        let w = DedupWindow::new(Duration::from_secs(60));
+        let t0 = UNIX_EPOCH + Duration::from_millis(40_000 * 30_000); // a generation's start
+        w.completed("a", Some(t0));
+        w.completed("b", Some(t0 + Duration::from_millis(29_999))); // the same generation
+        w.completed("c", Some(t0 + Duration::from_millis(30_000))); // the next one
+        w.completed("d", Some(t0 - Duration::from_millis(1))); // the one before
+        let epoch_of = |id: &str| {
+            let key = w.key(id);
+            w.shard(key).find(key)
+        };
+        assert_eq!(epoch_of("a"), Some(40_000));
+        assert_eq!(epoch_of("b"), Some(40_000));
+        assert_eq!(epoch_of("c"), Some(40_001));
+        assert_eq!(epoch_of("d"), Some(39_999));
+        // Two generations later, a completion stamped before them all goes into the newest
+        // (rather than dropping it to open its own).
+        let later = t0 + Duration::from_millis(3 * 30_000);
+        for i in 0..1000 {
+            w.completed(&format!("late-{i}"), Some(later)); // every shard moves on
+        }
+        w.completed("stale", Some(t0 - Duration::from_millis(30_001)));
+        assert_eq!(epoch_of("stale"), Some(40_003));
+        assert_eq!(
+            epoch_of("late-0"),
+            Some(40_003),
+            "the newest generation stays"
         );
     }
 
