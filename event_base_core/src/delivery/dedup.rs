@@ -149,11 +149,12 @@ impl DedupWindow {
                 epoch
             }
         };
-        // A time older than the shard's generations (a completion whose clock read was
-        // delayed past two of them) goes into the newest: it is held a little longer, and
-        // opening its own would drop the newest generation.
+        // A time a little older than the shard's generations (a completion whose clock read
+        // was delayed past two of them) goes into the newest: it is held a little longer, and
+        // opening its own would drop the newest generation. Much older: the clock went back;
+        // go by it.
         let newest = shard.epochs.iter().copied().max().unwrap_or(0);
-        let epoch = if epoch + GENERATIONS <= newest {
+        let epoch = if epoch + GENERATIONS <= newest && newest - epoch < 2 * GENERATIONS {
             newest
         } else {
             epoch
