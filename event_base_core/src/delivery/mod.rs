@@ -35,9 +35,8 @@ pub(crate) mod fan_out;
 pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
-pub(crate) mod remote_routes;
-
 pub(crate) mod key_set;
+pub(crate) mod remote_routes;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
 pub(crate) mod settle;
