@@ -476,27 +476,44 @@ fn tempdir() -> std::path::PathBuf {
     dir
 }
 
-/// CPU time (user + system) of this process: the sum of its threads' run time in
-/// nanoseconds (`/proc/self/task/*/schedstat`), else the 10 ms ticks of `/proc/self/stat`.
-/// (Every thread of the benchmark lives as long as the process, so none is missed.)
-fn cpu_time() -> Duration {
-    let by_thread = std::fs::read_dir("/proc/self/task").ok().map(|tasks| {
-        tasks
-            .filter_map(|t| {
-                let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-                text.split_whitespace().next()?.parse::<u64>().ok()
+/// The CPU time each thread of this process has run so far (Linux
+/// `/proc/self/task/*/schedstat`, in ns), to measure a stretch of a run with [`CpuMark::since`].
+/// Kept per thread because threads come and go during a run (the runtime's blocking pool
+/// retires idle threads): a plain sum would drop an exited thread's whole time and could go
+/// backwards.
+struct CpuMark(Vec<(u64, u64)>);
+
+impl CpuMark {
+    fn now() -> Self {
+        let threads = std::fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .filter_map(|t| {
+                        let t = t.ok()?;
+                        let tid = t.file_name().to_str()?.parse::<u64>().ok()?;
+                        let text = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+                        Some((tid, text.split_whitespace().next()?.parse::<u64>().ok()?))
+                    })
+                    .collect()
             })
-            .sum::<u64>()
-    });
-    if let Some(ns) = by_thread.filter(|ns| *ns > 0) {
-        return Duration::from_nanos(ns);
+            .unwrap_or_default();
+        CpuMark(threads)
     }
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0)
-        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+
+    /// CPU time run since this mark by the threads alive now: each one's time since the mark,
+    /// or all of it for a thread started since. (A thread that ended in between is missed:
+    /// so far only idle pool threads end mid-run.)
+    fn since(&self) -> Duration {
+        let ns: u64 = CpuMark::now()
+            .0
+            .iter()
+            .map(|&(tid, ns)| {
+                let before = self.0.iter().find(|&&(t, _)| t == tid).map_or(0, |&(_, b)| b);
+                ns.saturating_sub(before)
+            })
+            .sum();
+        Duration::from_nanos(ns)
+    }
 }
 
 fn rss_kib() -> u64 {
@@ -631,16 +648,16 @@ async fn memory_path(opts: &Opts, n: u64) {
     let mut without_wal = Best::default();
     let mut allocs = 0;
     for _ in 0..opts.scale(3, 1) {
-        let cpu = cpu_time();
+        let cpu = CpuMark::now();
         let secs = flume_floor(n, PAYLOAD, SendFrom::MainThread).await;
-        floor.add(secs, cpu_time() - cpu);
-        let cpu = cpu_time();
+        floor.add(secs, cpu.since());
+        let cpu = CpuMark::now();
         let (secs, a) = drive(&bus, &counter, n, PAYLOAD, 1).await;
-        with_wal.add(secs, cpu_time() - cpu);
+        with_wal.add(secs, cpu.since());
         allocs = a;
-        let cpu = cpu_time();
+        let cpu = CpuMark::now();
         let (secs, _) = drive(&no_wal, &counter, n, PAYLOAD, 1).await;
-        without_wal.add(secs, cpu_time() - cpu);
+        without_wal.add(secs, cpu.since());
     }
     // The same with the sender as a runtime task: sender and workers then share the
     // runtime's two threads, and a hand-off to a task on the same thread needs no
@@ -1018,9 +1035,9 @@ impl EHandler for Stuck {
 
 /// CPU used over `window` of real time.
 async fn cpu_over(window: Duration) -> Duration {
-    let before = cpu_time();
+    let before = CpuMark::now();
     tokio::time::sleep(window).await;
-    cpu_time() - before
+    before.since()
 }
 
 fn idle_line(name: &str, window: Duration, used: Duration) {
@@ -1307,9 +1324,9 @@ async fn fan_out(opts: &Opts) {
     drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
     let mut best = Best::default();
     for _ in 0..opts.scale(3, 1) {
-        let cpu = cpu_time();
+        let cpu = CpuMark::now();
         let secs = drive_fan_out(&fan, &counter, n, 1, PAYLOAD).await;
-        best.add(secs, cpu_time() - cpu);
+        best.add(secs, cpu.since());
     }
     println!(
         "scenario=fan_out4 msgs={n} secs={:.3} deliveries_per_sec={:.0} cpu_ns_per_msg={:.0} (the peers group compares it with ruststream's b3_fanout4)",
