@@ -508,7 +508,11 @@ impl CpuMark {
             .0
             .iter()
             .map(|&(tid, ns)| {
-                let before = self.0.iter().find(|&&(t, _)| t == tid).map_or(0, |&(_, b)| b);
+                let before = self
+                    .0
+                    .iter()
+                    .find(|&&(t, _)| t == tid)
+                    .map_or(0, |&(_, b)| b);
                 ns.saturating_sub(before)
             })
             .sum();
