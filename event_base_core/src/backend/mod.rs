@@ -27,13 +27,16 @@
 //! | file | holds |
 //! |---|---|
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
-//! | `queue.rs` | `QueueFactory`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
+//! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
+//! | `queue_factory.rs` | `QueueFactory` |
 //! | `routes.rs` | `RemoteRoutes`, `RoutesListener` |
 
 pub(crate) mod queue;
+pub(crate) mod queue_factory;
 pub(crate) mod routes;
 pub(crate) mod wal;
 
-pub use queue::{Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError};
+pub use queue::{Claimed, EConsumer, EProducer, Receipt, TopicQueue, TrySendError};
+pub use queue_factory::QueueFactory;
 pub use routes::{RemoteRoutes, RoutesListener};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

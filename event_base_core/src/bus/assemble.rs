@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::backend::queue::QueueFactory;
+use crate::backend::queue_factory::QueueFactory;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::delivery::consumer_router::ConsumerRouter;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::queue::QueueFactory;
+use crate::backend::queue_factory::QueueFactory;
 use crate::backend::wal::Wal;
 use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
@@ -18,7 +18,8 @@ use crate::constant::{
     DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
 use crate::delivery::dedup::DedupWindow;
-use crate::delivery::remote_routes::{self, RemoteTable};
+use crate::delivery::remote_routes;
+use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;

@@ -14,7 +14,7 @@ use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::dedup::DedupWindow;
 use crate::delivery::fan_out::FanOuts;
-use crate::delivery::remote_routes::RemoteTable;
+use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
 use crate::node::NodeIdentity;

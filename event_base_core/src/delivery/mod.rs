@@ -20,7 +20,7 @@
 //! start-up: unfinished WAL records        replay.rs
 //! ```
 //!
-//! `remote_routes.rs` routes a send to the handlers other processes run, when the queue
+//! `remote_routes.rs` (with the table `remote_table.rs` and the per-route `elsewhere.rs`) routes a send to the handlers other processes run, when the queue
 //! backend is shared (`QueueFactory::routes`): a topic with no handler here, and the handlers
 //! of a local topic that only other processes run.
 //!
@@ -31,12 +31,14 @@
 pub(crate) mod accept;
 pub(crate) mod consumer_router;
 pub(crate) mod dedup;
+pub(crate) mod elsewhere;
 pub(crate) mod fan_out;
 pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
 pub(crate) mod key_set;
 pub(crate) mod remote_routes;
+pub(crate) mod remote_table;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
 pub(crate) mod settle;

@@ -1,197 +1,33 @@
 //! Routes to the handlers other processes run, from a shared backend's registry
-//! ([`RemoteRoutes`]): a send to a topic with no handler in this process goes to the
+//! ([`RemoteRoutes`](crate::backend::RemoteRoutes)): a send to a topic with no handler in this process goes to the
 //! handlers the registry lists for it, and a send to a topic with handlers here also goes to
 //! those of its handlers only other processes run.
 //!
 //! - The fixed topic table is looked up first, as always; only a miss comes here
 //!   ([`BusShared::admit_elsewhere`]), so the send path of a local topic does not change but
-//!   for one flag on its route ([`Elsewhere::any`]).
+//!   for one flag on its route ([`Elsewhere::any`](crate::delivery::elsewhere::Elsewhere::any)).
 //! - The route of a topic handled elsewhere is built once, from the backend's cached
-//!   registry, and kept in a small map beside the table ([`RemoteTable`]); each refresh of
+//!   registry, and kept in a small map beside the table ([`RemoteTable`](crate::delivery::remote_table::RemoteTable)); each refresh of
 //!   the backend's cache updates the handlers of every route, local ones included.
 //! - A topic the cache does not list is looked up in the registry once
-//!   ([`RemoteRoutes::look_up`], rate-limited by the backend) before the send is refused
+//!   ([`RemoteRoutes::look_up`](crate::backend::RemoteRoutes::look_up), rate-limited by the backend) before the send is refused
 //!   with [`CoreError::NoHandler`].
 //!
 //! A copy for a handler elsewhere belongs to the backend once queued: it is not in this
 //! bus's WAL, not counted in flight (`wait_idle` does not wait for it), not checked against
 //! the dedup window, and not in this bus's metrics.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-
-use crate::backend::queue::{EProducer, TrySendError};
-use crate::backend::routes::RemoteRoutes;
+use crate::backend::queue::TrySendError;
 use crate::bus::shared::BusShared;
-use crate::delivery::topic_table::{Route, TopicTable};
+use crate::delivery::elsewhere::RemoteSub;
+use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
-
-/// One handler of a topic that another process runs: its subscription's sending side.
-#[derive(Clone)]
-pub(crate) struct RemoteSub {
-    pub(crate) handler: Arc<str>,
-    pub(crate) producer: Arc<dyn EProducer>,
-}
-
-/// The handlers of a route that only other processes run (none until a refresh lists
-/// some).
-#[derive(Default)]
-pub(crate) struct Elsewhere {
-    /// Whether `subs` is not empty: the one thing a local send reads of this.
-    any: AtomicBool,
-    subs: ArcSwap<Vec<RemoteSub>>,
-}
-
-impl Elsewhere {
-    /// Whether some handler elsewhere gets a copy of every message.
-    #[inline]
-    pub(crate) fn any(&self) -> bool {
-        self.any.load(Ordering::Acquire)
-    }
-
-    /// The handlers elsewhere, as of the last refresh.
-    pub(crate) fn subs(&self) -> Arc<Vec<RemoteSub>> {
-        self.subs.load_full()
-    }
-
-    fn set(&self, subs: Vec<RemoteSub>) {
-        let any = !subs.is_empty();
-        self.subs.store(Arc::new(subs));
-        self.any.store(any, Ordering::Release);
-    }
-}
-
-/// The routes of a bus to handlers elsewhere (see the module docs).
-pub(crate) struct RemoteTable {
-    provider: Arc<dyn RemoteRoutes>,
-    /// Topics with no handler in this process that the registry listed: built once, kept.
-    routes: RwLock<HashMap<MessageTopic, Arc<Route>>>,
-    /// The route a send to a topic with no handler here is admitted with (no handler, an
-    /// empty topic): the send then finds its route by the message's topic.
-    pub(crate) placeholder: Arc<Route>,
-}
-
-impl RemoteTable {
-    pub(crate) fn new(provider: Arc<dyn RemoteRoutes>) -> Self {
-        RemoteTable {
-            provider,
-            routes: RwLock::new(HashMap::new()),
-            placeholder: Arc::new(Route::elsewhere_only(MessageTopic::from(""))),
-        }
-    }
-
-    fn cached(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
-        self.routes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(topic)
-            .cloned()
-    }
-
-    /// The route of `topic`, a topic with no handler in this process, to the handlers the
-    /// registry lists; `None` if it lists none, even after a look-up in the registry.
-    pub(crate) async fn route(
-        &self,
-        topic: &MessageTopic,
-    ) -> Result<Option<Arc<Route>>, CoreError> {
-        if let Some(route) = self.cached(topic) {
-            if route.elsewhere.any() {
-                return Ok(Some(route));
-            }
-        }
-        let mut handlers = self.provider.handlers_of(topic.as_str());
-        if handlers.is_empty() {
-            handlers = self.provider.look_up(topic.as_str()).await?;
-        }
-        if handlers.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(self.build(topic, &handlers)))
-    }
-
-    /// The route of `topic` now, without a look-up (for a message an outbox released).
-    fn route_now(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
-        match self.cached(topic) {
-            Some(route) if route.elsewhere.any() => Some(route),
-            _ => {
-                let handlers = self.provider.handlers_of(topic.as_str());
-                (!handlers.is_empty()).then(|| self.build(topic, &handlers))
-            }
-        }
-    }
-
-    /// Makes (or updates) the kept route of `topic` to `handlers`.
-    fn build(&self, topic: &MessageTopic, handlers: &[Arc<str>]) -> Arc<Route> {
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        let route = routes
-            .entry(topic.clone())
-            .or_insert_with(|| Arc::new(Route::elsewhere_only(topic.clone())))
-            .clone();
-        drop(routes);
-        route
-            .elsewhere
-            .set(self.subs_for(&route, handlers.iter().cloned()));
-        route
-    }
-
-    /// The subscriptions of `handlers` on `route`'s topic, reusing those it has.
-    fn subs_for(&self, route: &Route, handlers: impl Iterator<Item = Arc<str>>) -> Vec<RemoteSub> {
-        let current = route.elsewhere.subs();
-        let mut subs = Vec::new();
-        for handler in handlers {
-            if let Some(sub) = current.iter().find(|s| s.handler == handler) {
-                subs.push(sub.clone());
-                continue;
-            }
-            match self.provider.producer(&route.topic, &handler) {
-                Ok(producer) => subs.push(RemoteSub { handler, producer }),
-                Err(e) => {
-                    tracing::warn!(target: crate::constant::target::DELIVERY, topic = %route.topic, %handler, error = %e, "cannot open the queue of a handler another process runs; it gets no copies until the next refresh")
-                }
-            }
-        }
-        subs
-    }
-
-    /// After a refresh of the backend's cache: the handlers elsewhere of every route, those
-    /// of `local` (the bus's own topics, less the handlers the bus runs) and the kept ones.
-    pub(crate) fn refresh(&self, local: &TopicTable) {
-        for route in local.values() {
-            if route.topic.is_system() {
-                continue;
-            }
-            let others = self
-                .provider
-                .handlers_of(route.topic.as_str())
-                .into_iter()
-                .filter(|h| route.sub(h).is_none());
-            let subs = self.subs_for(route, others);
-            if !subs.is_empty() || route.elsewhere.any() {
-                route.elsewhere.set(subs);
-            }
-        }
-        let kept: Vec<Arc<Route>> = self
-            .routes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for route in kept {
-            let handlers = self.provider.handlers_of(route.topic.as_str());
-            route
-                .elsewhere
-                .set(self.subs_for(&route, handlers.into_iter()));
-        }
-    }
-}
 
 /// Follows the backend's refreshes for `shared` (until the bus is gone), and takes the
 /// cache as it is now.

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::backend::queue::{EConsumer, EProducer};
+use crate::delivery::elsewhere::Elsewhere;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
-use crate::delivery::remote_routes::Elsewhere;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;

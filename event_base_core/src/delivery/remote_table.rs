@@ -1,0 +1,137 @@
+//! [`RemoteTable`]: the routes of a bus to the handlers other processes run, from a shared
+//! backend's registry ([`RemoteRoutes`]), built once per topic and updated on each refresh
+//! of the backend's cache. The send path that uses it is `remote_routes.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::backend::routes::RemoteRoutes;
+use crate::delivery::elsewhere::RemoteSub;
+use crate::delivery::topic_table::{Route, TopicTable};
+use crate::error::CoreError;
+use crate::message::topic::MessageTopic;
+
+/// The routes of a bus to handlers elsewhere (see the module docs).
+pub(crate) struct RemoteTable {
+    pub(crate) provider: Arc<dyn RemoteRoutes>,
+    /// Topics with no handler in this process that the registry listed: built once, kept.
+    routes: RwLock<HashMap<MessageTopic, Arc<Route>>>,
+    /// The route a send to a topic with no handler here is admitted with (no handler, an
+    /// empty topic): the send then finds its route by the message's topic.
+    pub(crate) placeholder: Arc<Route>,
+}
+
+impl RemoteTable {
+    pub(crate) fn new(provider: Arc<dyn RemoteRoutes>) -> Self {
+        RemoteTable {
+            provider,
+            routes: RwLock::new(HashMap::new()),
+            placeholder: Arc::new(Route::elsewhere_only(MessageTopic::from(""))),
+        }
+    }
+
+    fn cached(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
+        self.routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .cloned()
+    }
+
+    /// The route of `topic`, a topic with no handler in this process, to the handlers the
+    /// registry lists; `None` if it lists none, even after a look-up in the registry.
+    pub(crate) async fn route(
+        &self,
+        topic: &MessageTopic,
+    ) -> Result<Option<Arc<Route>>, CoreError> {
+        if let Some(route) = self.cached(topic) {
+            if route.elsewhere.any() {
+                return Ok(Some(route));
+            }
+        }
+        let mut handlers = self.provider.handlers_of(topic.as_str());
+        if handlers.is_empty() {
+            handlers = self.provider.look_up(topic.as_str()).await?;
+        }
+        if handlers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.build(topic, &handlers)))
+    }
+
+    /// The route of `topic` now, without a look-up (for a message an outbox released).
+    pub(crate) fn route_now(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
+        match self.cached(topic) {
+            Some(route) if route.elsewhere.any() => Some(route),
+            _ => {
+                let handlers = self.provider.handlers_of(topic.as_str());
+                (!handlers.is_empty()).then(|| self.build(topic, &handlers))
+            }
+        }
+    }
+
+    /// Makes (or updates) the kept route of `topic` to `handlers`.
+    fn build(&self, topic: &MessageTopic, handlers: &[Arc<str>]) -> Arc<Route> {
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let route = routes
+            .entry(topic.clone())
+            .or_insert_with(|| Arc::new(Route::elsewhere_only(topic.clone())))
+            .clone();
+        drop(routes);
+        route
+            .elsewhere
+            .set(self.subs_for(&route, handlers.iter().cloned()));
+        route
+    }
+
+    /// The subscriptions of `handlers` on `route`'s topic, reusing those it has.
+    fn subs_for(&self, route: &Route, handlers: impl Iterator<Item = Arc<str>>) -> Vec<RemoteSub> {
+        let current = route.elsewhere.subs();
+        let mut subs = Vec::new();
+        for handler in handlers {
+            if let Some(sub) = current.iter().find(|s| s.handler == handler) {
+                subs.push(sub.clone());
+                continue;
+            }
+            match self.provider.producer(&route.topic, &handler) {
+                Ok(producer) => subs.push(RemoteSub { handler, producer }),
+                Err(e) => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, topic = %route.topic, %handler, error = %e, "cannot open the queue of a handler another process runs; it gets no copies until the next refresh")
+                }
+            }
+        }
+        subs
+    }
+
+    /// After a refresh of the backend's cache: the handlers elsewhere of every route, those
+    /// of `local` (the bus's own topics, less the handlers the bus runs) and the kept ones.
+    pub(crate) fn refresh(&self, local: &TopicTable) {
+        for route in local.values() {
+            if route.topic.is_system() {
+                continue;
+            }
+            let others = self
+                .provider
+                .handlers_of(route.topic.as_str())
+                .into_iter()
+                .filter(|h| route.sub(h).is_none());
+            let subs = self.subs_for(route, others);
+            if !subs.is_empty() || route.elsewhere.any() {
+                route.elsewhere.set(subs);
+            }
+        }
+        let kept: Vec<Arc<Route>> = self
+            .routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for route in kept {
+            let handlers = self.provider.handlers_of(route.topic.as_str());
+            route
+                .elsewhere
+                .set(self.subs_for(&route, handlers.into_iter()));
+        }
+    }
+}
