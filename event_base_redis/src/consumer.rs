@@ -9,6 +9,18 @@
 //! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
 //! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: owner check of the batch, one `XCLAIM … JUSTID` of what it still owns |
+//!
+//! A work lane's consumer also reads the subscription's broadcast stream, through this
+//! node's group `n:<node id>` (created at the stream's end), with a connection of its own:
+//! a group name is one per `XREADGROUP`, and the two streams' groups differ (one shared by
+//! every node, one per node), so the two reads cannot be one command. The broadcast read
+//! runs as a task of its own that outlives a claim (a claim that got work entries leaves it
+//! blocked, so a busy consumer pays nothing for it); when it gets entries it wakes the work
+//! read, and the claim returns both. Its entries are acked, never deleted (script
+//! `ACK_ONLY`, which then trims what every node's group is done with); a `nack` leaves one
+//! pending for this node's own sweep; a takeover past `max_deliveries` dead-letters it for
+//! this node only. Receipts of broadcast entries carry [`BROADCAST_TAG`] in `lo`, so `ack`
+//! and `nack` tell the lanes apart.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,6 +31,8 @@ use event_base_core::backend::{Claimed, EConsumer, Receipt};
 use event_base_core::{DeadLetterMessage, DeadReason, QueueError};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::codec;
@@ -34,13 +48,31 @@ const CHUNK: usize = 256;
 /// Due messages one `PROMOTE` call moves at most.
 const PROMOTE_BATCH: usize = 256;
 
+/// Set in a receipt's `lo` (the entry id's sequence, far below it) for an entry of a
+/// broadcast lane.
+pub(crate) const BROADCAST_TAG: u64 = 1 << 63;
+
 /// The claiming side of one subscription's stream (see the module docs).
 pub(crate) struct RedisConsumer {
     inner: Arc<Inner>,
+    /// A work lane's subscription's broadcast lane, read alongside it.
+    bcast: Option<Broadcast>,
+}
+
+/// The broadcast lane of a subscription, and its read in flight.
+struct Broadcast {
+    inner: Arc<Inner>,
+    /// The read of the broadcast stream in flight, as a task of its own so it can outlive
+    /// one claim; it yields the entries it claimed (held, leases renewed).
+    read: tokio::sync::Mutex<Option<JoinHandle<Result<Vec<Claimed>, RedisError>>>>,
+    /// Woken (`notify_one`) when that read ends, to wake the work read.
+    ended: Arc<Notify>,
 }
 
 struct Inner {
     q: Arc<SubQueue>,
+    /// [`BROADCAST_TAG`] on a broadcast lane, else 0: or-ed into each receipt's `lo`.
+    tag: u64,
     /// This consumer's name in the group: unique per process start.
     name: String,
     reader: tokio::sync::Mutex<Reader>,
@@ -67,25 +99,128 @@ struct Reader {
 
 impl RedisConsumer {
     pub(crate) fn new(q: Arc<SubQueue>, name: String) -> Self {
-        let first_sweep = Instant::now() + q.visibility / 2;
+        q.consumes.store(true, std::sync::atomic::Ordering::Release);
+        let bcast = q.companion().map(|b| Broadcast {
+            inner: Inner::new(b, name.clone()),
+            read: tokio::sync::Mutex::new(None),
+            ended: Arc::new(Notify::new()),
+        });
         RedisConsumer {
-            inner: Arc::new(Inner {
-                q,
-                name,
-                reader: tokio::sync::Mutex::new(Reader::default()),
-                held: Mutex::new(HashSet::new()),
-                cursor: tokio::sync::Mutex::new("0-0".to_owned()),
-                next_sweep: Mutex::new(first_sweep),
-                group_ready: std::sync::atomic::AtomicBool::new(false),
-                drained: std::sync::atomic::AtomicBool::new(false),
-                cutoff: tokio::sync::OnceCell::new(),
-                extender: std::sync::Once::new(),
-            }),
+            inner: Inner::new(q, name),
+            bcast,
         }
+    }
+
+    /// The lane a claim came from.
+    fn lane_of(&self, c: &Claimed) -> &Arc<Inner> {
+        match &self.bcast {
+            Some(b) if c.receipt.lo & BROADCAST_TAG != 0 => &b.inner,
+            _ => &self.inner,
+        }
+    }
+
+    /// `claimed` split by lane: `(work, broadcast)`; `None` when all are of one lane (the
+    /// common case, without copying).
+    fn split(&self, claimed: &[Claimed]) -> Option<(Vec<Claimed>, Vec<Claimed>)> {
+        self.bcast.as_ref()?;
+        let tagged = |c: &Claimed| c.receipt.lo & BROADCAST_TAG != 0;
+        let n = claimed.iter().filter(|c| tagged(c)).count();
+        if n == 0 || n == claimed.len() {
+            return None;
+        }
+        let (bc, work) = claimed.iter().cloned().partition(|c| tagged(c));
+        Some((work, bc))
+    }
+}
+
+impl Broadcast {
+    /// Takes the claims of a read that ended (waiting for one in flight if `wait`), and,
+    /// unless `start` is false, starts the next read if none is in flight. Returns how many
+    /// claims it added to `out`.
+    async fn collect(
+        &self,
+        max: usize,
+        out: &mut Vec<Claimed>,
+        (wait, start): (bool, bool),
+    ) -> Result<usize, RedisError> {
+        let mut slot = self.read.lock().await;
+        let mut n = 0;
+        let ended = slot.as_ref().is_some_and(|h| wait || h.is_finished());
+        if ended {
+            if let Some(h) = slot.take() {
+                match h.await {
+                    Ok(Ok(claims)) => {
+                        n = claims.len();
+                        out.extend(claims);
+                    }
+                    Ok(Err(e)) => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(target: "event_base::redis", topic = %self.inner.q.topic, error = %e, "the broadcast read task ended abnormally; what it claimed stays pending for this node's sweep");
+                    }
+                }
+            }
+        }
+        if start && slot.is_none() {
+            let inner = self.inner.clone();
+            let ended = self.ended.clone();
+            *slot = Some(tokio::spawn(async move {
+                let r = async {
+                    let mut reader = inner.reader.lock().await;
+                    let entries = inner
+                        .read(&mut reader, max, Some(inner.q.block), None)
+                        .await?;
+                    let mut out = Vec::new();
+                    inner.accept(entries, &mut out).await;
+                    Ok(out)
+                }
+                .await;
+                ended.notify_one();
+                r
+            }));
+        }
+        Ok(n)
     }
 }
 
 impl Inner {
+    fn new(q: Arc<SubQueue>, name: String) -> Arc<Inner> {
+        let first_sweep = Instant::now() + q.visibility / 2;
+        let tag = if q.lane == Lane::Broadcast {
+            BROADCAST_TAG
+        } else {
+            0
+        };
+        Arc::new(Inner {
+            q,
+            tag,
+            name,
+            reader: tokio::sync::Mutex::new(Reader::default()),
+            held: Mutex::new(HashSet::new()),
+            cursor: tokio::sync::Mutex::new("0-0".to_owned()),
+            next_sweep: Mutex::new(first_sweep),
+            group_ready: std::sync::atomic::AtomicBool::new(false),
+            drained: std::sync::atomic::AtomicBool::new(false),
+            cutoff: tokio::sync::OnceCell::new(),
+            extender: std::sync::Once::new(),
+        })
+    }
+
+    /// The receipt of entry `id` on this lane.
+    fn receipt(&self, id: &str) -> Option<Receipt> {
+        codec::receipt(id).map(|r| Receipt {
+            hi: r.hi,
+            lo: r.lo | self.tag,
+        })
+    }
+
+    /// The entry id of a receipt of this lane.
+    fn entry_id(&self, r: &Receipt) -> String {
+        codec::entry_id(&Receipt {
+            hi: r.hi,
+            lo: r.lo & !BROADCAST_TAG,
+        })
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, HashSet<Receipt>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -150,12 +285,14 @@ impl Inner {
     }
 
     /// One `XREADGROUP` of new entries, blocking up to `block` (`None`: not at all). Wakes
-    /// early when the producer closes (`CLIENT UNBLOCK`). Returns the entries read.
+    /// early (`CLIENT UNBLOCK`) when the producer closes, a message is scheduled here for
+    /// sooner, or `wake` is notified. Returns the entries read.
     async fn read(
         &self,
         reader: &mut Reader,
         max: usize,
         block: Option<Duration>,
+        wake: Option<&Notify>,
     ) -> Result<Vec<RawEntry>, RedisError> {
         self.ensure_group().await?;
         let (mut conn, client_id) = self.reader_conn(reader).await?;
@@ -178,6 +315,7 @@ impl Inner {
                 r = &mut read => Some(r),
                 () = self.q.closed() => None,
                 () = self.q.rearmed() => None,
+                () = woken_by(wake) => None,
             };
             match woken {
                 Some(r) => r,
@@ -227,6 +365,35 @@ impl Inner {
             .copied()
     }
 
+    /// One step of a drain: reads (without blocking) what is left up to the newest entry of
+    /// the stream when the drain began. Returns the claims it added to `out`, and whether
+    /// the lane is drained.
+    async fn drain_step(
+        self: &Arc<Self>,
+        reader: &mut Reader,
+        max: usize,
+        out: &mut Vec<Claimed>,
+    ) -> Result<(usize, bool), RedisError> {
+        use std::sync::atomic::Ordering;
+        if self.drained.load(Ordering::Acquire) {
+            return Ok((0, true));
+        }
+        let Some(cutoff) = self.drain_cutoff().await? else {
+            self.drained.store(true, Ordering::Release);
+            return Ok((0, true));
+        };
+        let entries = self.read(reader, max, None, None).await?;
+        // Reads come in id order: one that reaches the cutoff has read all before it.
+        let reached = entries.is_empty()
+            || entries.iter().any(|(id, _)| {
+                codec::receipt(id).is_none_or(|r| (r.hi, r.lo) >= (cutoff.hi, cutoff.lo))
+            });
+        if reached {
+            self.drained.store(true, Ordering::Release);
+        }
+        Ok((self.accept(entries, out).await, reached))
+    }
+
     /// Turns read entries into claims (appended to `out`), holding their leases; entries
     /// that do not decode are moved to the poison stream.
     async fn accept(self: &Arc<Self>, entries: Vec<RawEntry>, out: &mut Vec<Claimed>) -> usize {
@@ -236,7 +403,7 @@ impl Inner {
                 continue; // deleted while pending: nothing left to deliver
             };
             let decoded = codec::decode_message(&fields);
-            match (decoded, codec::receipt(&id)) {
+            match (decoded, self.receipt(&id)) {
                 (Ok(message), Some(receipt)) => {
                     self.held().insert(receipt);
                     out.push(Claimed {
@@ -314,9 +481,9 @@ impl Inner {
             let (next, taken) = reply::reclaim(&v)?;
             let mut live = Vec::with_capacity(taken.len());
             for (entry, count) in taken {
-                // A broadcast entry is only this node's to take again (its own group), and
-                // dead-lettering would delete it for every node.
-                if count > i64::from(self.q.max_deliveries) && self.q.lane == Lane::Work {
+                // On a broadcast lane this is this node's own group: the dead letter is this
+                // node's delivery's, and the entry stays for the other nodes.
+                if count > i64::from(self.q.max_deliveries) {
                     self.stalled(entry, count).await;
                 } else {
                     live.push(entry);
@@ -352,7 +519,7 @@ impl Inner {
             message,
             reason,
             died_at: SystemTime::now(),
-            handlers: vec![self.q.group.clone()],
+            handlers: vec![self.q.handler.clone()],
         };
         let mut sadd = redis::cmd("SADD");
         sadd.arg(&self.q.topics).arg(self.q.topic.as_str());
@@ -365,6 +532,7 @@ impl Inner {
                 &id,
                 codec::dead_field(&dead),
                 DLQ_MAX_LEN,
+                u8::from(self.q.lane == Lane::Work),
             ),
         );
         // The topic is listed first (same writer, in order), so the dead letter is found.
@@ -392,8 +560,13 @@ impl Inner {
         loop {
             let cmd = scripts::evalsha(
                 &scripts::PROMOTE,
-                &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
-                PROMOTE_BATCH,
+                &[
+                    &self.q.delayed,
+                    &self.q.delayed_fields,
+                    &self.q.key,
+                    &self.q.broadcast,
+                ],
+                (PROMOTE_BATCH, self.q.broadcast_max_len),
             );
             let v = match self.q.link.run("PROMOTE", cmd).await {
                 Ok(v) => v,
@@ -438,7 +611,7 @@ impl Inner {
     ) -> Result<Vec<Value>, RedisError> {
         let mut replies = Vec::new();
         for chunk in receipts.chunks(CHUNK) {
-            let ids: Vec<String> = chunk.iter().map(codec::entry_id).collect();
+            let ids: Vec<String> = chunk.iter().map(|r| self.entry_id(r)).collect();
             // The range the owner check reads (one `XPENDING` of this consumer's entries).
             let first = chunk.iter().min_by_key(|r| (r.hi, r.lo));
             let last = chunk.iter().max_by_key(|r| (r.hi, r.lo));
@@ -451,8 +624,8 @@ impl Inner {
                 (
                     &self.q.group,
                     &self.name,
-                    codec::entry_id(first),
-                    codec::entry_id(last),
+                    self.entry_id(first),
+                    self.entry_id(last),
                     ids,
                 ),
             );
@@ -504,7 +677,7 @@ impl Inner {
             }
             let mut h = self.held();
             for id in lost {
-                if let Some(r) = codec::receipt(&reply::string("EXTEND", id)?) {
+                if let Some(r) = self.receipt(&reply::string("EXTEND", id)?) {
                     h.remove(&r);
                 }
             }
@@ -540,52 +713,75 @@ fn queue_error(e: RedisError) -> QueueError {
     e.into()
 }
 
+/// Resolves when `wake` is notified; never without one.
+async fn woken_by(wake: Option<&Notify>) {
+    match wake {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
 #[async_trait]
 impl EConsumer for RedisConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         let inner = &self.inner;
+        let bcast = self.bcast.as_ref();
         let mut reader = inner.reader.lock().await;
         loop {
             if inner.q.is_closed() {
-                use std::sync::atomic::Ordering;
                 let closed = || QueueError::Closed(inner.q.topic.0.clone());
-                if inner.drained.load(Ordering::Acquire) {
-                    return Err(closed());
+                // Drain: what the streams held when it began, not what other processes
+                // send since (the nodes still running take that). A broadcast read in
+                // flight ends at once (it wakes on the close).
+                let mut n = 0;
+                let mut done = true;
+                if let Some(b) = bcast {
+                    n += b
+                        .collect(max, out, (true, false))
+                        .await
+                        .map_err(queue_error)?;
+                    let mut r = b.inner.reader.lock().await;
+                    let (got, drained) = b
+                        .inner
+                        .drain_step(&mut r, max, out)
+                        .await
+                        .map_err(queue_error)?;
+                    n += got;
+                    done &= drained;
                 }
-                // Drain: what the stream held when it began, not what other processes
-                // send since (the nodes still running take that).
-                let Some(cutoff) = inner.drain_cutoff().await.map_err(queue_error)? else {
-                    inner.drained.store(true, Ordering::Release);
-                    return Err(closed());
-                };
-                let entries = inner
-                    .read(&mut reader, max, None)
+                let (got, drained) = inner
+                    .drain_step(&mut reader, max, out)
                     .await
                     .map_err(queue_error)?;
-                // Reads come in id order: one that reaches the cutoff has read all before it.
-                let reached = entries.is_empty()
-                    || entries.iter().any(|(id, _)| {
-                        codec::receipt(id).is_none_or(|r| (r.hi, r.lo) >= (cutoff.hi, cutoff.lo))
-                    });
-                if reached {
-                    inner.drained.store(true, Ordering::Release);
-                }
-                let n = inner.accept(entries, out).await;
+                n += got;
+                done &= drained;
                 if n > 0 {
                     return Ok(n);
                 }
-                if reached {
+                if done {
                     return Err(closed());
                 }
                 continue;
             }
+            if let Some(b) = bcast {
+                // Before anything is read: once this node's handler is registered, its
+                // group on the broadcast stream exists.
+                b.inner.ensure_group().await.map_err(queue_error)?;
+            }
             let next_look = inner.promote().await.map_err(queue_error)?;
             let block = match inner.sweep_due() {
                 None => {
-                    let n = inner
+                    let mut n = inner
                         .claim_stale(inner.q.visibility, max, out)
                         .await
                         .map_err(queue_error)?;
+                    if let Some(b) = bcast {
+                        n += b
+                            .inner
+                            .claim_stale(inner.q.visibility, max, out)
+                            .await
+                            .map_err(queue_error)?;
+                    }
                     if n > 0 {
                         return Ok(n);
                     }
@@ -594,11 +790,27 @@ impl EConsumer for RedisConsumer {
                 Some(until_sweep) => inner.q.block.min(until_sweep),
             };
             let block = block.min(next_look.saturating_duration_since(Instant::now()));
+            if let Some(b) = bcast {
+                let n = b
+                    .collect(max, out, (false, true))
+                    .await
+                    .map_err(queue_error)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+            }
             let entries = inner
-                .read(&mut reader, max, Some(block))
+                .read(&mut reader, max, Some(block), bcast.map(|b| &*b.ended))
                 .await
                 .map_err(queue_error)?;
-            let n = inner.accept(entries, out).await;
+            let mut n = inner.accept(entries, out).await;
+            if let Some(b) = bcast {
+                // Woken by the broadcast read, or it ended meanwhile: its entries too.
+                n += b
+                    .collect(max, out, (false, false))
+                    .await
+                    .map_err(queue_error)?;
+            }
             if n > 0 {
                 return Ok(n);
             }
@@ -608,11 +820,9 @@ impl EConsumer for RedisConsumer {
     /// Claims nothing without waiting (every claim is a round trip), but reports `Closed`
     /// once a claim found the closed queue drained.
     fn try_claim(&self, _max: usize, _out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
-        if self
-            .inner
-            .drained
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        use std::sync::atomic::Ordering;
+        let drained = |i: &Inner| i.drained.load(Ordering::Acquire);
+        if drained(&self.inner) && self.bcast.as_ref().is_none_or(|b| drained(&b.inner)) {
             return Err(QueueError::Closed(self.inner.q.topic.0.clone()));
         }
         Ok(0)
@@ -623,14 +833,20 @@ impl EConsumer for RedisConsumer {
     }
 
     async fn ack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
-        if claimed.is_empty() {
-            return Ok(());
+        if let Some((work, bc)) = self.split(claimed) {
+            let w = Box::pin(self.ack(&work)).await;
+            let b = Box::pin(self.ack(&bc)).await;
+            return w.and(b);
         }
-        let script = match self.inner.q.lane {
+        let Some(first) = claimed.first() else {
+            return Ok(());
+        };
+        let inner = self.lane_of(first);
+        let script = match inner.q.lane {
             Lane::Work => &scripts::ACK,
             Lane::Broadcast => &scripts::ACK_ONLY,
         };
-        self.inner
+        inner
             .settle_counted("ACK", script, claimed)
             .await
             .map(|_| ())
@@ -638,19 +854,25 @@ impl EConsumer for RedisConsumer {
     }
 
     async fn nack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
-        if claimed.is_empty() {
-            return Ok(());
+        if let Some((work, bc)) = self.split(claimed) {
+            let w = Box::pin(self.nack(&work)).await;
+            let b = Box::pin(self.nack(&bc)).await;
+            return w.and(b);
         }
-        if self.inner.q.lane == Lane::Broadcast {
+        let Some(first) = claimed.first() else {
+            return Ok(());
+        };
+        let inner = self.lane_of(first);
+        if inner.q.lane == Lane::Broadcast {
             // A copy would go to every node again: leave the entry pending instead (no
             // longer renewed), for this node's own sweep to take again.
-            let mut held = self.inner.held();
+            let mut held = inner.held();
             for c in claimed {
                 held.remove(&c.receipt);
             }
             return Ok(());
         }
-        self.inner
+        inner
             .settle_counted("REQUEUE", &scripts::REQUEUE, claimed)
             .await
             .map(|_| ())
@@ -663,9 +885,18 @@ impl EConsumer for RedisConsumer {
         max: usize,
         out: &mut Vec<Claimed>,
     ) -> Result<usize, QueueError> {
-        self.inner
+        let mut n = self
+            .inner
             .claim_stale(min_idle, max, out)
             .await
-            .map_err(queue_error)
+            .map_err(queue_error)?;
+        if let Some(b) = &self.bcast {
+            n += b
+                .inner
+                .claim_stale(min_idle, max.saturating_sub(n).max(1), out)
+                .await
+                .map_err(queue_error)?;
+        }
+        Ok(n)
     }
 }

@@ -6,6 +6,7 @@
 //! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
 //! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later: member the message id, score when due (server ms) |
 //! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
+//! | `<prefix>:{<topic>}:b:<handler>` | stream | the subscription's `Broadcast` messages (fields `m`, `p`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:bc` | stream | a broadcast topic's entries (`_system.shutdown`): a group `n:<node>` per node |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
@@ -57,6 +58,12 @@ impl Keys {
         format!("{}:{{{}}}:dm:{}", self.prefix, topic, handler)
     }
 
+    /// The stream of one subscription's `Broadcast` messages (every node running the handler
+    /// reads every entry, through a group of its own).
+    pub(crate) fn sub_broadcast(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:b:{}", self.prefix, topic, handler)
+    }
+
     /// The topic's broadcast stream (every node reads every entry).
     pub(crate) fn broadcast(&self, topic: &str) -> String {
         format!("{}:{{{}}}:bc", self.prefix, topic)
@@ -97,6 +104,7 @@ mod tests {
         let k = Keys::new("eb");
         assert_eq!(k.stream("orders", "ship"), "eb:{orders}:s:ship");
         assert_eq!(k.dlq("orders"), "eb:{orders}:dlq");
+        assert_eq!(k.sub_broadcast("orders", "ship"), "eb:{orders}:b:ship");
         assert_eq!(k.delayed("orders", "ship"), "eb:{orders}:d:ship");
         assert_eq!(k.delayed_fields("orders", "ship"), "eb:{orders}:dm:ship");
         assert_eq!(k.poison("orders"), "eb:{orders}:poison");

@@ -1,17 +1,22 @@
 //! [`RedisProducer`]: `XADD`s a subscription's messages, through the writer connection; a
 //! message due later goes to the subscription's delayed set instead (script `SCHEDULE`),
 //! from which a consumer moves it to the stream once it is due (script `PROMOTE`).
+//!
+//! The stream follows the message's mode: a `Broadcast` message goes to the subscription's
+//! broadcast stream (script `ADD_BROADCAST`), which every node running the handler reads
+//! through a group of its own; every other mode to the work stream, whose one group the
+//! handler's consumers in every node compete on.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use event_base_core::backend::{EProducer, TrySendError};
-use event_base_core::{EMessage, QueueError};
+use event_base_core::{DeliveryMode, EMessage, QueueError};
 use tokio::time::Instant;
 
 use crate::codec;
-use crate::queue::{Lane, SubQueue, BROADCAST_MAX_LEN};
+use crate::queue::{Lane, SubQueue};
 use crate::reply;
 use crate::scripts;
 
@@ -37,6 +42,13 @@ impl RedisProducer {
         RedisProducer { q }
     }
 
+    /// Whether `message` goes to the subscription's broadcast stream rather than its work
+    /// stream (a work lane's `Broadcast` message): it is not counted towards `bound` (the
+    /// broadcast stream is trimmed as every node's group acks, and capped).
+    fn to_broadcast(&self, message: &EMessage) -> bool {
+        self.q.lane == Lane::Work && message.delivery_mode == DeliveryMode::Broadcast
+    }
+
     /// The command that adds `message`: to the stream, or, due later, to the subscription's
     /// delayed set (with the delay left by this process's clock, counted from the server's:
     /// the server's clock decides when it is due, whichever node moves it).
@@ -47,12 +59,22 @@ impl RedisProducer {
             .deliver_at
             .and_then(|at| at.duration_since(SystemTime::now()).ok())
             .filter(|d| !d.is_zero());
+        let broadcast =
+            self.q.lane == Lane::Broadcast || message.delivery_mode == DeliveryMode::Broadcast;
         match delay {
-            None if self.q.lane == Lane::Broadcast => scripts::evalsha(
-                &scripts::ADD_BROADCAST,
-                &[&self.q.key],
-                (m, p, BROADCAST_MAX_LEN),
-            ),
+            None if broadcast => {
+                let cap = self.q.broadcast_max_len;
+                match self.q.own_broadcast_group() {
+                    Some(group) => scripts::evalsha(
+                        &scripts::ADD_BROADCAST,
+                        &[&self.q.broadcast],
+                        (m, p, cap, group),
+                    ),
+                    None => {
+                        scripts::evalsha(&scripts::ADD_BROADCAST, &[&self.q.broadcast], (m, p, cap))
+                    }
+                }
+            }
             // A plain `XADD`: its length comes from acks and `SubQueue::recount`.
             None => {
                 let mut cmd = redis::cmd("XADD");
@@ -69,7 +91,13 @@ impl RedisProducer {
                 scripts::evalsha(
                     &scripts::SCHEDULE,
                     &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
-                    (d.as_millis() as u64, message.id.as_str(), m, p),
+                    (
+                        d.as_millis() as u64,
+                        message.id.as_str(),
+                        m,
+                        p,
+                        u8::from(broadcast),
+                    ),
                 )
             }
         }
@@ -97,6 +125,13 @@ impl Drop for RedisProducer {
 #[async_trait]
 impl EProducer for RedisProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
+        if self.to_broadcast(&message) {
+            return self
+                .q
+                .link
+                .push("XADD", self.add_command(&message), None)
+                .map_err(|e| TrySendError::Failed(e.into()));
+        }
         if !self.q.reserve() {
             return Err(TrySendError::Full(message));
         }
@@ -121,6 +156,10 @@ impl EProducer for RedisProducer {
     }
 
     async fn send(&self, message: Arc<EMessage>) -> Result<(), QueueError> {
+        if self.to_broadcast(&message) {
+            self.q.link.run("XADD", self.add_command(&message)).await?;
+            return Ok(());
+        }
         while !self.q.reserve() {
             self.q.wait_room(ROOM_POLL).await?;
         }

@@ -28,8 +28,13 @@ pub(crate) enum Lane {
     Broadcast,
 }
 
-/// Entries a broadcast stream keeps at most (about).
+/// Entries the shutdown broadcast stream keeps at most (about).
 pub(crate) const BROADCAST_MAX_LEN: usize = 1_000;
+
+/// Entries a subscription's broadcast stream keeps at most (about): entries every node's
+/// group has acked are trimmed with each ack (`MINID`), so this cap only bites when a node
+/// lags this far behind (or stopped without being evicted yet).
+pub(crate) const SUB_BROADCAST_MAX_LEN: usize = 100_000;
 
 /// Sends after which a process reads its stream's length again (`XLEN`, queued behind
 /// them): a plain `XADD` does not answer it, and a process that only sends hears no acks.
@@ -44,8 +49,19 @@ pub(crate) struct SubQueue {
     pub(crate) topic: MessageTopic,
     /// The stream.
     pub(crate) key: String,
-    /// The consumer group (the handler's name).
+    /// The consumer group (the handler's name; `n:<node id>` on a broadcast lane).
     pub(crate) group: String,
+    /// The handler (the group of the work lane), for dead letters.
+    pub(crate) handler: String,
+    /// Where `Broadcast` messages go: on the work lane, the subscription's broadcast
+    /// stream; on a broadcast lane, its own stream.
+    pub(crate) broadcast: String,
+    /// The broadcast stream's cap (about), for `ADD_BROADCAST` and `PROMOTE`.
+    pub(crate) broadcast_max_len: usize,
+    /// Whether a consumer of this process reads this subscription: then a broadcast sent
+    /// from here first makes sure this node's group exists (so a send right after the bus
+    /// started, before the first claim, is not missed by this node).
+    pub(crate) consumes: std::sync::atomic::AtomicBool,
     /// Where undecodable entries go.
     pub(crate) poison: String,
     pub(crate) bound: usize,
@@ -75,7 +91,8 @@ pub(crate) struct SubQueue {
     /// Woken when `len` drops (an ack or a fresh count).
     room: Notify,
     /// `true` once the producer is dropped: the consumer drains, then reports `Closed`.
-    closed: watch::Sender<bool>,
+    /// Shared with the subscription's broadcast lane ([`companion`](Self::companion)).
+    closed: Arc<watch::Sender<bool>>,
 }
 
 impl SubQueue {
@@ -86,14 +103,18 @@ impl SubQueue {
         (topic, handler): (&MessageTopic, &str),
         lane: Lane,
     ) -> Arc<SubQueue> {
-        let (key, group) = match lane {
+        let (key, group, broadcast, broadcast_max_len) = match lane {
             Lane::Work => (
                 settings.keys.stream(topic.as_str(), handler),
                 handler.to_owned(),
+                settings.keys.sub_broadcast(topic.as_str(), handler),
+                SUB_BROADCAST_MAX_LEN,
             ),
             Lane::Broadcast => (
                 settings.keys.broadcast(topic.as_str()),
                 format!("n:{}", node.id),
+                settings.keys.broadcast(topic.as_str()),
+                BROADCAST_MAX_LEN,
             ),
         };
         Arc::new(SubQueue {
@@ -103,6 +124,10 @@ impl SubQueue {
             topic: topic.clone(),
             key,
             group,
+            handler: handler.to_owned(),
+            broadcast,
+            broadcast_max_len,
+            consumes: std::sync::atomic::AtomicBool::new(false),
             poison: settings.keys.poison(topic.as_str()),
             bound: settings.bound,
             visibility: settings.visibility,
@@ -119,8 +144,55 @@ impl SubQueue {
             len: AtomicUsize::new(0),
             unheard: AtomicUsize::new(0),
             room: Notify::new(),
-            closed: watch::Sender::new(false),
+            closed: Arc::new(watch::Sender::new(false)),
         })
+    }
+
+    /// The broadcast lane of a work lane's subscription: its broadcast stream, read through
+    /// this node's group (`n:<node id>`), closed with the work lane. `None` for a broadcast
+    /// lane (it has no other).
+    pub(crate) fn companion(&self) -> Option<Arc<SubQueue>> {
+        if self.lane != Lane::Work {
+            return None;
+        }
+        Some(Arc::new(SubQueue {
+            lane: Lane::Broadcast,
+            link: self.link.clone(),
+            node: self.node.clone(),
+            topic: self.topic.clone(),
+            key: self.broadcast.clone(),
+            group: format!("n:{}", self.node.id),
+            handler: self.handler.clone(),
+            broadcast: self.broadcast.clone(),
+            broadcast_max_len: self.broadcast_max_len,
+            consumes: std::sync::atomic::AtomicBool::new(true),
+            poison: self.poison.clone(),
+            bound: self.bound,
+            visibility: self.visibility,
+            block: self.block,
+            registry: self.registry.clone(),
+            // Delayed broadcasts wait in the work lane's set, whose `PROMOTE` moves them here.
+            delayed: self.delayed.clone(),
+            delayed_fields: self.delayed_fields.clone(),
+            promote_at: Mutex::new(Instant::now()),
+            rearmed: Notify::new(),
+            max_deliveries: self.max_deliveries,
+            dlq: self.dlq.clone(),
+            topics: self.topics.clone(),
+            dead_letters: self.dead_letters.clone(),
+            len: AtomicUsize::new(0),
+            unheard: AtomicUsize::new(0),
+            room: Notify::new(),
+            closed: self.closed.clone(),
+        }))
+    }
+
+    /// This node's group on the broadcast stream, if a consumer here reads it (see
+    /// `consumes`).
+    pub(crate) fn own_broadcast_group(&self) -> Option<String> {
+        self.consumes
+            .load(Ordering::Acquire)
+            .then(|| format!("n:{}", self.node.id))
     }
 
     pub(crate) fn len(&self) -> usize {

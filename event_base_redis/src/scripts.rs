@@ -42,33 +42,41 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 ";
 
 /// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` delay (ms),
-/// message id, m, p. Keeps a message until the server's clock passes now + delay; returns
-/// the stream's length.
+/// message id, m, p, broadcast (1/0). Keeps a message until the server's clock passes now +
+/// delay (a broadcast one is then moved to the subscription's broadcast stream); returns the
+/// stream's length.
 pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2] .. ':m', ARGV[3], ARGV[2] .. ':p', ARGV[4])
+if ARGV[5] == '1' then redis.call('HSET', KEYS[2], ARGV[2] .. ':b', '1') end
 return redis.call('XLEN', KEYS[3])
 "
     ))
 });
 
-/// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` limit. Moves up
-/// to `limit` messages that are due by the server's clock to the stream, each whole or not
-/// at all; any node may run it. Returns `{moved, wait}`: `wait` the milliseconds until the
-/// next one is due (0: more are due now), -1 if none is left.
+/// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream, `KEYS[4]` the
+/// subscription's broadcast stream; `ARGV` limit, the broadcast stream's cap. Moves up to
+/// `limit` messages that are due by the server's clock to the stream (a broadcast one to the
+/// broadcast stream), each whole or not at all; any node may run it. Returns `{moved, wait}`:
+/// `wait` the milliseconds until the next one is due (0: more are due now), -1 if none is
+/// left.
 pub(crate) static PROMOTE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(due) do
-  local f = redis.call('HMGET', KEYS[2], id .. ':m', id .. ':p')
+  local f = redis.call('HMGET', KEYS[2], id .. ':m', id .. ':p', id .. ':b')
   if f[1] and f[2] then
-    redis.call('XADD', KEYS[3], '*', 'm', f[1], 'p', f[2])
+    if f[3] == '1' then
+      redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'm', f[1], 'p', f[2])
+    else
+      redis.call('XADD', KEYS[3], '*', 'm', f[1], 'p', f[2])
+    end
   end
   redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p')
+  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = -1
@@ -168,16 +176,45 @@ return redis.call('XTRIM', KEYS[1], 'MINID', '=', minid)
     ))
 });
 
-/// `KEYS[1]` broadcast stream; `ARGV` m, p, max length. Adds an entry, capping the stream
-/// at about the max length; returns `{id, length}`.
+/// `KEYS[1]` broadcast stream; `ARGV` m, p, max length, and optionally a group to make
+/// sure of first (this node's, created at the stream's end if missing, so this node's
+/// consumer reads the entry even if it has not claimed yet). Adds an entry, capping the
+/// stream at about the max length; returns `{id, length}`.
 pub(crate) static ADD_BROADCAST: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+if ARGV[4] then redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[4], '$', 'MKSTREAM') end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV[2])
 return {id, redis.call('XLEN', KEYS[1])}
 ",
     )
 });
+
+/// Trimming a broadcast stream to what every group is done with, as a Lua function: for
+/// each group, its oldest pending entry, or (none pending) the last one it read; entries
+/// older than the oldest of those are deleted (`XTRIM MINID`). No group: nothing trimmed.
+const TRIM_READ: &str = r"
+local function id_before(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+local function trim_read(key)
+  local low = nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local info = {}
+    for i = 1, #g - 1, 2 do info[g[i]] = g[i + 1] end
+    local mark = info['last-delivered-id']
+    if tonumber(info['pending']) > 0 then
+      local p = redis.call('XPENDING', key, info['name'])
+      if p[2] then mark = p[2] end
+    end
+    if mark and (low == nil or id_before(mark, low)) then low = mark end
+  end
+  if low and low ~= '0-0' then redis.call('XTRIM', key, 'MINID', low) end
+end
+";
 
 /// The owner check of one entry, as a Lua function.
 const OWNS: &str = r"
@@ -228,13 +265,16 @@ return {{#mine, fenced, redis.call('XLEN', KEYS[1])}}
 });
 
 /// `KEYS[1]` broadcast stream; `ARGV` group, consumer, first id, last id, ids... Acks (no
-/// delete: other nodes' groups may not have read them) the entries the consumer still owns;
-/// returns `{acked, fenced, length}`.
+/// delete: other nodes' groups may not have read them) the entries the consumer still owns,
+/// then trims the entries every group is done with; returns `{acked, fenced, length}`.
 pub(crate) static ACK_ONLY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{OWNED}
+        r"{OWNED}{TRIM_READ}
 local mine, fenced = owned(KEYS[1], ARGV[1], ARGV[2])
-if #mine > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(mine)) end
+if #mine > 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(mine))
+  trim_read(KEYS[1])
+end
 return {{#mine, fenced, redis.call('XLEN', KEYS[1])}}
 "
     ))
@@ -307,16 +347,17 @@ return {r[1], r[2], counts}
 });
 
 /// `KEYS[1]` stream, `KEYS[2]` dead-letter stream; `ARGV` group, consumer, id, dead letter
-/// (the `d` field), max length. Dead-letters an entry the consumer owns: the dead letter is
-/// added and the entry acked and deleted, at once. Returns 1, or 0 if the consumer no longer
-/// owns it (fenced: its new owner decides).
+/// (the `d` field), max length, whether to delete the entry (1/0: 0 on a broadcast stream,
+/// whose other groups may still read it). Dead-letters an entry the consumer owns: the dead
+/// letter is added and the entry acked (and deleted), at once. Returns 1, or 0 if the
+/// consumer no longer owns it (fenced: its new owner decides).
 pub(crate) static DEAD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{OWNS}
 if not owns(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then return 0 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'd', ARGV[4])
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-redis.call('XDEL', KEYS[1], ARGV[3])
+if ARGV[6] ~= '0' then redis.call('XDEL', KEYS[1], ARGV[3]) end
 return 1
 "
     ))

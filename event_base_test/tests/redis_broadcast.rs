@@ -1,0 +1,305 @@
+//! `Broadcast` across nodes on Redis: a Broadcast message of a topic goes to the
+//! subscription's broadcast stream (`eb:{<topic>}:b:<handler>`), which every node running the
+//! handler reads through a group of its own (`n:<node id>`), so every running worker of the
+//! handler in every node handles it once; Standard messages still go to one worker of the
+//! cluster. A node's failed broadcast delivery is retried (and dead-lettered) on that node;
+//! a node that was not running when a broadcast was sent does not get it.
+//!
+//! Buses in one process with factories of their own stand for nodes (each factory is a node
+//! with its own id and its own broadcast group).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use event_base::{
+    Ack, Backoff, DeliveryMode, EMessage, EventBus, HandlerSpec, RedisQueueFactory,
+    ShutdownStrategy,
+};
+use event_base_test::redis_server::RedisServer;
+use event_base_test::{Probe, WAIT};
+
+const TOPIC: &str = "prices";
+const HANDLER: &str = "sync";
+const BCAST: &str = "eb:{prices}:b:sync";
+const WORKERS: usize = 2;
+
+async fn factory(server: &RedisServer) -> RedisQueueFactory {
+    RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .heartbeat(Duration::from_millis(100))
+}
+
+/// A node: a bus over a factory of its own with `handlers`, once its handler is in the
+/// registry (its first claim made its groups, the broadcast one first).
+async fn node(server: &RedisServer, handlers: Vec<HandlerSpec>) -> EventBus {
+    let queue = factory(server).await;
+    let registry = queue.clone();
+    let mut builder = EventBus::builder().wal(queue.wal()).queue(queue);
+    let any = !handlers.is_empty();
+    for h in handlers {
+        builder = builder.handler(h);
+    }
+    let bus = builder.build().await.unwrap();
+    if any {
+        until("the handler registered", async || {
+            registry
+                .handlers_of(TOPIC, Duration::from_secs(60))
+                .await
+                .unwrap()
+                .iter()
+                .any(|h| h == HANDLER)
+        })
+        .await;
+    }
+    bus
+}
+
+/// A node running `sync` of `prices` with [`WORKERS`] workers, recording into `probe`.
+async fn syncing(
+    server: &RedisServer,
+    probe: &Arc<Probe>,
+    answer: fn(&EMessage) -> Ack,
+) -> EventBus {
+    let spec = probe
+        .handler(HANDLER, TOPIC, answer)
+        .workers(WORKERS)
+        .retries(2)
+        .backoff(Backoff::fixed(Duration::from_millis(10)));
+    node(server, vec![spec]).await
+}
+
+/// Polls `done` until it holds (Redis offers nothing to wait on), failing with `what`.
+async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn broadcast(payload: &str) -> EMessage {
+    EMessage::new(
+        TOPIC,
+        payload.as_bytes().to_vec(),
+        DeliveryMode::Broadcast,
+        None,
+    )
+}
+
+fn groups(server: &RedisServer) -> usize {
+    server.query(&["XINFO", "GROUPS", BCAST]).items().len()
+}
+
+/// Waits until every node's bus is idle (its own deliveries done and acked in Redis), so
+/// counts read afterwards are final for what was sent.
+async fn settled(server: &RedisServer, buses: &[&EventBus]) {
+    for bus in buses {
+        bus.wait_idle(WAIT).await.unwrap();
+    }
+    until(
+        "every broadcast entry acked by every node's group",
+        async || {
+            let reply = server.query(&["XINFO", "GROUPS", BCAST]);
+            reply.items().iter().all(|g| {
+                let fields = g.items();
+                fields
+                    .chunks(2)
+                    .any(|kv| kv[0].as_str() == Some("pending") && kv[1].as_int() == Some(0))
+            })
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_is_handled_once_by_every_worker_of_every_node() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..3).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p, |_| Ack::Ack).await);
+    }
+    assert_eq!(groups(&server), 3, "one broadcast group per node");
+    // From one of the nodes, and from a bus with no handler (sent by the registry).
+    let sender = node(&server, vec![]).await;
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let from = if i % 2 == 0 { &nodes[0] } else { &sender };
+        ids.push(
+            from.send(TOPIC, broadcast(&format!("b{i}")))
+                .await
+                .unwrap()
+                .to_string(),
+        );
+    }
+    for p in &probes {
+        p.wait_for(ids.len() * WORKERS, WAIT).await;
+    }
+    settled(&server, &nodes.iter().collect::<Vec<_>>()).await;
+    for (n, p) in probes.iter().enumerate() {
+        for id in &ids {
+            assert_eq!(p.count_of(id), WORKERS, "node {n}: once per worker, {id}");
+        }
+        assert_eq!(p.count(), ids.len() * WORKERS, "node {n}: nothing else");
+    }
+    // Retention: what every group acked is trimmed (the newest entry stays as the groups'
+    // mark); nothing went to the work stream.
+    until("the broadcast stream trimmed", async || {
+        server.query(&["XLEN", BCAST]).as_int() == Some(1)
+    })
+    .await;
+    assert_eq!(
+        server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int(),
+        Some(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_messages_still_go_to_one_worker_of_the_cluster() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..3).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p, |_| Ack::Ack).await);
+    }
+    let sender = node(&server, vec![]).await;
+    let mut ids = HashSet::new();
+    for i in 0..60 {
+        let msg = EMessage::standard(TOPIC, format!("s{i}").into_bytes());
+        ids.insert(sender.send(TOPIC, msg).await.unwrap().to_string());
+    }
+    // One broadcast among them, to every worker.
+    let b = nodes[1]
+        .send(TOPIC, broadcast("b"))
+        .await
+        .unwrap()
+        .to_string();
+    let total = ids.len() + 3 * WORKERS;
+    until("every message handled", async || {
+        probes.iter().map(|p| p.count()).sum::<usize>() >= total
+    })
+    .await;
+    until("the work stream empty (every entry acked)", async || {
+        server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int() == Some(0)
+    })
+    .await;
+    settled(&server, &nodes.iter().collect::<Vec<_>>()).await;
+    for id in &ids {
+        let n: usize = probes.iter().map(|p| p.count_of(id)).sum();
+        assert_eq!(
+            n, 1,
+            "a Standard message is handled once in the cluster: {id}"
+        );
+    }
+    for p in &probes {
+        assert_eq!(p.count_of(&b), WORKERS);
+    }
+    assert_eq!(probes.iter().map(|p| p.count()).sum::<usize>(), total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_broadcast_delivery_is_retried_and_dead_lettered_on_its_node() {
+    let server = RedisServer::start();
+    let flaky = Probe::new();
+    let failing = Probe::new();
+    let fine = Probe::new();
+    // Fails its first attempt, then acks.
+    let a = syncing(&server, &flaky, |m| {
+        if m.attempts < 2 {
+            Ack::retry()
+        } else {
+            Ack::Ack
+        }
+    })
+    .await;
+    // Always fails: dead-lettered after its retries.
+    let b = syncing(&server, &failing, |_| Ack::retry()).await;
+    let c = syncing(&server, &fine, |_| Ack::Ack).await;
+    let id = c.send(TOPIC, broadcast("x")).await.unwrap().to_string();
+    flaky.wait_for(2 * WORKERS, WAIT).await;
+    failing.wait_for(3 * WORKERS, WAIT).await;
+    fine.wait_for(WORKERS, WAIT).await;
+    settled(&server, &[&a, &b, &c]).await;
+    let attempts = |p: &Probe| {
+        let mut v: Vec<u32> = p.seen().iter().map(|s| s.attempts).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        attempts(&flaky),
+        vec![1, 1, 2, 2],
+        "retried on the node that failed"
+    );
+    assert_eq!(
+        attempts(&failing),
+        vec![1, 1, 2, 2, 3, 3],
+        "1 + retries(2), per worker"
+    );
+    assert_eq!(
+        attempts(&fine),
+        vec![1, 1],
+        "the other nodes' deliveries are not repeated"
+    );
+    // One dead letter: the failing node's delivery (any node lists the cluster's).
+    let dead = c.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].message.id, id);
+    assert_eq!(dead[0].handlers, vec![HANDLER.to_owned()]);
+    assert_eq!(
+        flaky.count_of(&id) + failing.count_of(&id) + fine.count_of(&id),
+        12
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_was_not_running_misses_the_broadcasts_sent_before_it_started() {
+    let server = RedisServer::start();
+    let first = Probe::new();
+    let a = syncing(&server, &first, |_| Ack::Ack).await;
+    let early = a.send(TOPIC, broadcast("early")).await.unwrap().to_string();
+    first.wait_for(WORKERS, WAIT).await;
+    // A node that starts now (or a process that restarts: a new node id, a new group at
+    // the stream's end) gets what is sent from now on, not what was sent before.
+    let later = Probe::new();
+    let b = syncing(&server, &later, |_| Ack::Ack).await;
+    let late = a.send(TOPIC, broadcast("late")).await.unwrap().to_string();
+    later.wait_for(WORKERS, WAIT).await;
+    first.wait_for(2 * WORKERS, WAIT).await;
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(later.count_of(&early), 0, "sent before the node started");
+    assert_eq!(later.count_of(&late), WORKERS);
+    assert_eq!(first.count_of(&early), WORKERS);
+    // Stopped, the node's group goes with its eviction (three heartbeats), so it does not
+    // hold back the stream's trimming.
+    b.shutdown(ShutdownStrategy::Force).await.unwrap();
+    drop(b);
+    until("the stopped node's group destroyed", async || {
+        groups(&server) == 1
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_broadcast_reaches_every_node_when_due() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..2).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p, |_| Ack::Ack).await);
+    }
+    let at = SystemTime::now() + Duration::from_millis(300);
+    let msg =
+        EMessage::new(TOPIC, b"later".to_vec(), DeliveryMode::Broadcast, None).with_deliver_at(at);
+    let id = nodes[0].send(TOPIC, msg).await.unwrap().to_string();
+    for p in &probes {
+        p.wait_for(WORKERS, WAIT).await;
+        assert_eq!(p.count_of(&id), WORKERS);
+    }
+    settled(&server, &nodes.iter().collect::<Vec<_>>()).await;
+    assert_eq!(
+        server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int(),
+        Some(0)
+    );
+}
