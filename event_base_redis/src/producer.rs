@@ -43,10 +43,14 @@ impl RedisProducer {
     }
 
     /// Whether `message` goes to the subscription's broadcast stream rather than its work
-    /// stream (a work lane's `Broadcast` message): it is not counted towards `bound` (the
-    /// broadcast stream is trimmed as every node's group acks, and capped).
+    /// stream: a work lane's `Broadcast` message for no worker in particular (one addressed
+    /// to a worker is that worker's alone: the work stream, as a `Standard` one). It is not
+    /// counted towards `bound` (the broadcast stream is trimmed as every node's group acks,
+    /// and capped).
     fn to_broadcast(&self, message: &EMessage) -> bool {
-        self.q.lane == Lane::Work && message.delivery_mode == DeliveryMode::Broadcast
+        self.q.lane == Lane::Work
+            && message.delivery_mode == DeliveryMode::Broadcast
+            && message.to_worker.is_none()
     }
 
     /// The command that adds `message`: to the stream, or, due later, to the subscription's
@@ -59,8 +63,7 @@ impl RedisProducer {
             .deliver_at
             .and_then(|at| at.duration_since(SystemTime::now()).ok())
             .filter(|d| !d.is_zero());
-        let broadcast =
-            self.q.lane == Lane::Broadcast || message.delivery_mode == DeliveryMode::Broadcast;
+        let broadcast = self.q.lane == Lane::Broadcast || self.to_broadcast(message);
         match delay {
             None if broadcast => {
                 let cap = self.q.broadcast_max_len;

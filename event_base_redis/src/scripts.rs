@@ -121,18 +121,22 @@ return {{mine, silent}}
 });
 
 /// `KEYS[1]` stream; `ARGV` group, consumer (of a silent node), whether the group is the
-/// node's own (1/0). If the consumer holds no entries, deletes it (and the group, if the
-/// node's own) and returns 1; else makes its entries claimable at once (idle for
-/// long, no delivery counted, owner unchanged) and returns 0. A missing stream or group is
-/// nothing to delete (1).
+/// node's own (1/0). The node's own group (on a broadcast stream) is destroyed, with what
+/// it still held: nobody else reads it, and what the node did not finish of its broadcasts
+/// died with it. Else, if the consumer holds no entries, deletes it and returns 1; else
+/// makes its entries claimable at once (idle for long, no delivery counted, owner
+/// unchanged) and returns 0. A missing stream or group is nothing to delete (1).
 pub(crate) static EVICT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+if ARGV[3] == '1' then
+  redis.pcall('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
+  return 1
+end
 local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 100, ARGV[2])
 if type(p) == 'table' and p.err then return 1 end
 if #p == 0 then
   redis.pcall('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-  if ARGV[3] == '1' then redis.pcall('XGROUP', 'DESTROY', KEYS[1], ARGV[1]) end
   return 1
 end
 for _, e in ipairs(p) do

@@ -11,6 +11,15 @@
 //! | `Complete` | gone: `XACK` + `XDEL` |
 //! | `Failed` | an entry of the topic's dead-letter stream `<prefix>:{<topic>}:dlq` |
 //!
+//! A `Broadcast` message is an entry of the subscription's broadcast stream
+//! (`<prefix>:{<topic>}:b:<handler>`) that each node reads through a group of its own, so
+//! its states are per node: `Pending` while that node's group has not read it, `Processing`
+//! while in that group's pending list, `Complete` for that node once acked there (`XACK`
+//! only: the entry stays while another group has not finished it, and the trim after each
+//! ack, `XTRIM MINID`, deletes it once none is left; a cap, `MAXLEN ~`, bounds the stream),
+//! `Failed` as the dead letter of that node's copy. `wait_idle` and `Drain` count the
+//! node's own deliveries, as for any message.
+//!
 //! So `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts make the
 //! transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and the
 //! dead-letter methods read and change the dead-letter streams of every topic. `append`

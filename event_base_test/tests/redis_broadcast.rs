@@ -2,14 +2,19 @@
 //! subscription's broadcast stream (`eb:{<topic>}:b:<handler>`), which every node running the
 //! handler reads through a group of its own (`n:<node id>`), so every running worker of the
 //! handler in every node handles it once; Standard messages still go to one worker of the
-//! cluster. A node's failed broadcast delivery is retried (and dead-lettered) on that node;
-//! a node that was not running when a broadcast was sent does not get it.
+//! cluster. A node's failed broadcast delivery is retried (and dead-lettered) on that node,
+//! and a replayed one is broadcast again; a node that was not running when a broadcast was
+//! sent does not get it; a draining node finishes the broadcasts it claimed.
 //!
 //! Buses in one process with factories of their own stand for nodes (each factory is a node
-//! with its own id and its own broadcast group).
+//! with its own id and its own broadcast group); the last test runs real processes
+//! (`redis_node worker`).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime};
 
 use event_base::{
@@ -17,7 +22,7 @@ use event_base::{
     ShutdownStrategy,
 };
 use event_base_test::redis_server::RedisServer;
-use event_base_test::{Probe, WAIT};
+use event_base_test::{Gate, Probe, WAIT};
 
 const TOPIC: &str = "prices";
 const HANDLER: &str = "sync";
@@ -302,4 +307,185 @@ async fn a_delayed_broadcast_reaches_every_node_when_due() {
         server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int(),
         Some(0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_node_finishes_the_broadcast_it_claimed_then_stops() {
+    let server = RedisServer::start();
+    let held = Probe::new();
+    let gate = Gate::new();
+    let spec = held
+        .gated_handler(HANDLER, TOPIC, &gate, |_| Ack::Ack)
+        .workers(WORKERS);
+    let a = node(&server, vec![spec]).await;
+    let other = Probe::new();
+    let b = syncing(&server, &other, |_| Ack::Ack).await;
+    let id = b.send(TOPIC, broadcast("held")).await.unwrap().to_string();
+    // Both of the draining node's workers have it, held at the gate.
+    held.wait_for(WORKERS, WAIT).await;
+    let draining = tokio::spawn({
+        let a = a.clone();
+        async move { a.shutdown(ShutdownStrategy::Drain { timeout: WAIT }).await }
+    });
+    gate.open();
+    draining.await.unwrap().unwrap();
+    assert_eq!(
+        held.finished(),
+        vec![id.clone(); WORKERS],
+        "finished, not dropped"
+    );
+    other.wait_for(WORKERS, WAIT).await;
+    settled(&server, &[&b]).await;
+    assert_eq!(held.count(), WORKERS);
+}
+
+/// Whether the replay test's failing node fails (a static of that test alone).
+static REPLAY_FAILS: AtomicBool = AtomicBool::new(true);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_broadcast_dead_letter_is_broadcast_again() {
+    let server = RedisServer::start();
+    let failing = Probe::new();
+    let fine = Probe::new();
+    let a = syncing(&server, &failing, |_| {
+        if REPLAY_FAILS.load(Ordering::SeqCst) {
+            Ack::dead()
+        } else {
+            Ack::Ack
+        }
+    })
+    .await;
+    let b = syncing(&server, &fine, |_| Ack::Ack).await;
+    let id = b.send(TOPIC, broadcast("once")).await.unwrap().to_string();
+    failing.wait_for(WORKERS, WAIT).await;
+    fine.wait_for(WORKERS, WAIT).await;
+    settled(&server, &[&a, &b]).await;
+    let dead = a.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    REPLAY_FAILS.store(false, Ordering::SeqCst);
+    a.replay_dead_letter(&id).await.unwrap();
+    failing.wait_for(2 * WORKERS, WAIT).await;
+    fine.wait_for(2 * WORKERS, WAIT).await;
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(failing.count_of(&id), 2 * WORKERS);
+    assert_eq!(
+        fine.count_of(&id),
+        2 * WORKERS,
+        "every node gets the replay"
+    );
+    assert!(a.dead_letters().await.unwrap().is_empty());
+}
+
+/// A `redis_node worker` process (handler `work` of `jobs`), killed when dropped; its
+/// stdout lines go to `events` as `(index, line)`.
+struct Child(std::process::Child);
+
+impl Child {
+    fn start(
+        index: usize,
+        url: &str,
+        workers: usize,
+        events: &mpsc::Sender<(usize, String)>,
+    ) -> Child {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_redis_node"))
+            .args(["worker", url, "30000", "16", &workers.to_string(), "0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start redis_node");
+        let out = BufReader::new(child.stdout.take().expect("piped"));
+        let events = events.clone();
+        std::thread::spawn(move || {
+            for line in out.lines() {
+                let Ok(line) = line else { break };
+                if events.send((index, line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Child(child)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_processes_a_broadcast_reaches_every_worker_and_a_standard_message_one() {
+    const PROCESSES: usize = 3;
+    const PER: usize = 3;
+    let server = RedisServer::start();
+    let (tx, rx) = mpsc::channel();
+    let _children: Vec<Child> = (0..PROCESSES)
+        .map(|i| Child::start(i, &server.url(), PER, &tx))
+        .collect();
+    let mut ready = 0;
+    while ready < PROCESSES {
+        let (_, line) = rx.recv_timeout(WAIT).expect("every worker process ready");
+        ready += usize::from(line == "ready");
+    }
+    let sender = EventBus::builder()
+        .wal(factory(&server).await.wal())
+        .queue(factory(&server).await)
+        .build()
+        .await
+        .unwrap();
+    let mut broadcasts = HashSet::new();
+    let mut standard = HashSet::new();
+    for i in 0..5 {
+        let b = EMessage::new(
+            "jobs",
+            format!("b{i}").into_bytes(),
+            DeliveryMode::Broadcast,
+            None,
+        );
+        broadcasts.insert(sender.send("jobs", b).await.unwrap().to_string());
+        let s = EMessage::standard("jobs", format!("s{i}").into_bytes());
+        standard.insert(sender.send("jobs", s).await.unwrap().to_string());
+    }
+    // Each process handles each broadcast once per worker; each Standard message is handled
+    // by one process.
+    let expected = broadcasts.len() * PROCESSES * PER + standard.len();
+    let mut handled: Vec<(usize, String)> = Vec::new();
+    while handled.len() < expected {
+        let (i, line) = rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{} of {expected} handlings seen", handled.len()));
+        if let Some(id) = line.strip_prefix("h ") {
+            handled.push((i, id.to_owned()));
+        }
+    }
+    for id in &broadcasts {
+        for p in 0..PROCESSES {
+            let n = handled.iter().filter(|(i, h)| *i == p && h == id).count();
+            assert_eq!(n, PER, "process {p}: broadcast {id} once per worker");
+        }
+    }
+    for id in &standard {
+        let n = handled.iter().filter(|(_, h)| h == id).count();
+        assert_eq!(n, 1, "Standard {id} handled once in the cluster");
+    }
+    // Nothing more arrives once every process has acked what it had: both streams settle.
+    until("every entry acked", async || {
+        server.query(&["XLEN", "eb:{jobs}:s:work"]).as_int() == Some(0)
+            && server
+                .query(&["XINFO", "GROUPS", "eb:{jobs}:b:work"])
+                .items()
+                .iter()
+                .all(|g| {
+                    g.items()
+                        .chunks(2)
+                        .any(|kv| kv[0].as_str() == Some("pending") && kv[1].as_int() == Some(0))
+                })
+    })
+    .await;
+    while let Ok((_, line)) = rx.try_recv() {
+        assert!(
+            !line.starts_with("h "),
+            "a handling more than expected: {line}"
+        );
+    }
 }
