@@ -59,12 +59,15 @@ pub(crate) struct RedisConsumer {
     bcast: Option<Broadcast>,
 }
 
+/// A read of a broadcast stream in flight: the claims it made (held, leases renewed).
+type BroadcastRead = JoinHandle<Result<Vec<Claimed>, RedisError>>;
+
 /// The broadcast lane of a subscription, and its read in flight.
 struct Broadcast {
     inner: Arc<Inner>,
     /// The read of the broadcast stream in flight, as a task of its own so it can outlive
     /// one claim; it yields the entries it claimed (held, leases renewed).
-    read: tokio::sync::Mutex<Option<JoinHandle<Result<Vec<Claimed>, RedisError>>>>,
+    read: tokio::sync::Mutex<Option<BroadcastRead>>,
     /// Woken (`notify_one`) when that read ends, to wake the work read.
     ended: Arc<Notify>,
 }
