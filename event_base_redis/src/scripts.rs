@@ -182,21 +182,25 @@ return redis.call('XTRIM', KEYS[1], 'MINID', '=', minid)
 
 /// `KEYS[1]` broadcast stream; `ARGV` m, p, max length, and optionally a group to make
 /// sure of first (this node's, created at the stream's end if missing, so this node's
-/// consumer reads the entry even if it has not claimed yet). Adds an entry, capping the
-/// stream at about the max length; returns `{id, length}`.
+/// consumer reads the entry even if it has not claimed yet). Trims what every group is done
+/// with, adds the entry, capping the stream at about the max length; returns
+/// `{id, length}`.
 pub(crate) static ADD_BROADCAST: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        r"{TRIM_READ}
 if ARGV[4] then redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[4], '$', 'MKSTREAM') end
+trim_read(KEYS[1])
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV[2])
-return {id, redis.call('XLEN', KEYS[1])}
-",
-    )
+return {{id, redis.call('XLEN', KEYS[1])}}
+"
+    ))
 });
 
 /// Trimming a broadcast stream to what every group is done with, as a Lua function: for
 /// each group, its oldest pending entry, or (none pending) the last one it read; entries
-/// older than the oldest of those are deleted (`XTRIM MINID`). No group: nothing trimmed.
+/// older than the oldest of those are deleted (`XTRIM MINID`). No group at all: every entry
+/// is deleted (a group is created at the stream's end, so no node will read them). A missing
+/// stream: nothing to do.
 const TRIM_READ: &str = r"
 local function id_before(a, b)
   local am, as = string.match(a, '^(%d+)-(%d+)$')
@@ -205,8 +209,14 @@ local function id_before(a, b)
   return am < bm or (am == bm and as < bs)
 end
 local function trim_read(key)
+  local groups = redis.pcall('XINFO', 'GROUPS', key)
+  if type(groups) ~= 'table' or groups.err then return end
+  if #groups == 0 then
+    redis.call('XTRIM', key, 'MAXLEN', 0)
+    return
+  end
   local low = nil
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+  for _, g in ipairs(groups) do
     local info = {}
     for i = 1, #g - 1, 2 do info[g[i]] = g[i + 1] end
     local mark = info['last-delivered-id']

@@ -36,11 +36,11 @@ async fn factory(server: &RedisServer) -> RedisQueueFactory {
         .heartbeat(Duration::from_millis(100))
 }
 
-/// A node: a bus over a factory of its own with `handlers`, once its handler is in the
-/// registry (its first claim made its groups, the broadcast one first).
+/// A node: a bus over a factory of its own with `handlers`, once it consumes (with a
+/// handler, its first claim made its group on the broadcast stream, `n:<node id>`).
 async fn node(server: &RedisServer, handlers: Vec<HandlerSpec>) -> EventBus {
     let queue = factory(server).await;
-    let registry = queue.clone();
+    let group = format!("n:{}", queue.node_id());
     let mut builder = EventBus::builder().wal(queue.wal()).queue(queue);
     let any = !handlers.is_empty();
     for h in handlers {
@@ -48,13 +48,12 @@ async fn node(server: &RedisServer, handlers: Vec<HandlerSpec>) -> EventBus {
     }
     let bus = builder.build().await.unwrap();
     if any {
-        until("the handler registered", async || {
-            registry
-                .handlers_of(TOPIC, Duration::from_secs(60))
-                .await
-                .unwrap()
+        until("the node's broadcast group made", async || {
+            server
+                .query(&["XINFO", "GROUPS", BCAST])
+                .items()
                 .iter()
-                .any(|h| h == HANDLER)
+                .any(|g| g.items().get(1).and_then(|n| n.as_str()) == Some(group.as_str()))
         })
         .await;
     }
@@ -427,6 +426,15 @@ async fn across_processes_a_broadcast_reaches_every_worker_and_a_standard_messag
         let (_, line) = rx.recv_timeout(WAIT).expect("every worker process ready");
         ready += usize::from(line == "ready");
     }
+    // `ready` means some node registered the handler: wait for each one's broadcast group.
+    until("a broadcast group per process", async || {
+        server
+            .query(&["XINFO", "GROUPS", "eb:{jobs}:b:work"])
+            .items()
+            .len()
+            == PROCESSES
+    })
+    .await;
     let sender = EventBus::builder()
         .wal(factory(&server).await.wal())
         .queue(factory(&server).await)
@@ -488,4 +496,39 @@ async fn across_processes_a_broadcast_reaches_every_worker_and_a_standard_messag
             "a handling more than expected: {line}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcasts_sent_while_no_node_runs_the_handler_are_not_kept() {
+    let server = RedisServer::start();
+    let first = Probe::new();
+    let a = syncing(&server, &first, |_| Ack::Ack).await;
+    // A bus with no handler, which the registry routes to `sync`.
+    let sender = node(&server, vec![]).await;
+    a.shutdown(ShutdownStrategy::Force).await.unwrap();
+    drop(a);
+    until("the stopped node's group destroyed", async || {
+        groups(&server) == 0
+    })
+    .await;
+    for i in 0..3 {
+        sender
+            .send(TOPIC, broadcast(&format!("unheard {i}")))
+            .await
+            .unwrap();
+    }
+    // No group reads the stream, and one made later starts at its end: only the newest
+    // entry is left (each send trims what no group will read).
+    assert_eq!(server.query(&["XLEN", BCAST]).as_int(), Some(1));
+    let later = Probe::new();
+    let b = syncing(&server, &later, |_| Ack::Ack).await;
+    let id = sender
+        .send(TOPIC, broadcast("heard"))
+        .await
+        .unwrap()
+        .to_string();
+    later.wait_for(WORKERS, WAIT).await;
+    settled(&server, &[&b]).await;
+    assert_eq!(later.count_of(&id), WORKERS);
+    assert_eq!(later.count(), WORKERS, "nothing sent while no node ran");
 }
