@@ -517,6 +517,8 @@ async fn broadcasts_sent_while_no_node_runs_the_handler_are_not_kept() {
             .await
             .unwrap();
     }
+    // The copies for handlers elsewhere may still be queued for the writer.
+    sender.wal().flush().await.unwrap();
     // No group reads the stream, and one made later starts at its end: only the newest
     // entry is left (each send trims what no group will read).
     assert_eq!(server.query(&["XLEN", BCAST]).as_int(), Some(1));
@@ -531,4 +533,54 @@ async fn broadcasts_sent_while_no_node_runs_the_handler_are_not_kept() {
     settled(&server, &[&b]).await;
     assert_eq!(later.count_of(&id), WORKERS);
     assert_eq!(later.count(), WORKERS, "nothing sent while no node ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_sent_right_after_build_reaches_its_own_node() {
+    let server = RedisServer::start();
+    let probe = Probe::new();
+    let queue = factory(&server).await;
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(probe.handler(HANDLER, TOPIC, |_| Ack::Ack).workers(WORKERS))
+        .build()
+        .await
+        .unwrap();
+    // No wait for the first claim: the send makes the node's group first.
+    let id = bus.send(TOPIC, broadcast("now")).await.unwrap().to_string();
+    probe.wait_for(WORKERS, WAIT).await;
+    settled(&server, &[&bus]).await;
+    assert_eq!(probe.count_of(&id), WORKERS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_addressed_to_a_worker_is_handled_once_in_the_cluster() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..2).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p, |_| Ack::Ack).await);
+    }
+    let worker = nodes[0].workers(TOPIC)[0].clone();
+    let msg = broadcast("one").with_to_worker(worker.clone());
+    let id = nodes[0].send(TOPIC, msg).await.unwrap().to_string();
+    until("handled", async || {
+        probes.iter().map(|p| p.count()).sum::<usize>() == 1
+    })
+    .await;
+    until("the work stream empty (acked)", async || {
+        server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int() == Some(0)
+    })
+    .await;
+    assert_eq!(
+        probes.iter().map(|p| p.count_of(&id)).sum::<usize>(),
+        1,
+        "{worker}"
+    );
+    assert_eq!(
+        server.query(&["XLEN", BCAST]).as_int(),
+        Some(0),
+        "not broadcast"
+    );
 }
