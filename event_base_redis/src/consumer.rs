@@ -62,12 +62,20 @@ pub(crate) struct RedisConsumer {
 /// A read of a broadcast stream in flight: the claims it made (held, leases renewed).
 type BroadcastRead = JoinHandle<Result<Vec<Claimed>, RedisError>>;
 
+/// The broadcast lane's reading state.
+#[derive(Default)]
+struct Reading {
+    /// The read in flight, as a task of its own so it can outlive one claim.
+    task: Option<BroadcastRead>,
+    /// Claims of an ended read that did not fit in the claim that took it (held, leases
+    /// renewed): the next claims return them first.
+    stash: Vec<Claimed>,
+}
+
 /// The broadcast lane of a subscription, and its read in flight.
 struct Broadcast {
     inner: Arc<Inner>,
-    /// The read of the broadcast stream in flight, as a task of its own so it can outlive
-    /// one claim; it yields the entries it claimed (held, leases renewed).
-    read: tokio::sync::Mutex<Option<BroadcastRead>>,
+    read: tokio::sync::Mutex<Reading>,
     /// Woken (`notify_one`) when that read ends, to wake the work read.
     ended: Arc<Notify>,
 }
@@ -105,7 +113,7 @@ impl RedisConsumer {
         q.consumes.store(true, std::sync::atomic::Ordering::Release);
         let bcast = q.companion().map(|b| Broadcast {
             inner: Inner::new(b, name.clone()),
-            read: tokio::sync::Mutex::new(None),
+            read: tokio::sync::Mutex::new(Reading::default()),
             ended: Arc::new(Notify::new()),
         });
         RedisConsumer {
@@ -137,25 +145,24 @@ impl RedisConsumer {
 }
 
 impl Broadcast {
-    /// Takes the claims of a read that ended (waiting for one in flight if `wait`), and,
-    /// unless `start` is false, starts the next read if none is in flight. Returns how many
-    /// claims it added to `out`.
+    /// Moves up to `room` claims of reads that ended to `out` (waiting for one in flight
+    /// if `wait`), keeping the rest for the next claim, and, if `start` and nothing is kept
+    /// or in flight, starts the next read. Returns how many claims it added to `out`.
     async fn collect(
         &self,
-        max: usize,
+        (max, room): (usize, usize),
         out: &mut Vec<Claimed>,
         (wait, start): (bool, bool),
     ) -> Result<usize, RedisError> {
-        let mut slot = self.read.lock().await;
-        let mut n = 0;
-        let ended = slot.as_ref().is_some_and(|h| wait || h.is_finished());
+        let mut reading = self.read.lock().await;
+        let ended = reading
+            .task
+            .as_ref()
+            .is_some_and(|h| wait || h.is_finished());
         if ended {
-            if let Some(h) = slot.take() {
+            if let Some(h) = reading.task.take() {
                 match h.await {
-                    Ok(Ok(claims)) => {
-                        n = claims.len();
-                        out.extend(claims);
-                    }
+                    Ok(Ok(claims)) => reading.stash.extend(claims),
                     Ok(Err(e)) => return Err(e),
                     Err(e) => {
                         tracing::warn!(target: "event_base::redis", topic = %self.inner.q.topic, error = %e, "the broadcast read task ended abnormally; what it claimed stays pending for this node's sweep");
@@ -163,10 +170,12 @@ impl Broadcast {
                 }
             }
         }
-        if start && slot.is_none() {
+        let n = reading.stash.len().min(room);
+        out.extend(reading.stash.drain(..n));
+        if start && reading.task.is_none() && reading.stash.is_empty() {
             let inner = self.inner.clone();
             let ended = self.ended.clone();
-            *slot = Some(tokio::spawn(async move {
+            reading.task = Some(tokio::spawn(async move {
                 let r = async {
                     let mut reader = inner.reader.lock().await;
                     let entries = inner
@@ -740,24 +749,34 @@ impl EConsumer for RedisConsumer {
                 let mut done = true;
                 if let Some(b) = bcast {
                     n += b
-                        .collect(max, out, (true, false))
+                        .collect((max, max), out, (true, false))
                         .await
                         .map_err(queue_error)?;
-                    let mut r = b.inner.reader.lock().await;
-                    let (got, drained) = b
-                        .inner
-                        .drain_step(&mut r, max, out)
+                    let kept = !b.read.lock().await.stash.is_empty();
+                    if n < max {
+                        let mut r = b.inner.reader.lock().await;
+                        let (got, drained) = b
+                            .inner
+                            .drain_step(&mut r, max - n, out)
+                            .await
+                            .map_err(queue_error)?;
+                        n += got;
+                        done &= drained;
+                    } else {
+                        done = false;
+                    }
+                    done &= !kept;
+                }
+                if n < max {
+                    let (got, drained) = inner
+                        .drain_step(&mut reader, max - n, out)
                         .await
                         .map_err(queue_error)?;
                     n += got;
                     done &= drained;
+                } else {
+                    done = false;
                 }
-                let (got, drained) = inner
-                    .drain_step(&mut reader, max, out)
-                    .await
-                    .map_err(queue_error)?;
-                n += got;
-                done &= drained;
                 if n > 0 {
                     return Ok(n);
                 }
@@ -795,7 +814,7 @@ impl EConsumer for RedisConsumer {
             let block = block.min(next_look.saturating_duration_since(Instant::now()));
             if let Some(b) = bcast {
                 let n = b
-                    .collect(max, out, (false, true))
+                    .collect((max, max), out, (false, true))
                     .await
                     .map_err(queue_error)?;
                 if n > 0 {
@@ -808,9 +827,10 @@ impl EConsumer for RedisConsumer {
                 .map_err(queue_error)?;
             let mut n = inner.accept(entries, out).await;
             if let Some(b) = bcast {
-                // Woken by the broadcast read, or it ended meanwhile: its entries too.
+                // Woken by the broadcast read, or it ended meanwhile: its entries too, as
+                // many as fit.
                 n += b
-                    .collect(max, out, (false, false))
+                    .collect((max, max.saturating_sub(n)), out, (false, false))
                     .await
                     .map_err(queue_error)?;
             }

@@ -584,3 +584,48 @@ async fn a_broadcast_addressed_to_a_worker_is_handled_once_in_the_cluster() {
         "not broadcast"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_at_most_its_max_from_both_streams_together() {
+    use event_base::backend::QueueFactory;
+    let server = RedisServer::start();
+    let queue = factory(&server).await;
+    let sub = queue
+        .create_subscription(&event_base::MessageTopic::from(TOPIC), HANDLER)
+        .unwrap();
+    let mut sent = HashSet::new();
+    for i in 0..6 {
+        let b = Arc::new(broadcast(&format!("b{i}")));
+        let s = Arc::new(EMessage::standard(TOPIC, format!("s{i}").into_bytes()));
+        sent.insert(b.id.clone());
+        sent.insert(s.id.clone());
+        sub.producer.send(b).await.unwrap();
+        sub.producer.send(s).await.unwrap();
+    }
+    let mut claimed = HashSet::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while claimed.len() < sent.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {} claimed",
+            claimed.len(),
+            sent.len()
+        );
+        let mut batch = Vec::new();
+        let n = sub.consumer.claim_batch(4, &mut batch).await.unwrap();
+        assert!(n <= 4 && batch.len() == n, "a claim of at most 4 took {n}");
+        for c in &batch {
+            assert!(
+                claimed.insert(c.message.id.clone()),
+                "claimed twice: {}",
+                c.message.id
+            );
+        }
+        sub.consumer.ack(&batch).await.unwrap();
+    }
+    assert_eq!(claimed, sent);
+    assert_eq!(
+        server.query(&["XLEN", "eb:{prices}:s:sync"]).as_int(),
+        Some(0)
+    );
+}
