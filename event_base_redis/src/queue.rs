@@ -44,8 +44,10 @@ pub(crate) struct SubQueue {
     pub(crate) topic: MessageTopic,
     /// The stream.
     pub(crate) key: String,
-    /// The consumer group (the handler's name).
+    /// The consumer group (the handler's name; on a broadcast stream, `n:<node id>`).
     pub(crate) group: String,
+    /// The handler whose subscription this is (registered under this name).
+    pub(crate) handler: String,
     /// Where undecodable entries go.
     pub(crate) poison: String,
     pub(crate) bound: usize,
@@ -92,7 +94,7 @@ impl SubQueue {
                 handler.to_owned(),
             ),
             Lane::Broadcast => (
-                settings.keys.broadcast(topic.as_str()),
+                settings.keys.broadcast(topic.as_str(), handler),
                 format!("n:{}", node.id),
             ),
         };
@@ -103,6 +105,7 @@ impl SubQueue {
             topic: topic.clone(),
             key,
             group,
+            handler: handler.to_owned(),
             poison: settings.keys.poison(topic.as_str()),
             bound: settings.bound,
             visibility: settings.visibility,

@@ -263,7 +263,11 @@ async fn an_evicted_nodes_shutdown_group_is_destroyed() {
     let janitor = start().await;
     let gone = start().await;
     until("both nodes joined the shutdown stream", || {
-        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*2"
+        server.command(&[
+            "XINFO",
+            "GROUPS",
+            "eb:{_system.shutdown}:bc:event_base.shutdown",
+        ]) == "*2"
     })
     .await;
     gone.shutdown(event_base::ShutdownStrategy::Force)
@@ -271,7 +275,11 @@ async fn an_evicted_nodes_shutdown_group_is_destroyed() {
         .unwrap();
     drop(gone);
     until("the stopped node's group was destroyed", || {
-        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*1"
+        server.command(&[
+            "XINFO",
+            "GROUPS",
+            "eb:{_system.shutdown}:bc:event_base.shutdown",
+        ]) == "*1"
     })
     .await;
     until("the stopped node was forgotten", || {

@@ -346,6 +346,13 @@ impl EventBusBuilder {
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
+        // With a shared backend, subscribers elsewhere get these too: know them first.
+        bus.shared
+            .look_up_subscribers(&[
+                crate::constant::WORKER_DISCOVERY,
+                crate::constant::TOPIC_SYNC,
+            ])
+            .await;
         for state in &started {
             bus.shared
                 .announce_worker(DiscoveryEvent::Joined, state)
