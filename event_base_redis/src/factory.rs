@@ -233,7 +233,9 @@ impl RedisQueueFactory {
             .collect()
     }
 
-    /// The topics in the registry (that some node has run a handler of).
+    /// The application topics in the registry (that some node has run a handler of). The
+    /// system topics carried between nodes (`_system.shutdown`, discovery, ...) are in the
+    /// registry too, since other nodes publish to their handlers, but are not listed.
     pub async fn registered_topics(&self) -> Result<Vec<String>, RedisError> {
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(self.settings.keys.registry());
@@ -242,6 +244,7 @@ impl RedisQueueFactory {
             .iter()
             .map(|t| reply::string("SMEMBERS", t))
             .collect::<Result<_, _>>()?;
+        topics.retain(|t| !t.starts_with(event_base_core::constant::SYSTEM_PREFIX));
         topics.sort();
         Ok(topics)
     }

@@ -59,10 +59,10 @@ async fn a_consuming_node_beats_with_a_hash_that_expires() {
         .is_ok());
     let ttl: i64 = server.command(&["PTTL", &hash])[1..].parse().unwrap();
     assert!(ttl > 0 && ttl <= 300, "expires after three beats: {ttl} ms");
-    // Its consumers: of `jobs`, and of the shutdown commands.
+    // Its consumers: of `jobs`, of the shutdown commands and of topic discovery requests.
     let subs = format!("eb:{{nodes}}:subs:{id}");
-    until("both consumers listed", || {
-        server.command(&["SCARD", &subs]) == ":2"
+    until("the three consumers listed", || {
+        server.command(&["SCARD", &subs]) == ":3"
     })
     .await;
     assert_eq!(
