@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::backend::queue::TrySendError;
 use crate::bus::shared::BusShared;
-use crate::constant::WORKER_DISCOVERY;
+use crate::constant::{TOPIC_SYNC, WORKER_DISCOVERY};
 use crate::delivery::accept::prepare;
 use crate::delivery::elsewhere::RemoteSub;
 use crate::delivery::topic_table::Route;
@@ -137,6 +137,18 @@ impl BusShared {
             node: self.node.name.to_string(),
             topics,
         }
+    }
+
+    /// A bus's start: its workers' `Joined` and its topic table, for whoever subscribes
+    /// (with a shared backend, looked up in the registry first).
+    pub(crate) async fn announce_start(&self, started: &[Arc<WorkerState>]) {
+        self.look_up_subscribers(&[WORKER_DISCOVERY, TOPIC_SYNC])
+            .await;
+        for state in started {
+            self.announce_worker(DiscoveryEvent::Joined, state).await;
+        }
+        let sync = self.topic_sync();
+        self.announce(TOPIC_SYNC, &sync).await;
     }
 
     /// Announces a worker's arrival or departure, if anyone listens.
