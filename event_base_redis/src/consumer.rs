@@ -261,11 +261,15 @@ impl Inner {
             Err(RedisError::Refused { message, .. }) if message.starts_with("BUSYGROUP") => {}
             Err(e) => return Err(e),
         }
-        let as_handler = (self.q.lane == Lane::Work)
-            .then_some((self.q.registry.as_str(), self.q.topic.as_str()));
+        // Registered on either lane: other nodes send to (and publish on) what it lists.
+        let as_handler = (
+            self.q.registry.as_str(),
+            self.q.topic.as_str(),
+            self.q.handler.as_str(),
+        );
         self.q
             .node
-            .register(as_handler, &self.q.key, &self.q.group, &self.name);
+            .register(Some(as_handler), &self.q.key, &self.q.group, &self.name);
         self.group_ready.store(true, Ordering::Release);
         Ok(())
     }

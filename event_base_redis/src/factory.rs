@@ -66,10 +66,15 @@ pub(crate) struct Settings {
 /// [visibility timeout](Self::visibility_timeout) is taken over by another consumer
 /// (`XAUTOCLAIM`). Consumer names are unique per process start.
 ///
-/// System topics (`_system.*`: discovery, audit, shutdown acks) stay in the process, on
-/// in-memory queues, except `_system.shutdown`: a shutdown command sent from any node
-/// reaches every node (a broadcast stream, `<prefix>:{_system.shutdown}:bc`, read by each
-/// node through a group of its own).
+/// The system topics of the cluster (`_system.shutdown`, `_system.shutdown_ack`,
+/// `_system.worker_discovery`, `_system.topic_sync`, `_system.topic_discovery`) are carried
+/// between nodes: each handler of one has a broadcast stream,
+/// `<prefix>:{<topic>}:bc:<handler>`, that every node running the handler reads through a
+/// group of its own, and the handler is in the registry, so a node without it publishes to
+/// it too. A shutdown command sent from any node thus reaches every node, and a subscriber
+/// on one node sees every node's discovery events, topic tables and shutdown acks. The
+/// other system topics (audit, heartbeats, dead-letter notices) stay in the process, on
+/// in-memory queues.
 ///
 /// `create_subscription` does no I/O: each queue connects when first used, so a factory can
 /// be made outside a runtime with [`open`](Self::open). [`connect`](Self::connect) also
@@ -228,7 +233,9 @@ impl RedisQueueFactory {
             .collect()
     }
 
-    /// The topics in the registry (that some node has run a handler of).
+    /// The application topics in the registry (that some node has run a handler of). The
+    /// system topics carried between nodes (`_system.shutdown`, discovery, ...) are in the
+    /// registry too, since other nodes publish to their handlers, but are not listed.
     pub async fn registered_topics(&self) -> Result<Vec<String>, RedisError> {
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(self.settings.keys.registry());
@@ -237,6 +244,7 @@ impl RedisQueueFactory {
             .iter()
             .map(|t| reply::string("SMEMBERS", t))
             .collect::<Result<_, _>>()?;
+        topics.retain(|t| !t.starts_with(event_base_core::constant::SYSTEM_PREFIX));
         topics.sort();
         Ok(topics)
     }
@@ -349,15 +357,8 @@ impl RedisQueueFactory {
         Ok(())
     }
 
-    fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
+    fn subscription(&self, topic: &MessageTopic, handler: &str, lane: Lane) -> TopicQueue {
         let n = self.consumers.fetch_add(1, Ordering::Relaxed);
-        // Shutdown commands reach every node: each reads the stream through a group of its
-        // own.
-        let lane = if topic.as_str() == event_base_core::constant::SHUTDOWN {
-            Lane::Broadcast
-        } else {
-            Lane::Work
-        };
         let q = SubQueue::new(
             self.link.clone(),
             &self.settings,
@@ -370,6 +371,32 @@ impl RedisQueueFactory {
             producer: Arc::new(RedisProducer::new(q.clone())),
             consumer: Arc::new(RedisConsumer::new(q, name)),
         }
+    }
+}
+
+/// The system topics carried between nodes: shutdown commands and their acks, worker
+/// discovery and the topic tables. Each handler of one has a broadcast stream read by every
+/// node that runs the handler (a group per node), so a node that publishes there reaches
+/// the subscribers of the whole cluster.
+pub(crate) const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
+    event_base_core::constant::SHUTDOWN,
+    event_base_core::constant::SHUTDOWN_ACK,
+    event_base_core::constant::WORKER_DISCOVERY,
+    event_base_core::constant::TOPIC_SYNC,
+    event_base_core::constant::TOPIC_DISCOVERY,
+];
+
+/// How a topic's subscriptions are kept: application topics on their work stream, the
+/// [cluster-wide system topics](CLUSTER_SYSTEM_TOPICS) on a broadcast stream per handler,
+/// and `None` for the other system topics (audit, heartbeats, dead-letter notices, ...),
+/// which stay in the process, on an in-memory queue.
+pub(crate) fn lane_of(topic: &MessageTopic) -> Option<Lane> {
+    if !topic.is_system() {
+        Some(Lane::Work)
+    } else if CLUSTER_SYSTEM_TOPICS.contains(&topic.as_str()) {
+        Some(Lane::Broadcast)
+    } else {
+        None
     }
 }
 
@@ -387,10 +414,10 @@ impl QueueFactory for RedisQueueFactory {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<TopicQueue, QueueError> {
-        if topic.is_system() && topic.as_str() != event_base_core::constant::SHUTDOWN {
-            return self.local.create(topic);
+        match lane_of(topic) {
+            Some(lane) => Ok(self.subscription(topic, handler, lane)),
+            None => self.local.create(topic),
         }
-        Ok(self.subscription(topic, handler))
     }
 
     /// The registry of handlers, cached in the process and read again every heartbeat (see

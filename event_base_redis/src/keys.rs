@@ -7,7 +7,7 @@
 //! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later: member the message id, score when due (server ms) |
 //! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
 //! | `<prefix>:{<topic>}:b:<handler>` | stream | the subscription's `Broadcast` messages (fields `m`, `p`): a group `n:<node>` per node that runs the handler |
-//! | `<prefix>:{<topic>}:bc` | stream | a broadcast topic's entries (`_system.shutdown`): a group `n:<node>` per node |
+//! | `<prefix>:{<topic>}:bc:<handler>` | stream | a cluster-wide system topic's entries for one handler (`_system.shutdown`, `_system.shutdown_ack`, `_system.worker_discovery`, `_system.topic_sync`, `_system.topic_discovery`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
 //! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
@@ -64,9 +64,10 @@ impl Keys {
         format!("{}:{{{}}}:b:{}", self.prefix, topic, handler)
     }
 
-    /// The topic's broadcast stream (every node reads every entry).
-    pub(crate) fn broadcast(&self, topic: &str) -> String {
-        format!("{}:{{{}}}:bc", self.prefix, topic)
+    /// The broadcast stream of one handler of a cluster-wide system topic (every node
+    /// running the handler reads every entry, through a group of its own).
+    pub(crate) fn broadcast(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:bc:{}", self.prefix, topic, handler)
     }
 
     /// The topic's dead letters.
@@ -110,5 +111,9 @@ mod tests {
         assert_eq!(k.poison("orders"), "eb:{orders}:poison");
         assert_eq!(k.topics(), "eb:topics");
         assert_eq!(k.handlers("orders"), "eb:{orders}:handlers");
+        assert_eq!(
+            k.broadcast("_system.shutdown", "event_base.shutdown"),
+            "eb:{_system.shutdown}:bc:event_base.shutdown"
+        );
     }
 }

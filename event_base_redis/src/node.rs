@@ -108,17 +108,18 @@ impl Node {
 
     /// A consumer of this node reads `stream` as `consumer` of `group`: listed for the
     /// janitor, and the node starts beating (if it has not yet).
-    /// `handler`: the registry key and topic to register the group in as a handler (`None`
-    /// for a node's own group on a broadcast stream).
+    /// `handler`: the registry key, topic and handler name to register (`None`: not in the
+    /// registry). A handler on a broadcast stream (a cluster-wide system topic) is
+    /// registered too, so that nodes without it publish to it.
     pub(crate) fn register(
         self: &Arc<Self>,
-        handler: Option<(&str, &str)>,
+        handler: Option<(&str, &str, &str)>,
         stream: &str,
         group: &str,
         consumer: &str,
     ) {
-        if let Some((registry, topic)) = handler {
-            let handler = (registry.to_owned(), topic.to_owned(), group.to_owned());
+        if let Some((registry, topic, name)) = handler {
+            let handler = (registry.to_owned(), topic.to_owned(), name.to_owned());
             self.register_handler(&handler);
             let mut handlers = self.handlers.lock().unwrap_or_else(|e| e.into_inner());
             if !handlers.contains(&handler) {

@@ -28,7 +28,7 @@ pub(crate) enum Lane {
     Broadcast,
 }
 
-/// Entries the shutdown broadcast stream keeps at most (about).
+/// Entries the broadcast stream of a cluster-wide system topic keeps at most (about).
 pub(crate) const BROADCAST_MAX_LEN: usize = 1_000;
 
 /// Entries a subscription's broadcast stream keeps at most (about): entries every node's
@@ -49,9 +49,10 @@ pub(crate) struct SubQueue {
     pub(crate) topic: MessageTopic,
     /// The stream.
     pub(crate) key: String,
-    /// The consumer group (the handler's name; `n:<node id>` on a broadcast lane).
+    /// The consumer group (the handler's name; on a broadcast stream, `n:<node id>`).
     pub(crate) group: String,
-    /// The handler (the group of the work lane), for dead letters.
+    /// The handler whose subscription this is (registered under this name, and named in
+    /// dead letters).
     pub(crate) handler: String,
     /// Where `Broadcast` messages go: on the work lane, the subscription's broadcast
     /// stream; on a broadcast lane, its own stream.
@@ -111,9 +112,9 @@ impl SubQueue {
                 SUB_BROADCAST_MAX_LEN,
             ),
             Lane::Broadcast => (
-                settings.keys.broadcast(topic.as_str()),
+                settings.keys.broadcast(topic.as_str(), handler),
                 format!("n:{}", node.id),
-                settings.keys.broadcast(topic.as_str()),
+                settings.keys.broadcast(topic.as_str(), handler),
                 BROADCAST_MAX_LEN,
             ),
         };

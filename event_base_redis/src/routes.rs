@@ -184,12 +184,14 @@ impl RemoteRoutes for RedisRoutes {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<Arc<dyn EProducer>, QueueError> {
+        // A handler of a cluster-wide system topic reads a broadcast stream.
+        let lane = crate::factory::lane_of(topic).unwrap_or(Lane::Work);
         let q = SubQueue::new(
             self.link.clone(),
             &self.settings,
             self.node.clone(),
             (topic, handler),
-            Lane::Work,
+            lane,
         );
         Ok(Arc::new(RedisProducer::new(q)))
     }

@@ -60,10 +60,10 @@ async fn a_consuming_node_beats_with_a_hash_that_expires() {
     let ttl: i64 = server.command(&["PTTL", &hash])[1..].parse().unwrap();
     assert!(ttl > 0 && ttl <= 300, "expires after three beats: {ttl} ms");
     // Its consumers: of `jobs` (its stream, and its broadcast stream through the node's
-    // group), and of the shutdown commands.
+    // group), of the shutdown commands and of topic discovery requests.
     let subs = format!("eb:{{nodes}}:subs:{id}");
-    until("the three consumers listed", || {
-        server.command(&["SCARD", &subs]) == ":3"
+    until("the four consumers listed", || {
+        server.command(&["SCARD", &subs]) == ":4"
     })
     .await;
     assert_eq!(
@@ -264,7 +264,11 @@ async fn an_evicted_nodes_shutdown_group_is_destroyed() {
     let janitor = start().await;
     let gone = start().await;
     until("both nodes joined the shutdown stream", || {
-        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*2"
+        server.command(&[
+            "XINFO",
+            "GROUPS",
+            "eb:{_system.shutdown}:bc:event_base.shutdown",
+        ]) == "*2"
     })
     .await;
     gone.shutdown(event_base::ShutdownStrategy::Force)
@@ -272,7 +276,11 @@ async fn an_evicted_nodes_shutdown_group_is_destroyed() {
         .unwrap();
     drop(gone);
     until("the stopped node's group was destroyed", || {
-        server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) == "*1"
+        server.command(&[
+            "XINFO",
+            "GROUPS",
+            "eb:{_system.shutdown}:bc:event_base.shutdown",
+        ]) == "*1"
     })
     .await;
     until("the stopped node was forgotten", || {

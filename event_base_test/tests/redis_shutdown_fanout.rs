@@ -29,7 +29,12 @@ async fn a_shutdown_command_sent_on_one_node_stops_every_node() {
     let b = node(&server, &probe).await;
     // Both nodes read the broadcast stream (their groups exist) before the command is sent.
     let deadline = tokio::time::Instant::now() + WAIT;
-    while server.command(&["XINFO", "GROUPS", "eb:{_system.shutdown}:bc"]) != "*2" {
+    while server.command(&[
+        "XINFO",
+        "GROUPS",
+        "eb:{_system.shutdown}:bc:event_base.shutdown",
+    ]) != "*2"
+    {
         assert!(tokio::time::Instant::now() < deadline, "both nodes joined");
         // Redis offers nothing to wait on.
         tokio::time::sleep(Duration::from_millis(20)).await;

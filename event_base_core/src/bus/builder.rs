@@ -27,7 +27,6 @@ use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
 use crate::node::{self, NodeIdentity, NodeType};
 use crate::observe::audit_log::AuditLog;
 use crate::observe::audit_record::AuditWriter;
-use crate::system_topics::discovery::DiscoveryEvent;
 use crate::system_topics::handlers::{BusCell, ShutdownCommandHandler, TopicDiscoveryHandler};
 use crate::worker::monitor::run_monitor;
 use crate::worker::registry::WorkerRegistry;
@@ -346,15 +345,7 @@ impl EventBusBuilder {
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
-        for state in &started {
-            bus.shared
-                .announce_worker(DiscoveryEvent::Joined, state)
-                .await;
-        }
-        let sync = bus.shared.topic_sync();
-        bus.shared
-            .announce(crate::constant::TOPIC_SYNC, &sync)
-            .await;
+        bus.shared.announce_start(&started).await;
         Ok(bus)
     }
 }

@@ -6,7 +6,8 @@
 //! 2. the user's workers are stopped as the strategy says: asked to stop (they finish their
 //!    current message and their inbox, take nothing new, and end), or cancelled;
 //! 3. one [`ShutdownAck`] per worker is published on `_system.shutdown_ack`, and the bus waits
-//!    briefly for the bus's own system workers to hand them out;
+//!    briefly for the bus's own system workers to hand them out (with a shared backend and a
+//!    subscriber here, for [`ACK_GRACE`], so the acks of other nodes reach it too);
 //! 4. the audit records so far are handed to the audit writers and flushed; every remaining
 //!    task (routers, scheduler, monitor, system workers) is cancelled, the WAL flushed, and
 //!    the global default uninstalled if it was this system.
@@ -166,27 +167,44 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
 
 /// One [`ShutdownAck`] per worker on `_system.shutdown_ack`, handed out by the bus's own
 /// workers (for up to [`ACK_GRACE`]) before they stop too.
+///
+/// With a shared backend the acks also go to the subscribers other processes run, and a
+/// subscriber here gets theirs while the bus's own workers run: so a bus that subscribes
+/// keeps them running until [`ACK_GRACE`] after its own acks went out, for the acks of the
+/// nodes that stop at the same time (a shutdown command stops every node). It does not
+/// wait for particular nodes: it does not know which nodes there are, and a node with no
+/// worker of its own sends no ack.
 async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: &Outcomes) {
-    if !shared.topics.contains_key(SHUTDOWN_ACK) {
+    // A node's cache of the registry may be older than a subscriber elsewhere: ask.
+    shared.look_up_subscribers(&[SHUTDOWN_ACK]).await;
+    let subscribed_here = shared.topics.contains_key(SHUTDOWN_ACK);
+    let others = shared.remote.is_some() && subscribed_here;
+    if !shared.subscribed(SHUTDOWN_ACK) {
         return;
     }
+    let began = Instant::now();
     let before = shared.in_flight.get();
     for w in user {
         let outcome = outcomes
             .get(&w.name)
             .map_or(WorkerOutcome::Completed, |o| o.0);
         let ack = ShutdownAck {
+            node: shared.node.name.to_string(),
             worker: w.name.clone(),
             topic: w.topic.0.clone(),
             outcome,
         };
         shared.announce(SHUTDOWN_ACK, &ack).await;
     }
-    if !user.is_empty() {
+    if !user.is_empty() && subscribed_here {
         shared
             .in_flight
-            .wait_until(|n, _| n <= before, Instant::now() + ACK_GRACE)
+            .wait_until(|n, _| n <= before, began + ACK_GRACE)
             .await;
+    }
+    if others {
+        // The other nodes' acks come from Redis, with nothing here to count or await.
+        tokio::time::sleep_until(began + ACK_GRACE).await;
     }
 }
 

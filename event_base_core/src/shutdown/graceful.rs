@@ -44,6 +44,7 @@ pub(super) async fn graceful(
         .announce(
             SHUTDOWN_ACK,
             &ShutdownAck {
+                node: shared.node.name.to_string(),
                 worker: state.name.clone(),
                 topic: state.topic.0.clone(),
                 outcome,

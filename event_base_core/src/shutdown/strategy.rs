@@ -172,9 +172,16 @@ pub struct ShutdownCommand {
 
 /// What is announced for each worker on `_system.shutdown_ack` (JSON) once the workers have
 /// stopped; the bus's own workers hand the acks out (for up to 2 s) before they stop too.
+/// With a queue backend shared by several processes (Redis), the acks of every node reach
+/// the subscribers of every node that is still running (see the shutdown guide).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ShutdownAck {
+    /// The node (process) the worker ran on: its [`node_name`](crate::node_name), or the
+    /// bus's own ([`EventBusBuilder::node_name`](crate::EventBusBuilder::node_name)).
+    /// Empty in an ack from a version that did not send it.
+    #[serde(default)]
+    pub node: String,
     /// Worker name.
     pub worker: String,
     /// Its topic.

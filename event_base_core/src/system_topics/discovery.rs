@@ -1,16 +1,18 @@
 //! Worker discovery and topic sync: what a system announces about itself on
 //! `_system.worker_discovery`, `_system.topic_sync` and `_system.topic_discovery`.
 //!
-//! Inside one process these are notifications for whoever subscribes (dashboards, tests,
-//! the gRPC API). The payloads are plain JSON values naming the node, so the distributed mode
-//! can carry the same messages between processes unchanged.
+//! These are notifications for whoever subscribes (dashboards, tests, the gRPC API). The
+//! payloads are plain JSON values naming the node; with a queue backend shared by several
+//! processes (Redis) they are carried between them unchanged, so a subscriber on one node
+//! sees the events of every node, and every node answers a [`TopicDiscovery`].
 //!
 //! - [`WorkerDiscovery`] on `_system.worker_discovery` whenever a worker joins (start,
 //!   scale-up, replacement), leaves (stopped) or is declared dead.
 //! - [`TopicSync`] on `_system.topic_sync`: the node's topic table, once at start and in
 //!   answer to every [`TopicDiscovery`] request sent on `_system.topic_discovery`.
 //!
-//! Nothing is published when nobody subscribes, so the hot path never pays for it.
+//! Nothing is published when nobody subscribes (here, or elsewhere as the shared backend's
+//! cached registry lists it), so the hot path never pays for it.
 
 use serde::{Deserialize, Serialize};
 

@@ -4,11 +4,13 @@
 //! running bus is a bus.
 //!
 //! May import: `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
-//! `delivery/accept.rs` (announcements take the send path without its `accepting` check).
+//! `delivery/accept.rs` (announcements take the send path without its `accepting` check),
+//! `delivery/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
+//! run, through the bus's remote table).
 //!
 //! | file | holds |
 //! |---|---|
-//! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes |
+//! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes, here or (shared backend) in another process |
 //! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo`, `DiscoveryEvent` |
 //! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
 

@@ -14,6 +14,10 @@
 //!   each one Redis confirmed, then `done`.
 //! - `redis_node bus-sender <url> <n> <tasks>`: the same through a bus with no handler at
 //!   all: the registry of handlers routes the messages to `work`.
+//! - `redis_node host <url> <name> <workers>`: a `Host` bus named `<name>` (its node name)
+//!   with `<workers>` workers of `work` on `jobs`, so it runs the bus's own handlers too
+//!   (shutdown commands, topic discovery). Prints `ready` once built, then, once a
+//!   shutdown command stopped it, `stopped`, and exits.
 //! - `redis_node zombie <url> <visibility-ms>`: a bus with one worker that sends one message
 //!   to itself, prints `started <id>` when its handler begins it, then waits for a line on
 //!   stdin before acking it (prints `returning <id>`). Warnings of the Redis backend (a fenced
@@ -34,6 +38,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>
        redis_node sender <url> <n> <tasks>
        redis_node bus-sender <url> <n> <tasks>
+       redis_node host <url> <name> <workers>
        redis_node zombie <url> <visibility-ms>";
 
 /// Prints one line and writes it out at once.
@@ -217,6 +222,39 @@ async fn sender(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
     Ok(())
 }
 
+/// `host <url> <name> <workers>` (see the module docs).
+async fn host(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let name: String = arg(&mut args)?;
+    let workers: usize = arg(&mut args)?;
+    let queue = RedisQueueFactory::connect(&url)
+        .await?
+        .heartbeat(Duration::from_millis(200));
+    let bus = EventBus::builder()
+        .node_type(NodeType::Host)
+        .node_name(name)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(
+            HandlerSpec::new(
+                "work",
+                "jobs",
+                Record {
+                    work: Duration::ZERO,
+                },
+            )
+            .workers(workers),
+        )
+        .build()
+        .await?;
+    say(format_args!("ready"));
+    bus.shutdown_started().await;
+    // Waits for the shutdown the command started (a second call waits for the first).
+    bus.shutdown(event_base::ShutdownStrategy::Force).await?;
+    say(format_args!("stopped"));
+    Ok(())
+}
+
 async fn zombie(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
     let url: String = arg(&mut args)?;
     let visibility = Duration::from_millis(arg(&mut args)?);
@@ -248,6 +286,7 @@ async fn main() -> Result<(), Error> {
         Some("worker") => worker(args).await,
         Some("sender") => sender(args).await,
         Some("bus-sender") => bus_sender(args).await,
+        Some("host") => host(args).await,
         Some("zombie") => zombie(args).await,
         _ => Err(USAGE.into()),
     }

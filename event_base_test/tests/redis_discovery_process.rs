@@ -1,0 +1,166 @@
+//! Discovery and shutdown acks between two processes on Redis: this test's bus (node `a`)
+//! watches `_system.worker_discovery`, `_system.topic_sync` and `_system.shutdown_ack`; a
+//! child process (`redis_node host`, node `b`) runs two workers. `a` sees `b`'s workers
+//! join, `b` answers a topic discovery request, and a shutdown command sent from `a` stops
+//! `b`, whose acks reach `a`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
+use event_base::{
+    Ack, DiscoveryEvent, EMessage, EventBus, RedisQueueFactory, ShutdownAck, ShutdownCommand,
+    ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery, WorkerOutcome,
+};
+use event_base_test::redis_server::RedisServer;
+use event_base_test::{decode, Probe, Seen, WAIT};
+use tokio::sync::mpsc;
+
+/// The child, killed if the test fails before it exits.
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `redis_node host <url> b 2`; its stdout lines go to the receiver.
+fn start_b(url: &str) -> (Node, mpsc::UnboundedReceiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redis_node"))
+        .args(["host", url, "b", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start redis_node");
+    let out = child.stdout.take().expect("its stdout");
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (Node(child), rx)
+}
+
+async fn expect_line(rx: &mut mpsc::UnboundedReceiver<String>, want: &str) {
+    let wait = async {
+        while let Some(line) = rx.recv().await {
+            if line == want {
+                return;
+            }
+        }
+        panic!("the child ended before printing `{want}`");
+    };
+    tokio::time::timeout(WAIT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("the child printed `{want}`"));
+}
+
+fn of<T: serde::de::DeserializeOwned>(seen: &[Seen], label: &str) -> Vec<T> {
+    seen.iter()
+        .filter(|s| s.label == label)
+        .map(|s| decode(&s.payload))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
+    let server = RedisServer::start();
+    let watch = Probe::new();
+    let queue = RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .heartbeat(Duration::from_millis(200));
+    let a = EventBus::builder()
+        .node_name("a")
+        .wal(queue.wal())
+        .queue(queue.clone())
+        .handler(watch.handler("discovery", WORKER_DISCOVERY, |_| Ack::Ack))
+        .handler(watch.handler("sync", TOPIC_SYNC, |_| Ack::Ack))
+        .handler(watch.handler("acks", SHUTDOWN_ACK, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    // Its three subscriptions are in the registry before `b` starts (Redis offers nothing
+    // to wait on).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for topic in [WORKER_DISCOVERY, TOPIC_SYNC, SHUTDOWN_ACK] {
+        while queue
+            .handlers_of(topic, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            assert!(tokio::time::Instant::now() < deadline, "{topic} registered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    let (_b, mut lines) = start_b(&server.url());
+    expect_line(&mut lines, "ready").await;
+    watch
+        .wait_until("b's two workers joined, and its table", WAIT, |s| {
+            let joined: Vec<WorkerDiscovery> = of(s, "discovery");
+            let tables: Vec<TopicSync> = of(s, "sync");
+            ["work-0", "work-1"].iter().all(|w| {
+                joined.iter().any(|d| {
+                    d.worker.node == "b" && d.worker.name == *w && d.event == DiscoveryEvent::Joined
+                })
+            }) && tables.iter().any(|t| t.node == "b")
+        })
+        .await;
+
+    // Asked, both nodes answer with their tables: `b`'s again.
+    let before = watch.seen().len();
+    let ask = EMessage::json(TOPIC_DISCOVERY, &TopicDiscovery::default()).unwrap();
+    a.send(TOPIC_DISCOVERY, ask).await.unwrap();
+    watch
+        .wait_until("a's and b's answers", WAIT, |s| {
+            let tables: Vec<TopicSync> = of(&s[before..], "sync");
+            tables.iter().any(|t| t.node == "a") && tables.iter().any(|t| t.node == "b")
+        })
+        .await;
+    let tables: Vec<TopicSync> = of(&watch.seen()[before..], "sync");
+    let b_table = tables.iter().find(|t| t.node == "b").unwrap();
+    let jobs = b_table.topics.iter().find(|t| t.topic == "jobs").unwrap();
+    assert_eq!(jobs.workers, ["work-0", "work-1"]);
+
+    // A command from `a` stops `b` (and `a`); `b`'s acks reach `a`.
+    let command = ShutdownCommand {
+        strategy: ShutdownStrategy::Drain {
+            timeout: Duration::from_secs(5),
+        },
+        reason: Some("deploy".into()),
+    };
+    a.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
+        .await
+        .unwrap();
+    expect_line(&mut lines, "stopped").await;
+    watch
+        .wait_until("b's two acks", WAIT, |s| {
+            of::<ShutdownAck>(s, "acks")
+                .iter()
+                .filter(|a| a.node == "b")
+                .count()
+                == 2
+        })
+        .await;
+    let mut acks: Vec<ShutdownAck> = of::<ShutdownAck>(&watch.seen(), "acks")
+        .into_iter()
+        .filter(|a| a.node == "b")
+        .collect();
+    acks.sort_by(|x, y| x.worker.cmp(&y.worker));
+    assert_eq!(acks[0].worker, "work-0");
+    assert_eq!(acks[1].worker, "work-1");
+    assert!(acks
+        .iter()
+        .all(|a| a.topic == "jobs" && a.outcome == WorkerOutcome::Completed));
+    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
+        .await
+        .expect("a's shutdown ended")
+        .unwrap();
+}
