@@ -3,7 +3,7 @@
 //! handlers other nodes run: the Redis backend's [`RemoteRoutes`].
 //!
 //! - The cache is read again every heartbeat (`SMEMBERS <prefix>:registry`, then the
-//!   handlers of each topic run within the max age), by a task of its own: a process that
+//!   handlers of every topic run within the max age, all sent at once), by a task of its own: a process that
 //!   only sends, and so never beats, refreshes too. Sends read the cache, never Redis.
 //! - A send to a topic the cache does not list looks that topic up once
 //!   ([`look_up`](RemoteRoutes::look_up): one script, one round trip), at most every
@@ -85,26 +85,35 @@ impl RedisRoutes {
 
     /// The handlers of `topic` run within the max age, from Redis.
     async fn read(&self, topic: &str) -> Result<Vec<Arc<str>>, RedisError> {
-        let key = self.settings.keys.handlers(topic);
-        let cmd = scripts::evalsha(&scripts::HANDLERS, &[&key], self.max_age.as_millis() as u64);
-        let v = self.link.run("HANDLERS", cmd).await?;
-        let mut handlers = reply::array("HANDLERS", &v)?
-            .iter()
-            .map(|h| reply::string("HANDLERS", h).map(Arc::from))
-            .collect::<Result<Vec<Arc<str>>, _>>()?;
-        handlers.sort();
-        Ok(handlers)
+        read_handlers(
+            self.link.clone(),
+            self.settings.keys.handlers(topic),
+            self.max_age,
+        )
+        .await
     }
 
-    /// Reads the whole registry again; tells the listeners if anything changed.
+    /// Reads the whole registry again (the topics' handlers all at once: the writers
+    /// pipeline the reads); tells the listeners if anything changed.
     async fn refresh(&self) -> Result<(), RedisError> {
         let mut smembers = redis::cmd("SMEMBERS");
         smembers.arg(self.settings.keys.registry());
         let v = self.link.run("SMEMBERS", smembers).await?;
-        let mut fresh = HashMap::new();
+        let mut reads = tokio::task::JoinSet::new();
         for t in reply::array("SMEMBERS", &v)? {
             let topic = reply::string("SMEMBERS", t)?;
-            let handlers = self.read(&topic).await?;
+            let read = read_handlers(
+                self.link.clone(),
+                self.settings.keys.handlers(&topic),
+                self.max_age,
+            );
+            reads.spawn(async move { (topic, read.await) });
+        }
+        let mut fresh = HashMap::new();
+        while let Some(done) = reads.join_next().await {
+            // A read task ends only by its reply, or with the runtime (then the link stops too).
+            let (topic, handlers) = done.map_err(|_| RedisError::Stopped)?;
+            let handlers = handlers?;
             if !handlers.is_empty() {
                 fresh.insert(topic, handlers);
             }
@@ -196,12 +205,34 @@ impl RemoteRoutes for RedisRoutes {
         Ok(Arc::new(RedisProducer::new(q)))
     }
 
+    async fn flush(&self) -> Result<(), QueueError> {
+        // The writer keeps order: once this answers, everything queued before it has.
+        self.link.run("PING", redis::cmd("PING")).await?;
+        Ok(())
+    }
+
     fn on_refresh(&self, listener: RoutesListener) {
         self.listeners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(listener);
     }
+}
+
+/// The handlers of the registry key `key` run within `max_age` (script `HANDLERS`), sorted.
+async fn read_handlers(
+    link: Link,
+    key: String,
+    max_age: Duration,
+) -> Result<Vec<Arc<str>>, RedisError> {
+    let cmd = scripts::evalsha(&scripts::HANDLERS, &[&key], max_age.as_millis() as u64);
+    let v = link.run("HANDLERS", cmd).await?;
+    let mut handlers = reply::array("HANDLERS", &v)?
+        .iter()
+        .map(|h| reply::string("HANDLERS", h).map(Arc::from))
+        .collect::<Result<Vec<Arc<str>>, _>>()?;
+    handlers.sort();
+    Ok(handlers)
 }
 
 async fn refresh_loop(routes: Weak<RedisRoutes>, every: Duration) {

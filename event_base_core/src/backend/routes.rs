@@ -25,8 +25,10 @@ pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
 /// The bus sends a message to a topic it has no handler of to every handler
 /// [`handlers_of`](Self::handlers_of) lists, through [`producer`](Self::producer), and to a
 /// topic it has handlers of, also to the listed handlers it does not run itself. Those copies
-/// are the backend's from then on: the bus does not write them to its WAL, count them in
-/// flight, or learn when they are handled.
+/// are queued before the send answers, and are the backend's from then on: the bus does not
+/// count them in flight past the send, or learn when they are handled. A message the bus's
+/// own WAL holds for a topic only other processes handle (an outbox's, or one replayed at
+/// start) is completed there once [`flush`](Self::flush) confirmed its copies.
 #[async_trait]
 pub trait RemoteRoutes: Send + Sync + 'static {
     /// The handlers of `topic` in the cluster, as last refreshed (no I/O): this process's
@@ -47,6 +49,13 @@ pub trait RemoteRoutes: Send + Sync + 'static {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<Arc<dyn EProducer>, QueueError>;
+
+    /// Waits until every copy queued so far through this backend's producers is written
+    /// (the Redis backend: a `PING` behind them on the writer). The default has nothing to
+    /// wait for.
+    async fn flush(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
 
     /// Calls `listener` after every refresh of the cache (and after a
     /// [`look_up`](Self::look_up) that changed it), until it returns `false`.

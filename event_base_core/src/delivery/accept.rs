@@ -15,6 +15,9 @@ use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::delivery::elsewhere::{
+    copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
+};
 use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
 use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
@@ -100,18 +103,39 @@ impl BusShared {
             Ok(id) => return Ok(id),
             Err(message) => message,
         };
-        if route.elsewhere.any() {
-            // Handlers only other processes run get their copy once the send is accepted.
-            return Box::pin(async {
-                let id = self
-                    .accept_core(route, message.clone(), try_send, timeout)
-                    .await?;
-                self.copy_elsewhere(route, &message);
-                Ok(id)
-            })
-            .await;
+        if route.elsewhere.any() && !route.subs.is_empty() && message.to_worker.is_none() {
+            // Handlers only other processes run get their copies before the send answers.
+            return Box::pin(self.accept_mixed(route, message, try_send, timeout)).await;
         }
         self.accept_core(route, message, try_send, timeout).await
+    }
+
+    /// A send to a topic with handlers here and handlers only other processes run: the WAL
+    /// record and the dedup window first (a duplicate goes to no handler), then a copy for
+    /// each handler elsewhere and one for each local handler, each waited for as a local copy
+    /// is (`remote_routes.rs`). The copies elsewhere are queued first, so that a local
+    /// handler cannot finish the message before they are (on Redis, one writer keeps them
+    /// in order) and a `try_send` they do not fit leaves no local copy behind.
+    async fn accept_mixed(
+        &self,
+        route: &Route,
+        message: Arc<EMessage>,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<MessageId, CoreError> {
+        let targets = targets(route, &message);
+        let commit = match self.append_new(&message)? {
+            Appended::New(commit) => commit,
+            Appended::Duplicate(withdrawal) => {
+                return self.duplicate(route, message, withdrawal).await
+            }
+        };
+        self.accepted(route, targets, &message);
+        let elsewhere = route.elsewhere.subs();
+        self.accept_waiting(
+            route, targets, &elsewhere, message, commit, try_send, timeout, None, 0,
+        )
+        .await
     }
 
     /// This bus, as the message context compares it (an outbox holds sends to its own bus).
@@ -155,7 +179,15 @@ impl BusShared {
                 }
             }
             return Box::pin(self.accept_waiting(
-                route, targets, message, commit, try_send, timeout, None, queued,
+                route,
+                targets,
+                &[],
+                message,
+                commit,
+                try_send,
+                timeout,
+                None,
+                queued,
             ))
             .await;
         };
@@ -190,6 +222,7 @@ impl BusShared {
         Box::pin(self.accept_waiting(
             route,
             &route.subs,
+            &[],
             message,
             commit,
             try_send,
@@ -262,16 +295,30 @@ impl BusShared {
         Ok(MessageId::from(&message.id))
     }
 
-    /// Queues a message an outbox released, already in the WAL: counted as accepted, handed
-    /// to its handlers' queues without ever blocking the releasing worker (a full queue gets
-    /// a task that waits for room).
-    pub(crate) fn queue_released(&self, message: Arc<EMessage>) {
+    /// Queues the messages an outbox released (one ack's), already in the WAL: counted as
+    /// accepted, handed to their handlers' queues without ever blocking the releasing worker
+    /// (a full queue gets a task that waits for room). Those for topics with no handler here
+    /// go to the handlers elsewhere together, as a batch (`remote_routes.rs`).
+    pub(crate) fn queue_released_all(&self, messages: Vec<Arc<EMessage>>) {
+        let mut elsewhere = Vec::new();
+        for message in messages {
+            if self.topics.contains_key(message.topic.as_str()) {
+                self.queue_released_here(message);
+            } else {
+                // Admitted before it was held: the topic exists, here or elsewhere.
+                elsewhere.push(message);
+            }
+        }
+        self.release_elsewhere(elsewhere);
+    }
+
+    /// One released message for a topic with handlers here.
+    fn queue_released_here(&self, message: Arc<EMessage>) {
         let Some(route) = self.topics.get(message.topic.as_str()) else {
-            // Admitted before it was held: the topic exists, here or elsewhere.
-            return self.release_elsewhere(message);
+            return;
         };
-        if route.elsewhere.any() {
-            self.copy_elsewhere(route, &message);
+        if route.elsewhere.any() && message.to_worker.is_none() {
+            copy_released(&route.elsewhere.subs(), &message);
         }
         let targets = targets(route, &message);
         self.accepted(route, targets, &message);
@@ -365,19 +412,31 @@ impl BusShared {
         };
         let commit = self.wal.append(&message)?;
         self.accepted(route, targets, &message);
-        self.accept_waiting(route, targets, message, commit, false, None, Some(dead), 0)
-            .await
+        self.accept_waiting(
+            route,
+            targets,
+            &[],
+            message,
+            commit,
+            false,
+            None,
+            Some(dead),
+            0,
+        )
+        .await
     }
 
     /// The rest of an accepted send that has to wait: for durability, for its queue to have
     /// room, or until the deadline. `restore`: the dead letter to put back if the message is
     /// withdrawn (a replay). `already`: how many of `targets`, from the first, have their copy
-    /// queued (the fast path queued them before one did not fit).
+    /// queued (the fast path queued them before one did not fit). `elsewhere`: the handlers
+    /// only other processes run that get a copy too, queued before the local ones.
     #[allow(clippy::too_many_arguments)]
     async fn accept_waiting(
         &self,
         route: &Route,
         targets: &[Arc<TopicEntry>],
+        elsewhere: &[RemoteSub],
         message: Arc<EMessage>,
         commit: WalCommit,
         try_send: bool,
@@ -409,6 +468,7 @@ impl BusShared {
         let outcome = self
             .enqueue(
                 &targets[already..],
+                elsewhere,
                 message.clone(),
                 commit,
                 try_send,
@@ -493,8 +553,19 @@ impl BusShared {
             }
             return Err(e.into());
         }
-        // Committed: every message is accepted. Queue what fits now; the rest goes to a task
-        // of its own, which a dropped call does not cancel.
+        // Committed: every message is accepted. The copies for handlers only other processes
+        // run first (as for one send), then the local ones. Queue what fits now; the rest
+        // goes to a task of its own, which a dropped call does not cancel.
+        let elsewhere = if route.elsewhere.any() {
+            let copies: Vec<Arc<EMessage>> = batch
+                .iter()
+                .filter(|m| m.to_worker.is_none())
+                .cloned()
+                .collect();
+            push_all_elsewhere(&route.elsewhere.subs(), copies)?
+        } else {
+            Vec::new()
+        };
         let now = SystemTime::now();
         // Collected, not a lazy iterator: a closure-laden iterator held across the `.await`
         // below makes this future not `Send` for every lifetime (rustc cannot prove it), and
@@ -515,36 +586,34 @@ impl BusShared {
                 break;
             }
         }
-        if let Some(first) = waiting {
+        if waiting.is_some() || !elsewhere.is_empty() {
             let rest: Vec<(Arc<TopicEntry>, Arc<EMessage>)> =
-                std::iter::once(first).chain(copies).collect();
+                waiting.into_iter().chain(copies).collect();
             let scheduler = self.scheduler.clone();
+            let rest = async move {
+                send_waiting(elsewhere).await?;
+                queue_all(scheduler, rest).await
+            };
             match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => runtime
-                    .spawn(queue_all(scheduler, rest))
-                    .await
-                    .map_err(|e| {
-                        CoreError::Internal(format!("batch queueing task failed: {e}"))
-                    })??,
+                Ok(runtime) => runtime.spawn(rest).await.map_err(|e| {
+                    CoreError::Internal(format!("batch queueing task failed: {e}"))
+                })??,
                 // No runtime to hand the rest to: queue it here (dropping the call now leaves
                 // the unqueued rest in the WAL, for the next start).
-                Err(_) => queue_all(scheduler, rest).await?,
-            }
-        }
-        if route.elsewhere.any() {
-            for message in &batch {
-                self.copy_elsewhere(route, message);
+                Err(_) => rest.await?,
             }
         }
         Ok(ids)
     }
 
-    /// Waits for the WAL commit, then hands the message to each target's queue (or the
-    /// scheduler), counting in `queued` the copies handed over.
+    /// Waits for the WAL commit, then hands the message to the queue of each handler
+    /// elsewhere and each target's queue (or the scheduler), counting in `queued` the
+    /// targets' copies handed over.
     #[allow(clippy::too_many_arguments)]
     async fn enqueue(
         &self,
         targets: &[Arc<TopicEntry>],
+        elsewhere: &[RemoteSub],
         message: Arc<EMessage>,
         commit: WalCommit,
         try_send: bool,
@@ -558,6 +627,15 @@ impl BusShared {
             Some(d) => tokio::time::timeout_at(d, commit.wait())
                 .await
                 .map_err(|_| timeout_error(topic, timeout))??,
+        }
+        if !elsewhere.is_empty() {
+            let copies = queue_elsewhere(elsewhere, &message, try_send);
+            match deadline {
+                None => copies.await?,
+                Some(d) => tokio::time::timeout_at(d, copies)
+                    .await
+                    .map_err(|_| timeout_error(topic, timeout))??,
+            }
         }
         let later = due_later(&message);
         for entry in targets {

@@ -2,14 +2,18 @@
 //! [`RemoteSub`]: what a [`Route`](crate::delivery::topic_table::Route) carries besides its
 //! local subscriptions when the queue backend is shared (`QueueFactory::routes`). Kept apart
 //! from the table that fills them in (`remote_table.rs`) so the topic table can hold them
-//! without importing it.
+//! without importing it. The functions here queue copies for them: for a send
+//! ([`queue_elsewhere`]), a batch ([`queue_all_elsewhere`]) and an outbox's release
+//! ([`copy_released`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::backend::queue::EProducer;
+use crate::backend::queue::{EProducer, TrySendError};
+use crate::error::CoreError;
+use crate::message::emessage::EMessage;
 
 /// One handler of a topic that another process runs: its subscription's sending side.
 #[derive(Clone)]
@@ -43,5 +47,115 @@ impl Elsewhere {
         let any = !subs.is_empty();
         self.subs.store(Arc::new(subs));
         self.any.store(any, Ordering::Release);
+    }
+}
+
+/// Queues a copy of `message` for each of `subs`, in order: a full queue is waited for,
+/// or, with `try_send`, answers `QueueFull` (copies queued before it stay queued, as with
+/// the local copies of a refused send).
+pub(crate) async fn queue_elsewhere(
+    subs: &[RemoteSub],
+    message: &Arc<EMessage>,
+    try_send: bool,
+) -> Result<(), CoreError> {
+    for sub in subs {
+        match sub.producer.try_send(message.clone()) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) if try_send => {
+                return Err(CoreError::QueueFull {
+                    topic: message.topic.0.clone(),
+                })
+            }
+            Err(TrySendError::Full(m)) => sub.producer.send(m).await?,
+            Err(TrySendError::Failed(e)) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Queues a copy of each message for each of `subs`: everything that fits is pushed at once
+/// (one pipeline on Redis), then what did not fit is sent in order, waiting for room, by a
+/// task of its own (a dropped caller does not leave accepted copies unqueued).
+pub(crate) async fn queue_all_elsewhere(
+    subs: Arc<Vec<RemoteSub>>,
+    messages: Vec<Arc<EMessage>>,
+) -> Result<(), CoreError> {
+    let waiting = push_all_elsewhere(&subs, messages)?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime.spawn(send_waiting(waiting)).await.map_err(|e| {
+            CoreError::Internal(format!(
+                "the task queueing copies for other processes failed: {e}"
+            ))
+        })?,
+        Err(_) => send_waiting(waiting).await,
+    }
+}
+
+/// The first half of [`queue_all_elsewhere`]: pushes every copy that fits now, and returns
+/// those that wait for room, in order (behind a full queue, a handler's later copies wait
+/// their turn too).
+pub(crate) fn push_all_elsewhere(
+    subs: &[RemoteSub],
+    messages: Vec<Arc<EMessage>>,
+) -> Result<Vec<(RemoteSub, Arc<EMessage>)>, CoreError> {
+    let mut waiting = Vec::new();
+    let mut blocked = vec![false; subs.len()];
+    for message in messages {
+        for (i, sub) in subs.iter().enumerate() {
+            if blocked[i] {
+                waiting.push((sub.clone(), message.clone()));
+                continue;
+            }
+            match sub.producer.try_send(message.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(m)) => {
+                    blocked[i] = true;
+                    waiting.push((sub.clone(), m));
+                }
+                Err(TrySendError::Failed(e)) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(waiting)
+}
+
+/// The second half of [`queue_all_elsewhere`]: sends the copies that waited, in order,
+/// waiting for room.
+pub(crate) async fn send_waiting(
+    waiting: Vec<(RemoteSub, Arc<EMessage>)>,
+) -> Result<(), CoreError> {
+    for (sub, message) in waiting {
+        sub.producer.send(message).await?;
+    }
+    Ok(())
+}
+
+/// Queues a copy of a message an outbox released for each of `subs` without waiting (the
+/// releasing worker must not block): a full queue gets a task that waits for room. The
+/// message's record stays in this bus's WAL until its local handlers finish it.
+pub(crate) fn copy_released(subs: &[RemoteSub], message: &Arc<EMessage>) {
+    for sub in subs {
+        match sub.producer.try_send(message.clone()) {
+            Ok(()) => {}
+            Err(TrySendError::Full(message)) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let sub = sub.clone();
+                    runtime.spawn(async move {
+                        if let Err(e) = sub.producer.send(message).await {
+                            tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a released message for a handler another process runs");
+                        }
+                    });
+                }
+                Err(_) => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, handler = %sub.handler, "no runtime to wait for room in the queue of a handler another process runs; its copy is not sent")
+                }
+            },
+            Err(TrySendError::Failed(e)) => {
+                tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a released message for a handler another process runs")
+            }
+        }
     }
 }

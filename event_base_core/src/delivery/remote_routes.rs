@@ -13,16 +13,22 @@
 //!   ([`RemoteRoutes::look_up`](crate::backend::RemoteRoutes::look_up), rate-limited by the backend) before the send is refused
 //!   with [`CoreError::NoHandler`].
 //!
-//! A copy for a handler elsewhere belongs to the backend once queued: it is not in this
-//! bus's WAL, not counted in flight (`wait_idle` does not wait for it), not checked against
-//! the dedup window, and not in this bus's metrics.
+//! The copies for handlers elsewhere are queued before `send` answers, as local copies are:
+//! `send` waits for room in a full queue, `try_send` answers `QueueFull`, a timeout answers
+//! `Timeout`, so `Wal::flush` on the Redis WAL covers every copy of an accepted send. Once
+//! queued, a copy is the backend's: this bus counts the send in flight while it queues its
+//! copies, and no longer (the handling process counts and completes it). A topic with a
+//! local handler writes its WAL record and checks the dedup window first: a duplicate id is
+//! sent to no handler. A record whose topic only other processes handle (an outbox's, or one
+//! replayed at start) leaves this bus's WAL once the backend confirmed every copy
+//! ([`RemoteRoutes::flush`](crate::backend::RemoteRoutes::flush)).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::queue::TrySendError;
 use crate::bus::shared::BusShared;
-use crate::delivery::elsewhere::RemoteSub;
+use crate::delivery::elsewhere::{queue_all_elsewhere, queue_elsewhere, RemoteSub};
+use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
@@ -106,8 +112,8 @@ impl BusShared {
 
     /// Sends `message` (admitted with [`admit_elsewhere`](Self::admit_elsewhere)) to the
     /// handlers of its topic elsewhere: refused with `NoHandler` if the registry lists none.
-    /// Once one copy is queued the message is accepted, and the other copies are queued
-    /// whatever happens.
+    /// Every copy is queued before this answers (see the module docs for `try_send` and
+    /// timeouts).
     pub(crate) async fn accept_elsewhere(
         &self,
         message: Arc<EMessage>,
@@ -122,31 +128,8 @@ impl BusShared {
         let topic = message.topic.clone();
         let id = MessageId::from(&message.id);
         let work = async {
-            let Some(route) = remote.route(&topic).await? else {
-                return Err(CoreError::NoHandler {
-                    topic: topic.0.clone(),
-                });
-            };
-            let subs = route.elsewhere.subs();
-            let mut queued = 0;
-            for sub in subs.iter() {
-                if queued > 0 {
-                    copy_to(sub, message.clone());
-                    continue;
-                }
-                match sub.producer.try_send(message.clone()) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) if try_send => {
-                        return Err(CoreError::QueueFull {
-                            topic: topic.0.clone(),
-                        })
-                    }
-                    Err(TrySendError::Full(m)) => sub.producer.send(m).await?,
-                    Err(TrySendError::Failed(e)) => return Err(e.into()),
-                }
-                queued += 1;
-            }
-            Ok(())
+            let route = remote_route(remote, &topic).await?;
+            queue_elsewhere(&route.elsewhere.subs(), &message, try_send).await
         };
         match timeout {
             None => work.await?,
@@ -163,69 +146,132 @@ impl BusShared {
         Ok(id)
     }
 
-    /// [`send_batch`](Self::send_batch) to a topic with no handler in this process: each
-    /// message sent to the handlers elsewhere in turn.
+    /// [`send_batch`](Self::send_batch) to a topic with no handler in this process: every
+    /// message checked first, the route found once, then every copy pushed onto the backend
+    /// at once (the Redis writer pipelines them), waiting for room where a queue is full.
     pub(crate) async fn send_batch_elsewhere(
         &self,
         topic: String,
         messages: Vec<EMessage>,
     ) -> Result<Vec<MessageId>, CoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(CoreError::NoHandler { topic });
+        };
         let mut admitted = Vec::with_capacity(messages.len());
         for message in messages {
             admitted.push(self.admit_elsewhere(topic.clone(), message)?.1);
         }
-        let mut ids = Vec::with_capacity(admitted.len());
-        for message in admitted {
-            ids.push(self.accept_elsewhere(message, false, None).await?);
+        let ids = admitted.iter().map(|m| MessageId::from(&m.id)).collect();
+        if admitted.is_empty() {
+            return Ok(ids);
         }
+        let route = remote_route(remote, &MessageTopic::from(topic)).await?;
+        queue_all_elsewhere(route.elsewhere.subs(), admitted).await?;
         Ok(ids)
     }
 
-    /// Queues a copy of an accepted message for each of `route`'s handlers elsewhere,
-    /// without waiting (a full queue gets a task that waits for room).
-    pub(crate) fn copy_elsewhere(&self, route: &Route, message: &Arc<EMessage>) {
-        for sub in route.elsewhere.subs().iter() {
-            copy_to(sub, message.clone());
+    /// Messages an outbox released, for topics with no handler here (they are in this bus's
+    /// WAL): routed by the registry as cached now (no look-up), then sent to the handlers
+    /// elsewhere the way [`send_batch`](Self::send_batch) sends, by a task of their own (the
+    /// releasing worker does not wait; the bus counts the task in flight, so `wait_idle` and
+    /// `Drain` wait for it), and completed in the WAL once the backend confirmed every copy.
+    /// A topic no node handles any more leaves its messages in the WAL, for the next start.
+    pub(crate) fn release_elsewhere(&self, messages: Vec<Arc<EMessage>>) {
+        let Some(remote) = &self.remote else { return };
+        let mut groups = Vec::new();
+        for (topic, group) in by_topic(messages) {
+            match remote.route_now(&topic) {
+                Some(route) => groups.push((route.elsewhere.subs(), group)),
+                None => {
+                    tracing::warn!(target: crate::constant::target::DELIVERY, %topic, messages = group.len(), "messages an outbox released are for a topic no node handles any more; they stay in the WAL for the next start")
+                }
+            }
         }
-    }
-
-    /// A message an outbox released, for a topic with no handler here: queued for the
-    /// handlers elsewhere, and completed in this bus's WAL (which the outbox wrote it to).
-    pub(crate) fn release_elsewhere(&self, message: Arc<EMessage>) {
-        let route = self
-            .remote
-            .as_ref()
-            .and_then(|r| r.route_now(&message.topic));
-        let Some(route) = route else {
-            tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "a message an outbox released is for a topic no node handles any more; it stays in the WAL for the next start");
+        if groups.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: crate::constant::target::DELIVERY, "no runtime to send what an outbox released to other processes; it stays in the WAL for the next start");
             return;
         };
-        self.copy_elsewhere(&route, &message);
-        if let Err(e) = self.wal.complete(&message.id) {
-            tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not complete a released message sent to other processes; it may be sent again after a restart");
+        let wal = self.wal.clone();
+        let provider = remote.provider.clone();
+        let in_flight = self.in_flight.clone();
+        in_flight.add();
+        runtime.spawn(async move {
+            if let Err(e) = send_and_complete(groups, &*wal, &*provider).await {
+                tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "could not send what an outbox released to other processes; it stays in the WAL for the next start");
+            }
+            in_flight.done();
+        });
+    }
+
+    /// Sends records this bus's WAL holds for topics with no handler here (replayed at
+    /// start) to the handlers the registry lists (looked up if the cache has none), then
+    /// completes them once the backend confirmed every copy. Returns how many were sent, and
+    /// the messages of topics no node handles (left as they are).
+    pub(crate) async fn send_recorded_elsewhere(
+        &self,
+        messages: Vec<Arc<EMessage>>,
+    ) -> Result<(usize, Vec<Arc<EMessage>>), CoreError> {
+        let Some(remote) = &self.remote else {
+            return Ok((0, messages));
+        };
+        let mut unrouted = Vec::new();
+        let mut groups = Vec::new();
+        for (topic, group) in by_topic(messages) {
+            match remote.route(&topic).await? {
+                Some(route) => groups.push((route.elsewhere.subs(), group)),
+                None => unrouted.extend(group),
+            }
         }
+        let sent = send_and_complete(groups, &*self.wal, &*remote.provider).await?;
+        Ok((sent, unrouted))
     }
 }
 
-/// Queues a copy for `sub` without waiting: a full queue gets a task that waits for room.
-fn copy_to(sub: &RemoteSub, message: Arc<EMessage>) {
-    match sub.producer.try_send(message) {
-        Ok(()) => {}
-        Err(TrySendError::Full(message)) => match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let sub = sub.clone();
-                runtime.spawn(async move {
-                    if let Err(e) = sub.producer.send(message).await {
-                        tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a copy for a handler another process runs");
-                    }
-                });
-            }
-            Err(_) => {
-                tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, handler = %sub.handler, "no runtime to wait for room in the queue of a handler another process runs; its copy is not sent")
-            }
-        },
-        Err(TrySendError::Failed(e)) => {
-            tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a copy for a handler another process runs")
+/// Copies for handlers elsewhere, a topic's messages with its handlers there.
+type Groups = Vec<(Arc<Vec<RemoteSub>>, Vec<Arc<EMessage>>)>;
+
+/// Splits `messages` into runs of one topic, in order.
+fn by_topic(messages: Vec<Arc<EMessage>>) -> Vec<(MessageTopic, Vec<Arc<EMessage>>)> {
+    let mut runs: Vec<(MessageTopic, Vec<Arc<EMessage>>)> = Vec::new();
+    for message in messages {
+        match runs.last_mut() {
+            Some((topic, run)) if *topic == message.topic => run.push(message),
+            _ => runs.push((message.topic.clone(), vec![message])),
         }
     }
+    runs
+}
+
+/// Queues every group's copies, waits until the backend confirmed them, then completes the
+/// messages' records in `wal`. Returns how many messages were sent.
+async fn send_and_complete(
+    groups: Groups,
+    wal: &dyn crate::backend::Wal,
+    provider: &dyn crate::backend::RemoteRoutes,
+) -> Result<usize, CoreError> {
+    let mut ids: Vec<Arc<EMessage>> = Vec::new();
+    for (subs, messages) in groups {
+        ids.extend(messages.iter().cloned());
+        queue_all_elsewhere(subs, messages).await?;
+    }
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    provider.flush().await?;
+    let ids: Vec<&str> = ids.iter().map(|m| m.id.as_str()).collect();
+    wal.complete_batch(&ids)?;
+    Ok(ids.len())
+}
+
+/// The route of `topic` (no handler here) to the handlers elsewhere, or `NoHandler`.
+async fn remote_route(remote: &RemoteTable, topic: &MessageTopic) -> Result<Arc<Route>, CoreError> {
+    remote
+        .route(topic)
+        .await?
+        .ok_or_else(|| CoreError::NoHandler {
+            topic: topic.0.clone(),
+        })
 }

@@ -70,6 +70,19 @@ impl RemoteTable {
         }
     }
 
+    /// Looks the topic of `route`, a topic with handlers here, up in the registry now and
+    /// sets its handlers elsewhere (those the bus does not run), for a replay at start that
+    /// may come before the first refresh of the cache.
+    pub(crate) async fn look_up_local(&self, route: &Route) -> Result<(), CoreError> {
+        let handlers = self.provider.look_up(route.topic.as_str()).await?;
+        let others = handlers.into_iter().filter(|h| route.sub(h).is_none());
+        let subs = self.subs_for(route, others);
+        if !subs.is_empty() || route.elsewhere.any() {
+            route.elsewhere.set(subs);
+        }
+        Ok(())
+    }
+
     /// Makes (or updates) the kept route of `topic` to `handlers`.
     fn build(&self, topic: &MessageTopic, handlers: &[Arc<str>]) -> Arc<Route> {
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());

@@ -1,13 +1,20 @@
-//! Start-up replay: every record the WAL holds unfinished is delivered again.
+//! Start-up replay: every record the WAL holds unfinished is delivered again. With a shared
+//! backend (`QueueFactory::routes`), a record whose topic only other processes handle goes
+//! to the handlers the registry lists and is completed once the backend confirmed its
+//! copies; only a topic no node handles is dead-lettered (`DeadReason::NoHandler`).
 
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::backend::WalRecord;
 use crate::bus::shared::BusShared;
 use crate::delivery::accept::targets;
+use crate::delivery::elsewhere::queue_all_elsewhere;
 use crate::delivery::scheduler::{instant_for, Scheduled};
 use crate::error::CoreError;
 use crate::message::ack::DeadReason;
+use crate::message::emessage::EMessage;
 use crate::observe::topic_counters::TopicCounters;
 
 /// Most records read back from the WAL at once by the start-up replay.
@@ -40,15 +47,31 @@ impl BusShared {
     ) -> Result<usize, CoreError> {
         records.sort_by_key(|r| r.message.metadata.created_at);
         let mut count = 0;
+        // Topics with no handler here, sent to the handlers elsewhere after this window's
+        // local ones (with a shared backend); dead letters if no node handles them.
+        let mut elsewhere = Vec::new();
+        let mut looked_up = HashSet::new();
         for record in records {
             let message = record.message;
             let Some(route) = self.topic(message.topic.as_str()).cloned() else {
-                tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
-                self.wal.fail(&message, &DeadReason::NoHandler, &[])?;
+                if self.remote.is_some() && !message.topic.is_system() {
+                    elsewhere.push(message);
+                } else {
+                    no_handler(self, &message)?;
+                }
                 continue;
             };
             // Every handler gets its copy again, those that had finished theirs before the
-            // stop too: the WAL keeps one record per message (at-least-once).
+            // stop too: the WAL keeps one record per message (at-least-once). So do the
+            // handlers only other processes run (their copy may not have been written).
+            if let (Some(remote), None) = (&self.remote, &message.to_worker) {
+                if looked_up.insert(route.topic.clone()) {
+                    remote.look_up_local(&route).await?;
+                }
+                if route.elsewhere.any() {
+                    queue_all_elsewhere(route.elsewhere.subs(), vec![message.clone()]).await?;
+                }
+            }
             let targets = targets(&route, &message);
             self.arrived(&route, targets, &message, TopicCounters::replayed);
             count += 1;
@@ -67,6 +90,18 @@ impl BusShared {
                 }
             }
         }
-        Ok(count)
+        let (sent, unrouted) = self.send_recorded_elsewhere(elsewhere).await?;
+        for message in unrouted {
+            no_handler(self, &message)?;
+        }
+        Ok(count + sent)
     }
+}
+
+/// A replayed message whose topic no handler has, here or (with a shared backend) in the
+/// registry: dead-lettered.
+fn no_handler(shared: &BusShared, message: &Arc<EMessage>) -> Result<(), CoreError> {
+    tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
+    shared.wal.fail(message, &DeadReason::NoHandler, &[])?;
+    Ok(())
 }

@@ -128,22 +128,22 @@ impl BusShared {
         if let Err(e) = self.wal.complete_with(id, &held) {
             tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not record the completion and the outbox's messages; the message will be delivered again after a restart, and its handler will send them again");
         }
-        for message in held {
-            self.queue_released(message);
-        }
+        self.queue_released_all(held);
     }
 
     /// Sends what an outbox held now, each as a send of its own (the ack that released them
     /// does not complete its message yet).
     fn release_held(&self, held: Vec<Arc<EMessage>>) {
+        let mut appended = Vec::with_capacity(held.len());
         for message in held {
             match self.wal.append(&message) {
-                Ok(_commit) => self.queue_released(message),
+                Ok(_commit) => appended.push(message),
                 Err(e) => {
                     tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not append a message the outbox released; it is lost")
                 }
             }
         }
+        self.queue_released_all(appended);
     }
 
     /// A delivery ended as a dead letter.
