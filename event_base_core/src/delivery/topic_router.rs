@@ -219,7 +219,10 @@ impl TopicRouter {
         shared.replay().await
     }
 
-    /// The topics that have handlers.
+    /// The topics that have handlers in this process. With a backend shared by several
+    /// processes (Redis), a send also reaches topics only other processes handle, which
+    /// this does not list: [`EventBus::handlers_elsewhere`](crate::EventBus::handlers_elsewhere)
+    /// tells which handlers elsewhere a send to a topic reaches.
     pub fn topics(&self) -> Vec<String> {
         match self.shared() {
             Ok(s) => {
@@ -231,7 +234,8 @@ impl TopicRouter {
         }
     }
 
-    /// Whether `topic` has a handler.
+    /// Whether `topic` has a handler in this process (see [`topics`](Self::topics) for the
+    /// topics only other processes handle).
     pub fn has_topic(&self, topic: &str) -> bool {
         self.shared().is_ok_and(|s| s.topics.contains_key(topic))
     }
