@@ -6,13 +6,14 @@
 //! [`span_capture::SpanCapture`] layer that records what a span carried. [`conformance`] holds
 //! the cases every WAL and queue backend must pass. [`child_kill`] is the killing half of the
 //! crash tests, [`file_restart`] the restart half. [`redis_server::RedisServer`] starts a real
-//! `redis-server` for a test.
+//! `redis-server` for a test, and [`redis_cluster`] makes nodes and buses on it.
 
 #![deny(unsafe_code)]
 
 pub mod child_kill;
 pub mod conformance;
 pub mod file_restart;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod shutdown_scenario;
 pub mod span_capture;

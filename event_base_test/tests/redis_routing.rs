@@ -9,55 +9,20 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use event_base::{Ack, CoreError, EMessage, EventBus, RedisQueueFactory};
+use event_base::backend::Wal;
+use event_base::{
+    handler_fn, Ack, CoreError, EMessage, EventBus, HandlerSpec, PersistentWal, SendOptions,
+};
+use event_base_test::redis_cluster::{
+    bus_over as bus, node as factory, registered, routes_to, until,
+};
 use event_base_test::redis_server::RedisServer;
-use event_base_test::{Probe, WAIT};
+use event_base_test::{Gate, Probe, WAIT};
 
 const BEAT: Duration = Duration::from_millis(100);
-
-async fn factory(server: &RedisServer, beat: Duration) -> RedisQueueFactory {
-    RedisQueueFactory::connect(&server.url())
-        .await
-        .unwrap()
-        .heartbeat(beat)
-}
-
-/// A bus over `queue` with `handlers`.
-async fn bus(queue: RedisQueueFactory, handlers: Vec<event_base::HandlerSpec>) -> EventBus {
-    let mut builder = EventBus::builder().wal(queue.wal()).queue(queue);
-    for h in handlers {
-        builder = builder.handler(h);
-    }
-    builder.build().await.unwrap()
-}
-
-/// Polls `done` until it holds (Redis offers nothing to wait on), failing with `what`.
-async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Waits until the registry lists `handler` of `topic` (its node registers it with its
-/// first claim).
-async fn registered(queue: &RedisQueueFactory, topic: &str, handler: &str) {
-    until(
-        &format!("`{handler}` of `{topic}` registered"),
-        async || {
-            queue
-                .handlers_of(topic, Duration::from_secs(60))
-                .await
-                .unwrap()
-                .iter()
-                .any(|h| h == handler)
-        },
-    )
-    .await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bus_without_handlers_sends_to_a_topic_another_node_handles() {
@@ -149,10 +114,7 @@ async fn a_local_handler_and_one_only_another_node_runs_both_get_every_message()
     )
     .await;
     // The local route is extended with the next refresh of the registry (every heartbeat).
-    until("the local bus routes to `ship` too", async || {
-        local.handlers_elsewhere("orders") == ["ship"]
-    })
-    .await;
+    routes_to(&local, "orders", &["ship"]).await;
     let mut ids = HashSet::new();
     for i in 0..100 {
         ids.insert(
@@ -213,6 +175,312 @@ async fn a_handler_registered_after_the_senders_last_refresh_is_found_by_a_look_
     drop(sender);
     drop(late);
     drop(early);
+}
+
+/// Ids of what `probe` saw, in order.
+fn ids_seen(probe: &Probe) -> Vec<String> {
+    probe.seen().into_iter().map(|s| s.id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_elsewhere_holds_a_send_back_as_a_local_one_does() {
+    let server = RedisServer::start();
+    let here = Probe::new();
+    let there = Probe::new();
+    let gate = Gate::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![there
+            .gated_handler("ship", "orders", &gate, |_| Ack::Ack)
+            .workers(1)],
+    )
+    .await;
+    registered(&remote_queue, "orders", "ship").await;
+    // Three unfinished entries per subscription: `ship`'s stream is full after three sends,
+    // while its handler waits at the gate.
+    let local = bus(
+        factory(&server, BEAT).await.bound(3),
+        vec![here.handler("audit", "orders", |_| Ack::Ack).workers(1)],
+    )
+    .await;
+    routes_to(&local, "orders", &["ship"]).await;
+    let mut accepted = Vec::new();
+    for i in 0..3 {
+        let id = local.send("orders", format!("o{i}").into_bytes()).await;
+        accepted.push(id.unwrap().to_string());
+    }
+    there.wait_for(1, WAIT).await;
+    let refused = local
+        .send_with(
+            "orders",
+            EMessage::standard("orders", b"refused".to_vec()),
+            SendOptions::new().try_send(),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(CoreError::QueueFull { topic }) if topic == "orders"),
+        "try_send to a full queue elsewhere: {refused:?}"
+    );
+    let timed_out = local
+        .send_with(
+            "orders",
+            EMessage::standard("orders", b"late".to_vec()),
+            SendOptions::new().timeout(Duration::from_millis(200)),
+        )
+        .await;
+    assert!(
+        matches!(&timed_out, Err(CoreError::Timeout { .. })),
+        "a send with a timeout waits for room elsewhere, then gives up: {timed_out:?}"
+    );
+    // A send without options waits for room: it answers once the handler elsewhere made
+    // some, and the gate opens only after it started.
+    let waiting = {
+        let router = local.router();
+        tokio::spawn(async move {
+            router
+                .send(
+                    "orders",
+                    EMessage::standard("orders", b"o3".to_vec()),
+                    None,
+                    None,
+                )
+                .await
+        })
+    };
+    gate.open();
+    accepted.push(waiting.await.unwrap().unwrap().to_string());
+    accepted.push(
+        local
+            .send("orders", b"o4".to_vec())
+            .await
+            .unwrap()
+            .to_string(),
+    );
+    local.wal().flush().await.unwrap();
+    there.wait_for(accepted.len(), WAIT).await;
+    here.wait_for(accepted.len(), WAIT).await;
+    // Every accepted message reached both handlers, in order; the refused ones neither.
+    assert_eq!(ids_seen(&there), accepted);
+    assert_eq!(ids_seen(&here), accepted);
+    local.wait_idle(WAIT).await.unwrap();
+    drop(local);
+    drop(remote);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_id_is_sent_to_no_handler_elsewhere() {
+    let server = RedisServer::start();
+    let here = Probe::new();
+    let there = Probe::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![there.handler("ship", "orders", |_| Ack::Ack).workers(1)],
+    )
+    .await;
+    registered(&remote_queue, "orders", "ship").await;
+    let queue = factory(&server, BEAT).await;
+    let local = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .dedup_window(Duration::from_secs(60))
+        .handler(here.handler("audit", "orders", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    routes_to(&local, "orders", &["ship"]).await;
+    let with_id = |id: &str| {
+        let mut m = EMessage::standard("orders", id.as_bytes().to_vec());
+        m.id = id.to_owned();
+        m
+    };
+    local
+        .router()
+        .send("orders", with_id("order-1"), None, None)
+        .await
+        .unwrap();
+    // Completed here, so the id is in the window.
+    here.wait_for(1, WAIT).await;
+    local.wait_idle(WAIT).await.unwrap();
+    let again = local
+        .router()
+        .send("orders", with_id("order-1"), None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.to_string(),
+        "order-1",
+        "a duplicate answers with its id"
+    );
+    local
+        .router()
+        .send("orders", with_id("order-2"), None, None)
+        .await
+        .unwrap();
+    there.wait_for(2, WAIT).await;
+    here.wait_for(2, WAIT).await;
+    // One stream, one worker: a copy of the duplicate would have come before `order-2`.
+    assert_eq!(ids_seen(&there), ["order-1", "order-2"]);
+    assert_eq!(ids_seen(&here), ["order-1", "order-2"]);
+    drop(local);
+    drop(remote);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_to_a_topic_only_other_nodes_handle_waits_for_room_and_keeps_its_order() {
+    const N: usize = 40;
+    let server = RedisServer::start();
+    let fast = Probe::new();
+    let slow = Probe::new();
+    let gate = Gate::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![
+            fast.handler("count", "jobs", |_| Ack::Ack).workers(1),
+            slow.gated_handler("work", "jobs", &gate, |_| Ack::Ack)
+                .workers(1),
+        ],
+    )
+    .await;
+    registered(&remote_queue, "jobs", "count").await;
+    registered(&remote_queue, "jobs", "work").await;
+    let sender = bus(factory(&server, BEAT).await.bound(5), vec![]).await;
+    routes_to(&sender, "jobs", &["count", "work"]).await;
+    let batch: Vec<EMessage> = (0..N)
+        .map(|i| EMessage::standard("jobs", format!("j{i}").into_bytes()))
+        .collect();
+    let sending = {
+        let router = sender.router();
+        tokio::spawn(async move { router.send_batch("jobs", batch).await })
+    };
+    // `work` holds its first entries at the gate: the batch cannot be queued whole yet.
+    slow.wait_for(1, WAIT).await;
+    gate.open();
+    let ids: Vec<String> = sending
+        .await
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(ids.len(), N);
+    sender.wal().flush().await.unwrap();
+    fast.wait_for(N, WAIT).await;
+    slow.wait_for(N, WAIT).await;
+    assert_eq!(ids_seen(&fast), ids, "every message, in the batch's order");
+    assert_eq!(ids_seen(&slow), ids, "every message, in the batch's order");
+    drop(sender);
+    drop(remote);
+}
+
+/// A `relay` handler of `in` whose outbox sends three `jobs` per delivery.
+fn relay() -> HandlerSpec {
+    HandlerSpec::new(
+        "relay",
+        "in",
+        handler_fn(|msg: EMessage| async move {
+            for n in 0..3 {
+                let body = format!("{}:{n}", msg.id);
+                event_base::send_msg!("jobs", body.into_bytes())
+                    .await
+                    .expect("a held send answers Ok");
+            }
+            Ack::Ack
+        }),
+    )
+    .outbox(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbox_releases_to_a_topic_only_other_nodes_handle_and_completes_its_records() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let there = Probe::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![there.handler("work", "jobs", |_| Ack::Ack)],
+    )
+    .await;
+    registered(&remote_queue, "jobs", "work").await;
+    let local = EventBus::builder()
+        .wal(PersistentWal::open(dir.path()).unwrap())
+        .queue(factory(&server, BEAT).await)
+        .handler(relay())
+        .build()
+        .await
+        .unwrap();
+    routes_to(&local, "jobs", &["work"]).await;
+    let mut owed = HashSet::new();
+    for i in 0..5 {
+        let id = local
+            .send("in", format!("in{i}").into_bytes())
+            .await
+            .unwrap();
+        for n in 0..3 {
+            owed.insert(format!("{id}:{n}"));
+        }
+    }
+    // The release to the other node counts in flight until Redis confirmed its copies.
+    local.wait_idle(WAIT).await.unwrap();
+    assert!(
+        local.wal().pending().await.unwrap().is_empty(),
+        "the released messages are completed here once Redis has them"
+    );
+    there.wait_for(owed.len(), WAIT).await;
+    let got: HashSet<String> = there
+        .seen()
+        .into_iter()
+        .map(|s| String::from_utf8_lossy(&s.payload).into_owned())
+        .collect();
+    assert_eq!(got, owed);
+    drop(local);
+    drop(remote);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_only_node_replays_its_pending_records_to_the_handlers_elsewhere() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // What a sender on a file WAL leaves behind when it stops before its records went out
+    // (an outbox's release, say): pending records of a topic only another node handles.
+    let mut owed = Vec::new();
+    {
+        let wal = PersistentWal::open(dir.path()).unwrap();
+        for i in 0..5 {
+            let m = Arc::new(EMessage::standard("jobs", format!("left {i}").into_bytes()));
+            owed.push(m.id.clone());
+            wal.append(&m).unwrap().wait().await.unwrap();
+        }
+        wal.flush().await.unwrap();
+    }
+    let there = Probe::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![there.handler("work", "jobs", |_| Ack::Ack)],
+    )
+    .await;
+    registered(&remote_queue, "jobs", "work").await;
+    // The restart: no handler here, so the replay routes by the registry.
+    let sender = EventBus::builder()
+        .wal(PersistentWal::open(dir.path()).unwrap())
+        .queue(factory(&server, BEAT).await)
+        .build()
+        .await
+        .unwrap();
+    there.wait_for(owed.len(), WAIT).await;
+    let got: HashSet<String> = ids_seen(&there).into_iter().collect();
+    assert_eq!(got, owed.iter().cloned().collect::<HashSet<_>>());
+    assert!(sender.wal().pending().await.unwrap().is_empty());
+    assert!(
+        sender.wal().dead_letters().await.unwrap().is_empty(),
+        "nothing dead-lettered for want of a local handler"
+    );
+    drop(sender);
+    drop(remote);
 }
 
 /// A child process, killed if the test ends early.
