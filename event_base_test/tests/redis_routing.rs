@@ -483,6 +483,53 @@ async fn a_sender_only_node_replays_its_pending_records_to_the_handlers_elsewher
     drop(remote);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_record_of_a_local_topic_goes_to_its_handlers_elsewhere_too() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut owed = HashSet::new();
+    {
+        let wal = PersistentWal::open(dir.path()).unwrap();
+        for i in 0..3 {
+            let m = Arc::new(EMessage::standard(
+                "orders",
+                format!("left {i}").into_bytes(),
+            ));
+            owed.insert(m.id.clone());
+            wal.append(&m).unwrap().wait().await.unwrap();
+        }
+        wal.flush().await.unwrap();
+    }
+    let there = Probe::new();
+    let remote_queue = factory(&server, BEAT).await;
+    let remote = bus(
+        remote_queue.clone(),
+        vec![there.handler("ship", "orders", |_| Ack::Ack)],
+    )
+    .await;
+    registered(&remote_queue, "orders", "ship").await;
+    // The restart, with a handler of its own: the replay comes before the first refresh of
+    // the registry, and looks the topic up for its handlers elsewhere.
+    let here = Probe::new();
+    let local = EventBus::builder()
+        .wal(PersistentWal::open(dir.path()).unwrap())
+        .queue(factory(&server, BEAT).await)
+        .handler(here.handler("audit", "orders", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    here.wait_for(owed.len(), WAIT).await;
+    there.wait_for(owed.len(), WAIT).await;
+    for probe in [&here, &there] {
+        let got: HashSet<String> = ids_seen(probe).into_iter().collect();
+        assert_eq!(got, owed);
+    }
+    local.wait_idle(WAIT).await.unwrap();
+    assert!(local.wal().pending().await.unwrap().is_empty());
+    drop(local);
+    drop(remote);
+}
+
 /// A child process, killed if the test ends early.
 struct Proc(Child);
 
