@@ -22,7 +22,8 @@
 //!
 //! `remote_routes.rs` (with the table `remote_table.rs` and the per-route `elsewhere.rs`) routes a send to the handlers other processes run, when the queue
 //! backend is shared (`QueueFactory::routes`): a topic with no handler here, and the handlers
-//! of a local topic that only other processes run.
+//! of a local topic that only other processes run. Their copies are queued before the send
+//! answers (after the WAL append, ahead of the local copies: `elsewhere.rs` queues them).
 //!
 //! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
 //! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids;
