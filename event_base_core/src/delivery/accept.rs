@@ -318,7 +318,7 @@ impl BusShared {
             return;
         };
         if route.elsewhere.any() && message.to_worker.is_none() {
-            copy_released(&route.elsewhere.subs(), &message);
+            copy_released(&route.elsewhere.subs(), &message, &self.in_flight);
         }
         let targets = targets(route, &message);
         self.accepted(route, targets, &message);

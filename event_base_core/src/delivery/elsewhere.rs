@@ -12,6 +12,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::backend::queue::{EProducer, TrySendError};
+use crate::bus::in_flight::InFlight;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
 
@@ -134,19 +135,28 @@ pub(crate) async fn send_waiting(
 }
 
 /// Queues a copy of a message an outbox released for each of `subs` without waiting (the
-/// releasing worker must not block): a full queue gets a task that waits for room. The
-/// message's record stays in this bus's WAL until its local handlers finish it.
-pub(crate) fn copy_released(subs: &[RemoteSub], message: &Arc<EMessage>) {
+/// releasing worker must not block): a full queue gets a task that waits for room, counted
+/// in `in_flight` until it is done (so `wait_idle` and `Drain` wait for it). The message's
+/// record stays in this bus's WAL until its local handlers finish it, and a replay sends
+/// these copies again.
+pub(crate) fn copy_released(
+    subs: &[RemoteSub],
+    message: &Arc<EMessage>,
+    in_flight: &Arc<InFlight>,
+) {
     for sub in subs {
         match sub.producer.try_send(message.clone()) {
             Ok(()) => {}
             Err(TrySendError::Full(message)) => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let sub = sub.clone();
+                    let in_flight = in_flight.clone();
+                    in_flight.add();
                     runtime.spawn(async move {
                         if let Err(e) = sub.producer.send(message).await {
                             tracing::warn!(target: crate::constant::target::DELIVERY, handler = %sub.handler, error = %e, "could not queue a released message for a handler another process runs");
                         }
+                        in_flight.done();
                     });
                 }
                 Err(_) => {
