@@ -26,6 +26,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::routes::RemoteRoutes;
+use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
 use crate::delivery::elsewhere::{queue_all_elsewhere, queue_elsewhere, RemoteSub};
 use crate::delivery::remote_table::RemoteTable;
@@ -249,8 +251,8 @@ fn by_topic(messages: Vec<Arc<EMessage>>) -> Vec<(MessageTopic, Vec<Arc<EMessage
 /// messages' records in `wal`. Returns how many messages were sent.
 async fn send_and_complete(
     groups: Groups,
-    wal: &dyn crate::backend::Wal,
-    provider: &dyn crate::backend::RemoteRoutes,
+    wal: &dyn Wal,
+    provider: &dyn RemoteRoutes,
 ) -> Result<usize, CoreError> {
     let mut ids: Vec<Arc<EMessage>> = Vec::new();
     for (subs, messages) in groups {
