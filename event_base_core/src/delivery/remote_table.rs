@@ -74,6 +74,9 @@ impl RemoteTable {
     /// sets its handlers elsewhere (those the bus does not run), for a replay at start that
     /// may come before the first refresh of the cache.
     pub(crate) async fn look_up_local(&self, route: &Route) -> Result<(), CoreError> {
+        if route.topic.is_system() {
+            return Ok(());
+        }
         let handlers = self.provider.look_up(route.topic.as_str()).await?;
         let others = handlers.into_iter().filter(|h| route.sub(h).is_none());
         let subs = self.subs_for(route, others);

@@ -64,7 +64,12 @@ impl BusShared {
             // Every handler gets its copy again, those that had finished theirs before the
             // stop too: the WAL keeps one record per message (at-least-once). So do the
             // handlers only other processes run (their copy may not have been written).
-            if let (Some(remote), None) = (&self.remote, &message.to_worker) {
+            // (System topics reach other nodes by their announcements, not by routes.)
+            let remote = self
+                .remote
+                .as_ref()
+                .filter(|_| message.to_worker.is_none() && !route.topic.is_system());
+            if let Some(remote) = remote {
                 if looked_up.insert(route.topic.clone()) {
                     remote.look_up_local(&route).await?;
                 }
