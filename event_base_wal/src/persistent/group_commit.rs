@@ -41,6 +41,11 @@ impl GroupCommit {
         Some((self.last_group, Instant::now() + wait))
     }
 
+    /// Waiters answered by the last sync.
+    pub(crate) fn last_group(&self) -> usize {
+        self.last_group
+    }
+
     /// Remembers a sync that answered `waiters` and took `took`.
     pub(crate) fn synced(&mut self, waiters: usize, took: Duration) {
         self.last_group = waiters;

@@ -15,6 +15,7 @@
 //! | `sync_policy.rs` | [`SyncPolicy`]: when a write is made durable |
 //! | `wal_writer.rs` | the writer thread that owns the active segment: batching, syncing, deleting and compacting segments |
 //! | `group_commit.rs` | how long the writer waits for more senders before one shared `fdatasync` |
+//! | `sync_thread.rs` | the thread that runs those `fdatasync`s while the writer writes the next batch |
 //! | `record_codec.rs` | the byte format of one record, its encoder and decoder |
 //! | `segment.rs` | segment file names, header and listing |
 //! | `fs/` | the file layer every file operation goes through: `std::fs`, or a simulated disk for power-loss tests |
@@ -34,6 +35,7 @@ mod record_codec;
 mod recovery;
 mod segment;
 mod sync_policy;
+mod sync_thread;
 mod wal_writer;
 
 #[cfg(feature = "sim")]

@@ -18,6 +18,7 @@ use super::record_codec::{message_body_bound, Entry};
 use super::recovery::{recover, Recovered, RecoveryReport};
 use super::segment::{self, io_err};
 use super::sync_policy::SyncPolicy;
+use super::sync_thread::SyncThread;
 use super::wal_writer::{Writer, WriterOp};
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
@@ -223,6 +224,7 @@ impl PersistentWalBuilder {
             idle_sync: self.idle_sync,
             index: index.clone(),
             file,
+            file_syncer: None,
             active,
             sizes,
             anchors: rec.anchors,
@@ -235,7 +237,7 @@ impl PersistentWalBuilder {
             unsynced: false,
             max_body: self.max_record_bytes,
             failed: None,
-            group: Default::default(),
+            sync_thread: SyncThread::start(syncs.clone()).map_err(|e| io_err(&dir, e))?,
         };
         let (tx, rx) = flume::unbounded();
         let thread = std::thread::Builder::new()

@@ -3,7 +3,9 @@
 //! Senders hand it records over a channel. It takes every record waiting (so concurrent
 //! senders share one write and one `fdatasync`), encodes them into one reusable buffer, writes
 //! them with one `write`, syncs when the [`SyncPolicy`] asks for it, and only then answers the
-//! senders waiting for durability. State changes need no answer and never force a sync; when
+//! senders waiting for durability. Those syncs run on the [`SyncThread`] (a lone sender's on
+//! this thread): while one runs, the writer waits for it and takes in what arrives, and writes
+//! all of it as the next batch when it returns. State changes need no answer and never force a sync; when
 //! the writer goes idle with unsynced data it syncs after a short pause.
 //!
 //! It also keeps the disk bounded. Every live or dead message has an *anchor*: the segment
@@ -31,11 +33,11 @@ use event_base_core::{EMessage, WalError};
 
 use super::backlog::{read_back, Backlog, Loc};
 use super::completion_log::CompletionLog;
-use super::fs::{DirLock, WalFile, WalFs};
-use super::group_commit::GroupCommit;
+use super::fs::{DirLock, WalFile, WalFs, WalSyncer};
 use super::record_codec::{encode, Entry, FRAME_HEADER};
 use super::segment::{self, io_err, path_of, HEADER_LEN};
 use super::sync_policy::SyncPolicy;
+use super::sync_thread::SyncThread;
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
 
@@ -85,6 +87,8 @@ pub(crate) struct Writer {
     /// reads them back). Their slots are their anchors: counted in `live`, not in `anchors`.
     pub(crate) backlog: Arc<Mutex<Backlog>>,
     pub(crate) file: Box<dyn WalFile>,
+    /// The sync thread's handle on `file`, made at its first hand-over.
+    pub(crate) file_syncer: Option<Arc<dyn WalSyncer>>,
     pub(crate) active: u64,
     /// Size of every segment on disk, oldest first (includes the active one).
     pub(crate) sizes: BTreeMap<u64, u64>,
@@ -96,6 +100,9 @@ pub(crate) struct Writer {
     pub(crate) disk_bytes: Arc<AtomicU64>,
     /// `fdatasync` calls made on the active segment (what `WalStats::syncs` reports).
     pub(crate) syncs: Arc<AtomicU64>,
+    /// Runs the syncs waiting senders need while the writer writes the next batch (declared
+    /// before `_lock`: dropped first, so its last syncs end before the directory is free).
+    pub(crate) sync_thread: SyncThread,
     /// Held for the writer's lifetime: one process per WAL directory.
     pub(crate) _lock: DirLock,
     pub(crate) buf: Vec<u8>,
@@ -107,8 +114,6 @@ pub(crate) struct Writer {
     /// carrying on could acknowledge records that are not on disk. Reopening the WAL
     /// recovers from what is.
     pub(crate) failed: Option<String>,
-    /// Under `Always`: how many waiters to gather before a sync (see [`GroupCommit`]).
-    pub(crate) group: GroupCommit,
     /// How long completions are kept in the log, for a bus's dedup window after a restart
     /// (zero: not kept past their segment).
     pub(crate) retention: Duration,
@@ -149,7 +154,7 @@ impl Writer {
             if self.policy == SyncPolicy::Always {
                 // Gather the group the last sync answered, so many senders share one sync.
                 let mut have = waiting(&ops);
-                if let Some((target, until)) = self.group.wait_for(have) {
+                if let Some((target, until)) = self.sync_thread.wait_for(have) {
                     // Yield rather than block on the channel: a blocked receiver makes every
                     // sender pay a wake-up syscall, one per record, for records that only
                     // need gathering, and a sleep oversleeps by the timer slack (50 us),
@@ -189,8 +194,22 @@ impl Writer {
                     }
                 }
             }
+            if self.policy != SyncPolicy::Never && self.sync_thread.busy() && waiting(&ops) > 0 {
+                // A sync runs: this batch would only wait for it. Wait here instead and take
+                // in what arrives meanwhile (the senders wake nobody while the writer is not
+                // blocked on the channel), so the next write holds all of it and goes to the
+                // disk the moment the disk is free.
+                self.sync_thread.wait_idle();
+                while ops.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(op) => ops.push(op),
+                        Err(_) => break,
+                    }
+                }
+            }
             self.process(&mut ops);
         }
+        self.sync_thread.wait_idle();
         self.sync_quietly();
     }
 
@@ -212,6 +231,12 @@ impl Writer {
                 }
             }
             return;
+        }
+        if self.failed.is_none() {
+            self.failed = self.sync_thread.failed();
+            if self.failed.is_some() {
+                return self.process(ops);
+            }
         }
         self.buf.clear();
         let mut waiters = Vec::new();
@@ -251,13 +276,22 @@ impl Writer {
         }
         if result.is_ok() {
             result = self.write_buf().and_then(|()| {
-                if need_sync {
+                if !need_sync {
+                    self.unsynced |= !self.buf.is_empty();
+                    Ok(())
+                } else if self.sync_thread.inline(waiters.len()) {
                     let started = Instant::now();
                     self.sync()?;
-                    self.group.synced(waiters.len(), started.elapsed());
+                    self.sync_thread
+                        .synced_inline(waiters.len(), started.elapsed());
                     Ok(())
                 } else {
-                    self.unsynced |= !self.buf.is_empty();
+                    // Written: the sync thread's next sync covers it, and answers them.
+                    let syncer = self.syncer()?;
+                    let path = path_of(&self.dir, self.active);
+                    self.sync_thread
+                        .submit(syncer, path, std::mem::take(&mut waiters));
+                    self.unsynced = false;
                     Ok(())
                 }
             });
@@ -336,6 +370,19 @@ impl Writer {
         Ok(())
     }
 
+    /// The sync thread's handle on the active segment.
+    fn syncer(&mut self) -> Result<Arc<dyn WalSyncer>, WalError> {
+        if let Some(s) = &self.file_syncer {
+            return Ok(s.clone());
+        }
+        let s = self
+            .file
+            .syncer()
+            .map_err(|e| io_err(&path_of(&self.dir, self.active), e))?;
+        self.file_syncer = Some(s.clone());
+        Ok(s)
+    }
+
     fn sync(&mut self) -> Result<(), WalError> {
         self.file
             .sync_data()
@@ -404,6 +451,7 @@ impl Writer {
         self.sync()?;
         let next = self.active + 1;
         self.file = segment::create(&*self.fs, &self.dir, next)?;
+        self.file_syncer = None;
         self.active = next;
         self.sizes.insert(next, HEADER_LEN as u64);
         self.disk_bytes

@@ -25,6 +25,7 @@ use std::any::Any;
 use std::fmt::Debug;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 #[cfg(feature = "sim")]
 pub(crate) mod sim_fs;
@@ -91,4 +92,15 @@ pub(crate) trait WalFile: Send {
 
     /// Makes everything written so far and the file's metadata durable (`fsync`).
     fn sync_all(&mut self) -> io::Result<()>;
+
+    /// A second handle on the same file that only syncs it, for another thread: an
+    /// `fdatasync` through it may run while this handle writes, and covers at least every
+    /// write that returned before it started.
+    fn syncer(&self) -> io::Result<Arc<dyn WalSyncer>>;
+}
+
+/// A handle that makes a file's writes durable, shared with the thread that syncs.
+pub(crate) trait WalSyncer: Send + Sync {
+    /// Makes everything written to the file before this call durable (`fdatasync`).
+    fn sync_data(&self) -> io::Result<()>;
 }

@@ -23,7 +23,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{DirLock, WalFile, WalFs};
+use super::{DirLock, WalFile, WalFs, WalSyncer};
 
 /// A simulated disk for power-loss tests.
 ///
@@ -488,7 +488,7 @@ struct SimFile {
 }
 
 impl SimFile {
-    fn sync(&mut self, what: &str) -> io::Result<()> {
+    fn sync(&self, what: &str) -> io::Result<()> {
         let mut d = self.fs.disk();
         let inode = self.inode;
         d.start_whole(self.fs.boot, || format!("{what} of file #{inode}"))?;
@@ -527,6 +527,20 @@ impl WalFile for SimFile {
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.sync("fsync")
+    }
+
+    fn syncer(&self) -> io::Result<Arc<dyn WalSyncer>> {
+        Ok(Arc::new(SimSyncer(self.fs.file(self.inode))))
+    }
+}
+
+/// The sync thread's handle on a simulated file: its `fdatasync` makes durable whatever the
+/// file holds when it runs (one of the outcomes a real concurrent sync may have).
+struct SimSyncer(SimFile);
+
+impl WalSyncer for SimSyncer {
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync("fdatasync")
     }
 }
 

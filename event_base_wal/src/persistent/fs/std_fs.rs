@@ -3,8 +3,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Arc;
 
-use super::{DirLock, WalFile, WalFs};
+use super::{DirLock, WalFile, WalFs, WalSyncer};
 
 /// The operating system's file system.
 #[derive(Debug, Clone, Copy, Default)]
@@ -105,5 +106,20 @@ impl WalFile for StdFile {
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.0.sync_all()
+    }
+
+    fn syncer(&self) -> io::Result<Arc<dyn WalSyncer>> {
+        Ok(Arc::new(StdSyncer(self.0.try_clone()?)))
+    }
+}
+
+/// A duplicate descriptor of a [`StdFile`], used only to `fdatasync` it from the sync
+/// thread (an `fdatasync` on any descriptor of a file covers the file's writes).
+#[derive(Debug)]
+struct StdSyncer(File);
+
+impl WalSyncer for StdSyncer {
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
     }
 }
