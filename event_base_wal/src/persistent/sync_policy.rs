@@ -33,9 +33,10 @@ use std::time::Duration;
 ///
 /// With `Always` many concurrent senders still share one `fdatasync`: the writer takes every
 /// record waiting when it starts a write, so throughput grows with concurrency while each
-/// sender waits for the sync that covers its own record. The syncs run on a thread of their
-/// own while the writer takes in and writes the next batch, so the disk and the senders
-/// work at the same time. `Batch` goes further by waiting for
+/// sender waits for the sync that covers its own record. With
+/// `PersistentWalBuilder::overlap_syncs(true)` those syncs run on a thread of their own while
+/// the writer takes in and writes the next batch, so the disk and the senders work at the
+/// same time. `Batch` goes further by waiting for
 /// company before syncing: up to `max_delay` for up to `max_records` records, but no longer
 /// than an eighth of `max_delay` (at least 50 µs) after the last record arrived. Fewer
 /// syncs when senders trickle in, at the price of that wait for a lone sender.

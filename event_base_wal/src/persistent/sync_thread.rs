@@ -16,6 +16,8 @@
 //!
 //! A lone sender keeps syncing on the writer thread itself ([`SyncThread::inline`]): a
 //! hand-off to another thread would add a wake-up to each of its sends and gain nothing.
+//! Off by default (`PersistentWalBuilder::overlap_syncs`): then no thread starts and the
+//! writer makes every sync itself, as one thread taking turns.
 //!
 //! What it may import: the file layer (`fs`), the group-commit rule, the standard library.
 
@@ -75,22 +77,26 @@ pub(crate) struct SyncThread {
 }
 
 impl SyncThread {
-    /// Starts the thread; `syncs` counts the syncs it makes.
-    pub(crate) fn start(syncs: Arc<AtomicU64>) -> std::io::Result<SyncThread> {
+    /// Starts the thread; `syncs` counts the syncs it makes. With `overlap` false no thread
+    /// starts and every sync is made inline (`PersistentWalBuilder::overlap_syncs`).
+    pub(crate) fn start(syncs: Arc<AtomicU64>, overlap: bool) -> std::io::Result<SyncThread> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             done: Condvar::new(),
             syncs,
         });
-        let run = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("event_base-wal-sync".into())
-            .spawn(move || run_syncs(&run))?;
-        Ok(SyncThread {
-            shared,
-            thread: Some(thread),
-        })
+        let thread = if overlap {
+            let run = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("event_base-wal-sync".into())
+                    .spawn(move || run_syncs(&run))?,
+            )
+        } else {
+            None
+        };
+        Ok(SyncThread { shared, thread })
     }
 
     /// Why a sync failed, once one has.
@@ -101,6 +107,9 @@ impl SyncThread {
     /// Whether a batch with `waiters` waiting should be synced on the writer thread: nothing
     /// is in flight here and the last group was a lone sender too, so no one would join.
     pub(crate) fn inline(&self, waiters: usize) -> bool {
+        if self.thread.is_none() {
+            return true;
+        }
         let st = self.shared.lock();
         waiters <= 1 && !st.busy && st.next.is_none() && st.group.last_group() <= 1
     }
@@ -266,7 +275,7 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_is_answered_only_after_a_sync_covers_its_write() {
         let syncs = Arc::new(AtomicU64::new(0));
-        let thread = SyncThread::start(syncs.clone()).expect("starts");
+        let thread = SyncThread::start(syncs.clone(), true).expect("starts");
         let file = Arc::new(Counted::default());
         for n in 1..=200u64 {
             file.written.store(n, Ordering::SeqCst);
@@ -303,7 +312,7 @@ mod tests {
     #[tokio::test]
     async fn batches_handed_over_during_a_sync_share_the_next_one() {
         let syncs = Arc::new(AtomicU64::new(0));
-        let thread = SyncThread::start(syncs.clone()).expect("starts");
+        let thread = SyncThread::start(syncs.clone(), true).expect("starts");
         let (entered_tx, entered) = std::sync::mpsc::channel();
         let (release, release_rx) = std::sync::mpsc::channel();
         let file = Arc::new(Gated {
@@ -335,7 +344,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_failed_sync_nothing_is_acknowledged() {
-        let thread = SyncThread::start(Arc::new(AtomicU64::new(0))).expect("starts");
+        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), true).expect("starts");
         let file = Arc::new(Counted::default());
         file.fail.store(true, Ordering::SeqCst);
         let (commit, committer) = WalCommit::pending();
@@ -351,8 +360,15 @@ mod tests {
     }
 
     #[test]
+    fn without_overlap_every_sync_is_inline() {
+        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), false).expect("starts");
+        thread.synced_inline(64, Duration::from_micros(100));
+        assert!(thread.inline(64));
+    }
+
+    #[test]
     fn a_lone_sender_syncs_inline() {
-        let thread = SyncThread::start(Arc::new(AtomicU64::new(0))).expect("starts");
+        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), true).expect("starts");
         assert!(thread.inline(1));
         thread.synced_inline(1, Duration::from_micros(100));
         assert!(thread.inline(1));

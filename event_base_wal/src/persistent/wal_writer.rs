@@ -3,9 +3,9 @@
 //! Senders hand it records over a channel. It takes every record waiting (so concurrent
 //! senders share one write and one `fdatasync`), encodes them into one reusable buffer, writes
 //! them with one `write`, syncs when the [`SyncPolicy`] asks for it, and only then answers the
-//! senders waiting for durability. Those syncs run on the [`SyncThread`] (a lone sender's on
-//! this thread): while one runs, the writer waits for it and takes in what arrives, and writes
-//! all of it as the next batch when it returns. State changes need no answer and never force a sync; when
+//! senders waiting for durability. With `overlap_syncs` those syncs run on the [`SyncThread`]
+//! (a lone sender's on this thread): while one runs, the writer waits for it and takes in what
+//! arrives, and writes all of it as the next batch when it returns. State changes need no answer and never force a sync; when
 //! the writer goes idle with unsynced data it syncs after a short pause.
 //!
 //! It also keeps the disk bounded. Every live or dead message has an *anchor*: the segment
