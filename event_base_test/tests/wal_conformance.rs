@@ -22,11 +22,13 @@ impl WalBackend for Memory {
     }
 }
 
-/// A `PersistentWal` in a fresh temporary directory, opened with `policy` each time.
+/// A `PersistentWal` in a fresh temporary directory, opened with `policy` (and
+/// `overlap_syncs(overlap)`) each time.
 #[derive(Debug)]
 struct Persistent {
     dir: tempfile::TempDir,
     policy: SyncPolicy,
+    overlap: bool,
 }
 
 impl Persistent {
@@ -34,6 +36,15 @@ impl Persistent {
         Persistent {
             dir: tempfile::tempdir().unwrap(),
             policy,
+            overlap: false,
+        }
+    }
+
+    /// The same with the syncs on their own thread.
+    fn overlapped(policy: SyncPolicy) -> Persistent {
+        Persistent {
+            overlap: true,
+            ..Persistent::new(policy)
         }
     }
 }
@@ -43,6 +54,7 @@ impl WalBackend for Persistent {
     fn open(&self) -> PersistentWal {
         PersistentWal::builder(self.dir.path())
             .sync_policy(self.policy)
+            .overlap_syncs(self.overlap)
             .open()
             .unwrap()
     }
@@ -58,4 +70,6 @@ event_base_test::wal_conformance! {
     persistent_always => Persistent::new(SyncPolicy::Always),
     persistent_batch => Persistent::new(BATCH),
     persistent_never => Persistent::new(SyncPolicy::Never),
+    persistent_always_overlapped => Persistent::overlapped(SyncPolicy::Always),
+    persistent_batch_overlapped => Persistent::overlapped(BATCH),
 }
