@@ -148,7 +148,7 @@ impl PersistentWalBuilder {
     /// [`SyncPolicy::Always`] and `Batch`, with many concurrent senders, it pays off where a
     /// sync takes long against the senders' own work (a slow or shared disk); where syncs
     /// are fast it can split the senders into more, smaller groups, and each sync costs CPU.
-    /// In the benchmark, 64 senders sent 0.96–1.67× as many messages per second with it
+    /// In the benchmark, 64 senders sent 0.96–1.83× as many messages per second with it
     /// (`docs/benchmarks.md`); measure on your disk (`throughput --only wal_always`).
     /// Durability is the same either way: a send is answered only after a sync that started
     /// after its record was written. A lone sender syncs on the writer thread in both modes.
