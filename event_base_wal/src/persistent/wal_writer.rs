@@ -5,8 +5,9 @@
 //! them with one `write`, syncs when the [`SyncPolicy`] asks for it, and only then answers the
 //! senders waiting for durability. With `overlap_syncs` those syncs run on the [`SyncThread`]
 //! (a lone sender's on this thread): while one runs, the writer waits for it and takes in what
-//! arrives, and writes all of it as the next batch when it returns. State changes need no answer and never force a sync; when
-//! the writer goes idle with unsynced data it syncs after a short pause.
+//! arrives, and writes all of it as the next batch when it returns. State changes need no
+//! answer and never force a sync; when the writer goes idle with unsynced data it syncs after
+//! a short pause.
 //!
 //! It also keeps the disk bounded. Every live or dead message has an *anchor*: the segment
 //! holding its newest full record. A sealed segment is deleted once it is the oldest and no
