@@ -1,7 +1,7 @@
 //! Discovery across the nodes of a bus on Redis: a subscriber on one node sees the
 //! `WorkerDiscovery` events and the topic tables of every node, a `TopicDiscovery` request
 //! is answered by every node, and the shutdown acks of the other nodes reach the node that
-//! sent the shutdown command. Two buses with factories of their own stand for two
+//! sent the shutdown command, which stops nodes of type `Worker` too. Two buses with factories of their own stand for two
 //! processes (they share nothing but the server); `redis_discovery_process.rs` runs the
 //! other node as a real process.
 
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
 use event_base::{
-    Ack, DiscoveryEvent, EMessage, EventBus, RedisQueueFactory, ShutdownAck, ShutdownCommand,
-    ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
+    Ack, DiscoveryEvent, EMessage, EventBus, NodeType, RedisQueueFactory, ShutdownAck,
+    ShutdownCommand, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
 };
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{decode, Probe, Seen, WAIT};
@@ -84,10 +84,16 @@ async fn watcher(server: &RedisServer, watch: &std::sync::Arc<Probe>) -> EventBu
 
 /// Node `b`: one handler, `work` on `jobs`, and no subscriber of its own.
 async fn worker_node(server: &RedisServer, name: &str) -> EventBus {
+    node_of_type(server, name, NodeType::Host).await
+}
+
+/// [`worker_node`] of the given type.
+async fn node_of_type(server: &RedisServer, name: &str, kind: NodeType) -> EventBus {
     let queue = factory(server).await;
     let probe = Probe::new();
     EventBus::builder()
         .node_name(name)
+        .node_type(kind)
         .wal(queue.wal())
         .queue(queue)
         .handler(probe.handler("work", "jobs", |_| Ack::Ack))
@@ -185,6 +191,17 @@ async fn a_topic_discovery_request_is_answered_by_every_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_command_stops_the_other_node_and_its_acks_reach_the_sender() {
+    shutdown_command_stops_a_node_of_type(NodeType::Host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_command_stops_a_worker_node_too() {
+    shutdown_command_stops_a_node_of_type(NodeType::Worker).await;
+}
+
+/// Node `a` sends a `Drain` command; node `b`, of type `kind`, stops and its acks reach
+/// `a`'s subscriber.
+async fn shutdown_command_stops_a_node_of_type(kind: NodeType) {
     let server = RedisServer::start();
     let acks = Probe::new();
     let queue = factory(&server).await;
@@ -198,7 +215,7 @@ async fn a_shutdown_command_stops_the_other_node_and_its_acks_reach_the_sender()
         .await
         .unwrap();
     registered(&queue, SHUTDOWN_ACK).await;
-    let b = worker_node(&server, "b").await;
+    let b = node_of_type(&server, "b", kind).await;
     b.add_workers("work", 1).await.unwrap();
     until("both nodes read shutdown commands", || async {
         server.command(&[

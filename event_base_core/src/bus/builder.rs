@@ -231,7 +231,9 @@ impl EventBusBuilder {
     }
 
     /// This bus's node type, instead of the process's [`node_type`](crate::node_type). A
-    /// [`NodeType::Worker`] registers no handlers of its own on the `_system.` topics.
+    /// [`NodeType::Worker`] registers no handlers of its own on the `_system.` topics, except,
+    /// on a backend shared between processes (Redis), the one for shutdown commands: a
+    /// command sent on `_system.shutdown` by any node stops every node.
     pub fn node_type(mut self, kind: NodeType) -> Self {
         self.node_type = Some(kind);
         self
@@ -275,13 +277,19 @@ impl EventBusBuilder {
             Some(name) => Arc::from(name),
             None => Arc::from(format!("{}-{nth}", node.name)),
         };
-        // A worker node leaves the `_system.` topics to a host.
-        let cells =
-            (node.kind == NodeType::Host).then(|| BusCells::add_system_handlers(&mut specs));
+        // With a shared backend, a send may reach the handlers other processes run.
+        let routes = queue.routes();
+        // A worker node leaves the `_system.` topics to a host, except that on a shared
+        // backend it still obeys the cluster's shutdown commands (they fan out to every node).
+        let cells = match node.kind {
+            NodeType::Host => Some(BusCells::add_system_handlers(&mut specs, true)),
+            NodeType::Worker if routes.is_some() => {
+                Some(BusCells::add_system_handlers(&mut specs, false))
+            }
+            NodeType::Worker => None,
+        };
         let (topics, handlers) =
             assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
-        let routes = queue.routes();
-        // With a shared backend, a send may reach the handlers other processes run.
         if routes.is_none() && specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!(target: crate::constant::target::BUS, "event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
@@ -384,13 +392,14 @@ fn backends(
 /// Where the bus's own handlers find the bus once it is built.
 struct BusCells {
     shutdown: BusCell,
-    discovery: BusCell,
+    /// `None` on a worker node, which answers no topic discovery requests.
+    discovery: Option<BusCell>,
 }
 
 impl BusCells {
-    /// Adds the bus's own handlers (shutdown commands on `_system.shutdown`, topic discovery
-    /// requests on `_system.topic_discovery`) to `specs`.
-    fn add_system_handlers(specs: &mut Vec<HandlerSpec>) -> BusCells {
+    /// Adds the bus's own handlers to `specs`: shutdown commands on `_system.shutdown`, and
+    /// with `discovery` topic discovery requests on `_system.topic_discovery`.
+    fn add_system_handlers(specs: &mut Vec<HandlerSpec>, discovery: bool) -> BusCells {
         let command_handler = ShutdownCommandHandler::default();
         let shutdown = command_handler.cell();
         specs.push(HandlerSpec::new(
@@ -398,13 +407,16 @@ impl BusCells {
             SHUTDOWN,
             command_handler,
         ));
-        let discovery_handler = TopicDiscoveryHandler::default();
-        let discovery = discovery_handler.cell();
-        specs.push(HandlerSpec::new(
-            "event_base.topic_discovery",
-            TOPIC_DISCOVERY,
-            discovery_handler,
-        ));
+        let discovery = discovery.then(|| {
+            let discovery_handler = TopicDiscoveryHandler::default();
+            let cell = discovery_handler.cell();
+            specs.push(HandlerSpec::new(
+                "event_base.topic_discovery",
+                TOPIC_DISCOVERY,
+                discovery_handler,
+            ));
+            cell
+        });
         BusCells {
             shutdown,
             discovery,
@@ -413,7 +425,9 @@ impl BusCells {
 
     fn set(&self, tasks: &Arc<BusTasks>) {
         self.shutdown.set(tasks);
-        self.discovery.set(tasks);
+        if let Some(discovery) = &self.discovery {
+            discovery.set(tasks);
+        }
     }
 }
 
