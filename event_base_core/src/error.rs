@@ -72,6 +72,18 @@ pub enum QueueError {
     /// The queue was closed (the bus stopped).
     #[error("queue for topic `{0}` is closed; the bus has stopped")]
     Closed(String),
+    /// A message addressed to a worker of another node (`to_worker: "<node id>/<worker>"`)
+    /// names a node that does not run the worker's handler now (never started it, stopped,
+    /// or was evicted).
+    #[error("no running node `{node}` reads handler `{handler}` of topic `{topic}`; address a node id that runs it now (RedisQueueFactory::node_id of that process), or leave the node out of to_worker")]
+    UnknownNode {
+        /// The topic.
+        topic: String,
+        /// The handler whose worker the message names.
+        handler: String,
+        /// The node id named.
+        node: String,
+    },
     /// A backend (e.g. Redis) failed; the source says how.
     #[error("queue backend error")]
     Backend(#[source] BoxError),

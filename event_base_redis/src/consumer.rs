@@ -414,12 +414,17 @@ impl Inner {
     /// that do not decode are moved to the poison stream.
     async fn accept(self: &Arc<Self>, entries: Vec<RawEntry>, out: &mut Vec<Claimed>) -> usize {
         let mut n = 0;
+        // Entries addressed to a worker of another node: acked unread.
+        let mut others = Vec::new();
         for (id, fields) in entries {
             let Some(fields) = fields else {
                 continue; // deleted while pending: nothing left to deliver
             };
             let decoded = codec::decode_message(&fields);
             match (decoded, self.receipt(&id)) {
+                (Ok(message), Some(receipt)) if self.for_another_node(&message) => {
+                    others.push(receipt);
+                }
                 (Ok(message), Some(receipt)) => {
                     self.held().insert(receipt);
                     out.push(Claimed {
@@ -435,10 +440,26 @@ impl Inner {
                 }
             }
         }
+        if !others.is_empty() {
+            if let Err(e) = self.settle("ACK", &scripts::ACK_ONLY, &others).await {
+                tracing::warn!(target: "event_base::redis", topic = %self.q.topic, error = %e, "could not ack entries addressed to other nodes; this node's sweep takes them again");
+            }
+        }
         if n > 0 {
             self.start_extender();
         }
         n
+    }
+
+    /// Whether `message`, read from a broadcast stream, is addressed to a worker of another
+    /// node (`to_worker: "<node id>/<worker>"`): this node acks it without delivering it.
+    fn for_another_node(&self, message: &event_base_core::EMessage) -> bool {
+        self.q.lane == Lane::Broadcast
+            && message
+                .to_worker
+                .as_deref()
+                .and_then(crate::producer::addressed_node)
+                .is_some_and(|node| node != self.q.node.id)
     }
 
     async fn poison(&self, id: &str, reason: String) {

@@ -56,7 +56,7 @@ pub(crate) struct Timeouts {
 }
 
 /// What to do with a reply that came.
-type OnReply = Box<dyn FnOnce(&Value) + Send>;
+pub(crate) type OnReply = Box<dyn FnOnce(&Value) + Send>;
 
 enum Reply {
     /// The caller waits for it.

@@ -49,8 +49,20 @@ impl RedisProducer {
     /// and capped).
     fn to_broadcast(&self, message: &EMessage) -> bool {
         self.q.lane == Lane::Work
-            && message.delivery_mode == DeliveryMode::Broadcast
-            && message.to_worker.is_none()
+            && match &message.to_worker {
+                None => message.delivery_mode == DeliveryMode::Broadcast,
+                Some(w) => addressed_node(w).is_some(),
+            }
+    }
+
+    /// The error of a message addressed to `node`, which has no group on the
+    /// subscription's broadcast stream.
+    fn unknown_node(&self, node: &str) -> QueueError {
+        QueueError::UnknownNode {
+            topic: self.q.topic.to_string(),
+            handler: self.q.handler.clone(),
+            node: node.to_owned(),
+        }
     }
 
     /// The command that adds `message`: to the stream, or, due later, to the subscription's
@@ -64,7 +76,19 @@ impl RedisProducer {
             .and_then(|at| at.duration_since(SystemTime::now()).ok())
             .filter(|d| !d.is_zero());
         let broadcast = self.q.lane == Lane::Broadcast || self.to_broadcast(message);
+        let addressed = message.to_worker.as_deref().and_then(addressed_node);
         match delay {
+            // For a worker of one node: only if that node reads the stream.
+            None if broadcast && addressed.is_some() => scripts::evalsha(
+                &scripts::ADD_ADDRESSED,
+                &[&self.q.broadcast],
+                (
+                    m,
+                    p,
+                    self.q.broadcast_max_len,
+                    format!("n:{}", addressed.unwrap_or_default()),
+                ),
+            ),
             None if broadcast => {
                 let cap = self.q.broadcast_max_len;
                 match self.q.own_broadcast_group() {
@@ -107,6 +131,14 @@ impl RedisProducer {
     }
 }
 
+/// The node a `to_worker` of the form `<node id>/<worker>` names (node ids hold no `/`).
+pub(crate) fn addressed_node(to_worker: &str) -> Option<&str> {
+    to_worker
+        .split_once('/')
+        .filter(|(node, worker)| !node.is_empty() && !worker.is_empty())
+        .map(|(node, _)| node)
+}
+
 /// The stream's length in a reply of `ADD_BROADCAST` (`{id, length}`) or `SCHEDULE`
 /// (length); `None` for a plain `XADD` (an id).
 fn length_of(v: &redis::Value) -> Option<i64> {
@@ -129,10 +161,21 @@ impl Drop for RedisProducer {
 impl EProducer for RedisProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
         if self.to_broadcast(&message) {
+            // The bus sends addressed messages with `send`, which reports an unknown node;
+            // here it can only be logged.
+            let then = message.to_worker.as_deref().and_then(addressed_node).map(|node| {
+                let e = self.unknown_node(node);
+                let id = message.id.clone();
+                Box::new(move |v: &redis::Value| {
+                    if matches!(v, redis::Value::Int(0)) {
+                        tracing::error!(target: "event_base::redis", %id, error = %e, "an addressed message was not written");
+                    }
+                }) as crate::link::OnReply
+            });
             return self
                 .q
                 .link
-                .push("XADD", self.add_command(&message), None)
+                .push("XADD", self.add_command(&message), then)
                 .map_err(|e| TrySendError::Failed(e.into()));
         }
         if !self.q.reserve() {
@@ -160,7 +203,12 @@ impl EProducer for RedisProducer {
 
     async fn send(&self, message: Arc<EMessage>) -> Result<(), QueueError> {
         if self.to_broadcast(&message) {
-            self.q.link.run("XADD", self.add_command(&message)).await?;
+            let v = self.q.link.run("XADD", self.add_command(&message)).await?;
+            if let (redis::Value::Int(0), Some(node)) =
+                (&v, message.to_worker.as_deref().and_then(addressed_node))
+            {
+                return Err(self.unknown_node(node));
+            }
             return Ok(());
         }
         while !self.q.reserve() {

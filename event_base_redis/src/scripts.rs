@@ -196,6 +196,31 @@ return {{id, redis.call('XLEN', KEYS[1])}}
     ))
 });
 
+/// `KEYS[1]` a subscription's broadcast stream; `ARGV` m, p, cap, the group of the node
+/// addressed (`n:<node id>`). Adds a message addressed to a worker of that node, if that
+/// node reads the stream (its group exists: it runs the handler and was not evicted), as
+/// [`ADD_BROADCAST`] adds (trimmed, capped); the other nodes' groups read it and ack it
+/// unread. Returns `{id, length}`, or 0 when that node has no group on the stream.
+pub(crate) static ADD_ADDRESSED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{TRIM_READ}
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+local found = false
+if type(groups) == 'table' and not groups.err then
+  for _, g in ipairs(groups) do
+    for i = 1, #g - 1, 2 do
+      if g[i] == 'name' and g[i + 1] == ARGV[4] then found = true end
+    end
+  end
+end
+if not found then return 0 end
+trim_read(KEYS[1])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV[2])
+return {{id, redis.call('XLEN', KEYS[1])}}
+"
+    ))
+});
+
 /// Trimming a broadcast stream to what every group is done with, as a Lua function: for
 /// each group, its oldest pending entry, or (none pending) the last one it read; entries
 /// older than the oldest of those are deleted (`XTRIM MINID`). No group at all: every entry
@@ -419,9 +444,10 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 16] {
+fn all() -> [&'static Script; 17] {
     [
         &*ADD_BROADCAST,
+        &*ADD_ADDRESSED,
         &*SCHEDULE,
         &*PROMOTE,
         &*ACK,

@@ -56,6 +56,10 @@ impl BusShared {
             }
             Err(e) => return Err(e),
         };
+        if message.to_worker.is_some() && self.remote.is_some() {
+            // Perhaps a worker of another node (`<node id>/<worker>`).
+            return self.admit_to_worker(topic, route, message);
+        }
         Ok((route, prepare(route, message)?))
     }
 

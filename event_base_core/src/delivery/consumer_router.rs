@@ -191,7 +191,13 @@ impl ConsumerRouter {
         }
         let mut local = None;
         if let Some(name) = &message.to_worker {
-            let Some(i) = entry.worker_index(name) else {
+            // A name with its node (`<node id>/<worker>`) reached the node it names: the
+            // backend hands such a message to that node only (`addressed.rs`).
+            let found = entry.worker_index(name).or_else(|| {
+                crate::delivery::addressed::node_and_worker(name)
+                    .and_then(|(_, worker)| entry.worker_index(worker))
+            });
+            let Some(i) = found else {
                 let reason = DeadReason::UnknownWorker(name.clone());
                 let job = Job {
                     message,

@@ -25,11 +25,15 @@
 //! of a local topic that only other processes run. Their copies are queued before the send
 //! answers (after the WAL append, ahead of the local copies: `elsewhere.rs` queues them).
 //!
+//! `addressed.rs` sends a message addressed to a worker of one node (`to_worker:
+//! "<node id>/<worker>"`, shared backends only) to that worker's handler's subscription.
+//!
 //! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
 //! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids;
 //! `key_set.rs` is the set of keys the dedup window's generations are.
 
 pub(crate) mod accept;
+pub(crate) mod addressed;
 pub(crate) mod consumer_router;
 pub(crate) mod dedup;
 pub(crate) mod elsewhere;

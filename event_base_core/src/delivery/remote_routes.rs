@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
+use crate::delivery::addressed::node_and_worker;
 use crate::delivery::elsewhere::{queue_all_elsewhere, queue_elsewhere, RemoteSub};
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::topic_table::Route;
@@ -97,7 +98,11 @@ impl BusShared {
             return Err(CoreError::NoHandler { topic });
         }
         if let Some(worker) = &message.to_worker {
-            // Workers are this process's: none runs a handler of this topic.
+            if node_and_worker(worker).is_some() {
+                // A worker of a node named: to that node, by the worker's handler.
+                return self.admit_addressed(topic, message);
+            }
+            // An unqualified name is a worker of this process: none runs a handler here.
             return Err(CoreError::UnknownWorker {
                 topic,
                 worker: worker.clone(),
@@ -127,6 +132,14 @@ impl BusShared {
                 topic: message.topic.0.clone(),
             });
         };
+        if message
+            .to_worker
+            .as_deref()
+            .and_then(node_and_worker)
+            .is_some()
+        {
+            return self.accept_addressed(message, timeout).await;
+        }
         let topic = message.topic.clone();
         let id = MessageId::from(&message.id);
         let work = async {
@@ -161,6 +174,17 @@ impl BusShared {
         };
         let mut admitted = Vec::with_capacity(messages.len());
         for message in messages {
+            if let Some(worker) = message
+                .to_worker
+                .as_deref()
+                .filter(|w| node_and_worker(w).is_some())
+            {
+                // A batch goes to every handler; send addressed messages one by one.
+                return Err(CoreError::UnknownWorker {
+                    topic,
+                    worker: worker.to_owned(),
+                });
+            }
             admitted.push(self.admit_elsewhere(topic.clone(), message)?.1);
         }
         let ids = admitted.iter().map(|m| MessageId::from(&m.id)).collect();

@@ -1,0 +1,206 @@
+//! Messages addressed to a worker of one node of a shared backend:
+//! `to_worker: Some("<node id>/<worker>")` (only when the bus has a shared backend,
+//! `QueueFactory::routes`; without one a `to_worker` is a worker name as it stands).
+//!
+//! - An unqualified name keeps its meaning: a worker of that name in whichever node handles
+//!   the copy (`accept.rs`, `consumer_router.rs`).
+//! - A qualified one goes to the subscription of the handler the worker belongs to (a worker
+//!   is named `<handler>-<i>`), through that handler's producer, as a copy for a handler
+//!   elsewhere does: once queued it is the backend's, whether the node named is this one or
+//!   another, so this bus does not count it in flight past the send. The backend hands it to
+//!   that node only (the Redis backend: the subscription's broadcast stream, which every
+//!   node reads through a group of its own and the other nodes ack unread) and answers
+//!   [`QueueError::UnknownNode`] when the node does not run the handler now, which the send
+//!   returns as [`CoreError::UnknownWorker`].
+//! - A worker name no handler of the topic can have is refused at once with `UnknownWorker`;
+//!   a node that runs the handler but no worker of that name dead-letters the message with
+//!   `DeadReason::UnknownWorker` (`consumer_router.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::queue::EProducer;
+use crate::bus::shared::BusShared;
+use crate::delivery::accept::{check_id, prepare};
+use crate::delivery::topic_table::Route;
+use crate::error::{CoreError, QueueError};
+use crate::message::emessage::EMessage;
+use crate::message::id::MessageId;
+use crate::message::topic::MessageTopic;
+
+/// `(node, worker)` of a `to_worker` that names a node: split at its first `/` (node ids
+/// hold none), both sides non-empty.
+pub(crate) fn node_and_worker(to_worker: &str) -> Option<(&str, &str)> {
+    to_worker
+        .split_once('/')
+        .filter(|(node, worker)| !node.is_empty() && !worker.is_empty())
+}
+
+/// Whether `worker` is a worker name of `handler`: `<handler>-<i>`.
+fn is_worker_of(worker: &str, handler: &str) -> bool {
+    worker
+        .strip_prefix(handler)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Of `handlers`, the one `worker` belongs to (the longest name that fits).
+fn handler_of<'h>(worker: &str, handlers: impl Iterator<Item = &'h str>) -> Option<&'h str> {
+    handlers
+        .filter(|h| is_worker_of(worker, h))
+        .max_by_key(|h| h.len())
+}
+
+impl BusShared {
+    /// [`admit`](Self::admit) of a message with `to_worker` set, on a bus with a shared
+    /// backend: a qualified name is admitted for [`accept_addressed`](Self::accept_addressed)
+    /// (with the placeholder route, as a send to a topic only others handle); any other as
+    /// always.
+    #[cold]
+    pub(crate) fn admit_to_worker<'s>(
+        &'s self,
+        topic: &str,
+        route: &'s Arc<Route>,
+        message: EMessage,
+    ) -> Result<(&'s Arc<Route>, Arc<EMessage>), CoreError> {
+        match message.to_worker.as_deref().and_then(node_and_worker) {
+            Some(_) => self.admit_addressed(topic.to_owned(), message),
+            None => Ok((route, prepare(route, message)?)),
+        }
+    }
+
+    /// Admits a message addressed to a worker of a node (checked as any message); its route
+    /// is found when it is sent.
+    pub(crate) fn admit_addressed(
+        &self,
+        topic: String,
+        mut message: EMessage,
+    ) -> Result<(&Arc<Route>, Arc<EMessage>), CoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(CoreError::NoHandler { topic });
+        };
+        if topic.starts_with(crate::constant::SYSTEM_PREFIX) {
+            // The system topics carried between nodes reach every node; none is addressed.
+            return Err(CoreError::UnknownWorker {
+                topic,
+                worker: message.to_worker.unwrap_or_default(),
+            });
+        }
+        check_id(&message.id)?;
+        message.topic = MessageTopic::from(topic);
+        if message.attempts == 0 {
+            message.attempts = 1;
+        }
+        crate::message::context::inherit(&mut message);
+        Ok((&remote.placeholder, Arc::new(message)))
+    }
+
+    /// Sends a message addressed to `<node>/<worker>` to the subscription of the worker's
+    /// handler, here or elsewhere, and waits until the backend has it (see the module docs).
+    pub(crate) async fn accept_addressed(
+        &self,
+        message: Arc<EMessage>,
+        timeout: Option<Duration>,
+    ) -> Result<MessageId, CoreError> {
+        let topic = message.topic.clone();
+        let id = MessageId::from(&message.id);
+        let work = async {
+            let producer = self.addressed_producer(&topic, &message).await?;
+            match producer.send(message.clone()).await {
+                Ok(()) => Ok(()),
+                Err(QueueError::UnknownNode { .. }) => Err(CoreError::UnknownWorker {
+                    topic: topic.0.clone(),
+                    worker: message.to_worker.clone().unwrap_or_default(),
+                }),
+                Err(e) => Err(CoreError::from(e)),
+            }
+        };
+        match timeout {
+            None => work.await?,
+            Some(_) if tokio::runtime::Handle::try_current().is_err() => {
+                return Err(CoreError::NoRuntime)
+            }
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .map_err(|_| CoreError::Timeout {
+                    operation: format!("send to `{topic}`"),
+                    after: t,
+                })??,
+        }
+        Ok(id)
+    }
+
+    /// The producer of the subscription whose handler the addressed worker belongs to: a
+    /// local handler's, or one only other processes run (by the registry, looked up once if
+    /// the cache does not list the topic).
+    async fn addressed_producer(
+        &self,
+        topic: &MessageTopic,
+        message: &EMessage,
+    ) -> Result<Arc<dyn EProducer>, CoreError> {
+        let to_worker = message.to_worker.as_deref().unwrap_or_default();
+        let unknown = || CoreError::UnknownWorker {
+            topic: topic.0.clone(),
+            worker: to_worker.to_owned(),
+        };
+        let (_, worker) = node_and_worker(to_worker).ok_or_else(unknown)?;
+        if let Some(route) = self.topics.get(topic.as_str()) {
+            if let Some(h) = handler_of(worker, route.subs.iter().map(|s| &*s.handler)) {
+                if let Some(sub) = route.sub(h) {
+                    return Ok(sub.producer.clone());
+                }
+            }
+            let elsewhere = route.elsewhere.subs();
+            let h =
+                handler_of(worker, elsewhere.iter().map(|s| &*s.handler)).ok_or_else(unknown)?;
+            return elsewhere
+                .iter()
+                .find(|s| &*s.handler == h)
+                .map(|s| s.producer.clone())
+                .ok_or_else(unknown);
+        }
+        let Some(remote) = &self.remote else {
+            return Err(unknown());
+        };
+        let route = remote
+            .route(topic)
+            .await?
+            .ok_or_else(|| CoreError::NoHandler {
+                topic: topic.0.clone(),
+            })?;
+        let elsewhere = route.elsewhere.subs();
+        let h = handler_of(worker, elsewhere.iter().map(|s| &*s.handler)).ok_or_else(unknown)?;
+        elsewhere
+            .iter()
+            .find(|s| &*s.handler == h)
+            .map(|s| s.producer.clone())
+            .ok_or_else(unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qualified_name_splits_at_its_first_slash() {
+        assert_eq!(node_and_worker("41-ab/ship-0"), Some(("41-ab", "ship-0")));
+        assert_eq!(node_and_worker("41-ab/a/b-1"), Some(("41-ab", "a/b-1")));
+        assert_eq!(node_and_worker("ship-0"), None);
+        assert_eq!(node_and_worker("/ship-0"), None);
+        assert_eq!(node_and_worker("41-ab/"), None);
+    }
+
+    #[test]
+    fn a_worker_belongs_to_the_longest_handler_it_is_named_after() {
+        let handlers = ["ship", "ship-fast", "bill"];
+        assert_eq!(handler_of("ship-3", handlers.iter().copied()), Some("ship"));
+        assert_eq!(
+            handler_of("ship-fast-0", handlers.iter().copied()),
+            Some("ship-fast")
+        );
+        assert_eq!(handler_of("ship-x", handlers.iter().copied()), None);
+        assert_eq!(handler_of("pack-0", handlers.iter().copied()), None);
+        assert_eq!(handler_of("ship-", handlers.iter().copied()), None);
+    }
+}

@@ -1,0 +1,240 @@
+//! `to_worker` across nodes on Redis: `to_worker: "<node id>/<worker>"` is handled by that
+//! worker of that node only, whichever bus sends it (a node running the handler, or a bus
+//! with no handler); the entry goes to the subscription's broadcast stream, which the other
+//! nodes ack unread. A node that does not read the stream (unknown, or evicted) and a name
+//! no handler of the topic has are refused at send with `UnknownWorker`; a worker the named
+//! node does not have is a dead letter there (`DeadReason::UnknownWorker`). An unqualified
+//! name keeps its meaning: a worker of that name in whichever node claims the entry.
+//!
+//! Buses in one process with factories of their own stand for nodes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_base::{
+    Ack, CoreError, DeadReason, DeliveryMode, EMessage, EventBus, HandlerSpec, RedisQueueFactory,
+    ShutdownStrategy,
+};
+use event_base_test::redis_cluster::until;
+use event_base_test::redis_server::RedisServer;
+use event_base_test::{Probe, WAIT};
+
+const TOPIC: &str = "jobs";
+const HANDLER: &str = "sync";
+const BCAST: &str = "eb:{jobs}:b:sync";
+const WORK: &str = "eb:{jobs}:s:sync";
+const WORKERS: usize = 2;
+
+/// The names of the groups on the broadcast stream.
+fn groups(server: &RedisServer) -> Vec<String> {
+    server
+        .query(&["XINFO", "GROUPS", BCAST])
+        .items()
+        .iter()
+        .filter_map(|g| g.items().get(1).and_then(|n| n.as_str()).map(str::to_owned))
+        .collect()
+}
+
+/// A node and its id: a bus over a factory of its own with `handlers`, once its group on
+/// the broadcast stream exists (made by its first claim) if it runs one.
+async fn node(server: &RedisServer, handlers: Vec<HandlerSpec>) -> (EventBus, String) {
+    let queue = RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .heartbeat(Duration::from_millis(100));
+    let id = queue.node_id().to_owned();
+    let group = format!("n:{id}");
+    let any = !handlers.is_empty();
+    let bus = event_base_test::redis_cluster::bus_over(queue, handlers).await;
+    if any {
+        until("the node's broadcast group made", async || {
+            groups(server).contains(&group)
+        })
+        .await;
+    }
+    (bus, id)
+}
+
+/// A node running `sync` of `jobs` with [`WORKERS`] workers, recording into `probe`.
+async fn syncing(server: &RedisServer, probe: &Arc<Probe>) -> (EventBus, String) {
+    let spec = probe.handler(HANDLER, TOPIC, |_| Ack::Ack).workers(WORKERS);
+    node(server, vec![spec]).await
+}
+
+fn addressed(to: &str, payload: &str) -> EMessage {
+    EMessage::new(
+        TOPIC,
+        payload.as_bytes().to_vec(),
+        DeliveryMode::Standard,
+        Some(to.to_owned()),
+    )
+}
+
+/// Deliveries the worker `name` of `bus` finished.
+fn processed(bus: &EventBus, name: &str) -> u64 {
+    bus.registry().get(name).map_or(0, |w| w.processed)
+}
+
+/// Waits until every node's bus is idle and every group on the broadcast stream acked
+/// everything it read, so counts read afterwards are final.
+async fn settled(server: &RedisServer, buses: &[&EventBus]) {
+    for bus in buses {
+        bus.wait_idle(WAIT).await.unwrap();
+    }
+    until(
+        "every broadcast-stream entry acked by every group",
+        async || {
+            let reply = server.query(&["XINFO", "GROUPS", BCAST]);
+            reply.items().iter().all(|g| {
+                g.items()
+                    .chunks(2)
+                    .any(|kv| kv[0].as_str() == Some("pending") && kv[1].as_int() == Some(0))
+            })
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_of_one_node_handles_what_is_addressed_to_it_from_any_bus() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..3).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p).await);
+    }
+    let (sender, _) = node(&server, vec![]).await;
+    let target = format!("{}/{HANDLER}-1", nodes[1].1);
+    // From another node, from a bus with no handler, and from the target node itself; in
+    // every mode (an addressed message is the worker's alone; Repeated(n): n times by it).
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let mut msg = addressed(&target, &format!("m{i}"));
+        msg.delivery_mode = match i % 3 {
+            0 => DeliveryMode::Standard,
+            1 => DeliveryMode::Broadcast,
+            _ => DeliveryMode::Repeated(2),
+        };
+        let from = match i % 3 {
+            0 => &nodes[0].0,
+            1 => &sender,
+            _ => &nodes[1].0,
+        };
+        ids.push((from.send(TOPIC, msg).await.unwrap().to_string(), i % 3));
+    }
+    let expected: usize = ids.iter().map(|(_, k)| if *k == 2 { 2 } else { 1 }).sum();
+    probes[1].wait_for(expected, WAIT).await;
+    let buses: Vec<&EventBus> = nodes.iter().map(|(b, _)| b).collect();
+    settled(&server, &buses).await;
+    for (id, kind) in &ids {
+        let times = if *kind == 2 { 2 } else { 1 };
+        assert_eq!(probes[1].count_of(id), times, "{id}: by the node addressed");
+    }
+    assert_eq!(
+        probes[1].count(),
+        expected,
+        "nothing else on the node addressed"
+    );
+    assert_eq!(probes[0].count(), 0, "another node handles none");
+    assert_eq!(probes[2].count(), 0, "another node handles none");
+    assert_eq!(processed(&nodes[1].0, "sync-1"), expected as u64);
+    assert_eq!(processed(&nodes[1].0, "sync-0"), 0, "only the worker named");
+    // Nothing went to the work stream; the broadcast stream is trimmed as every group acks
+    // (the newest entry stays as the groups' mark).
+    assert_eq!(server.query(&["XLEN", WORK]).as_int(), Some(0));
+    until("the broadcast stream trimmed", async || {
+        server.query(&["XLEN", BCAST]).as_int() == Some(1)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_node_or_handler_is_refused_and_an_unknown_worker_is_a_dead_letter() {
+    let server = RedisServer::start();
+    let (a_probe, b_probe, c_probe) = (Probe::new(), Probe::new(), Probe::new());
+    let (a, _) = syncing(&server, &a_probe).await;
+    let (b, b_id) = syncing(&server, &b_probe).await;
+    let (c, c_id) = syncing(&server, &c_probe).await;
+    let (sender, _) = node(&server, vec![]).await;
+    let refused = |r: Result<event_base::MessageId, CoreError>, worker: &str| match r {
+        Err(CoreError::UnknownWorker { topic, worker: w }) => {
+            assert_eq!(topic, TOPIC);
+            assert_eq!(w, worker);
+        }
+        other => panic!("expected UnknownWorker for {worker}, got {other:?}"),
+    };
+    // A node no one runs, from a node and from a bus with no handler.
+    for bus in [&a, &sender] {
+        let to = "1-nobody/sync-0";
+        refused(bus.send(TOPIC, addressed(to, "x")).await, to);
+    }
+    // A worker no handler of the topic can have.
+    let to = format!("{b_id}/ship-0");
+    refused(a.send(TOPIC, addressed(&to, "x")).await, &to);
+    // A node that stopped: refused once the janitor evicted it (its group is gone).
+    c.shutdown(ShutdownStrategy::Force).await.unwrap();
+    drop(c);
+    let c_group = format!("n:{c_id}");
+    until("the stopped node's group destroyed", async || {
+        !groups(&server).contains(&c_group)
+    })
+    .await;
+    let to = format!("{c_id}/sync-0");
+    refused(sender.send(TOPIC, addressed(&to, "x")).await, &to);
+    // A live node without that worker: a dead letter there, with the reason.
+    let to = format!("{b_id}/sync-9");
+    let id = sender
+        .send(TOPIC, addressed(&to, "x"))
+        .await
+        .unwrap()
+        .to_string();
+    let mut dead = Vec::new();
+    until("the dead letter written", async || {
+        dead = a.dead_letters().await.unwrap();
+        !dead.is_empty()
+    })
+    .await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].message.id, id);
+    assert_eq!(dead[0].reason, DeadReason::UnknownWorker(to.clone()));
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(a_probe.count() + b_probe.count() + c_probe.count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unqualified_name_is_a_worker_of_that_name_in_whichever_node_claims_it() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..2).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p).await);
+    }
+    let n = 20;
+    for i in 0..n {
+        let msg = addressed("sync-1", &format!("u{i}"));
+        nodes[0].0.send(TOPIC, msg).await.unwrap();
+    }
+    until("every message handled", async || {
+        probes.iter().map(|p| p.count()).sum::<usize>() >= n
+    })
+    .await;
+    until("the work stream empty (every entry acked)", async || {
+        server.query(&["XLEN", WORK]).as_int() == Some(0)
+    })
+    .await;
+    // (Not `wait_idle` on the sender: a message its own handler could have taken counts
+    // there until that handler finishes it, and another node may have claimed it.)
+    let by_name = |name: &str| -> u64 { nodes.iter().map(|(b, _)| processed(b, name)).sum() };
+    until("every message finished by a `sync-1`", async || {
+        by_name("sync-1") >= n as u64
+    })
+    .await;
+    assert_eq!(by_name("sync-1"), n as u64, "each once, by a `sync-1`");
+    assert_eq!(by_name("sync-0"), 0);
+    // A bus that runs no handler of the topic has no worker of that name.
+    let (sender, _) = node(&server, vec![]).await;
+    assert!(matches!(
+        sender.send(TOPIC, addressed("sync-1", "x")).await,
+        Err(CoreError::UnknownWorker { .. })
+    ));
+}
