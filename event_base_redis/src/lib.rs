@@ -48,6 +48,7 @@ mod factory;
 mod keys;
 mod link;
 mod node;
+mod orphans;
 mod producer;
 mod queue;
 mod reply;

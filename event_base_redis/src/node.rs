@@ -11,7 +11,8 @@
 //!   entries (`XGROUP DELCONSUMER` would drop them unacknowledged), checked in the same
 //!   script as the deletion;
 //! - forgets the node once all of its consumers are gone (and destroys its own groups on
-//!   broadcast streams).
+//!   broadcast streams, after dead-lettering what they held or had not read of the
+//!   messages addressed to that node: `orphans.rs`).
 //!
 //! The janitor also deletes dead letters older than the retention age (every 30 beats).
 //!
@@ -224,6 +225,10 @@ impl Node {
                 continue;
             };
             let own_group = u8::from(group == format!("n:{dead}"));
+            if own_group == 1 {
+                // What was addressed to the node goes with its group: dead-letter it first.
+                crate::orphans::dead_letter_orphans(&self.link, &self.keys, stream, dead).await?;
+            }
             let cmd = scripts::evalsha(&scripts::EVICT, &[stream], (group, consumer, own_group));
             let gone = reply::int("EVICT", &self.link.run("EVICT", cmd).await?)?;
             if gone == 1 {

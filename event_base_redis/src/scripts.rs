@@ -120,6 +120,36 @@ return {{mine, silent}}
     ))
 });
 
+/// `KEYS[1]` a subscription's broadcast stream; `ARGV` the group of a silent node, at most
+/// how many of each kind. Returns the entries that group still held (pending) or had not
+/// read yet, `[[id, fields], ...]`: before the group is destroyed, the janitor dead-letters
+/// those addressed to a worker of that node (`orphans.rs`). A missing stream or group:
+/// none.
+pub(crate) static ORPHANS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+if type(groups) ~= 'table' or groups.err then return {} end
+local last = nil
+for _, g in ipairs(groups) do
+  local info = {}
+  for i = 1, #g - 1, 2 do info[g[i]] = g[i + 1] end
+  if info['name'] == ARGV[1] then last = info['last-delivered-id'] end
+end
+if not last then return {} end
+local out = {}
+for _, p in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', ARGV[2])) do
+  local e = redis.call('XRANGE', KEYS[1], p[1], p[1])
+  if e[1] then out[#out + 1] = e[1] end
+end
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', ARGV[2])) do
+  out[#out + 1] = e
+end
+return out
+",
+    )
+});
+
 /// `KEYS[1]` stream; `ARGV` group, consumer (of a silent node), whether the group is the
 /// node's own (1/0). The node's own group (on a broadcast stream) is destroyed, with what
 /// it still held: nobody else reads it, and what the node did not finish of its broadcasts
@@ -444,10 +474,11 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 17] {
+fn all() -> [&'static Script; 18] {
     [
         &*ADD_BROADCAST,
         &*ADD_ADDRESSED,
+        &*ORPHANS,
         &*SCHEDULE,
         &*PROMOTE,
         &*ACK,

@@ -38,10 +38,19 @@ fn groups(server: &RedisServer) -> Vec<String> {
 /// A node and its id: a bus over a factory of its own with `handlers`, once its group on
 /// the broadcast stream exists (made by its first claim) if it runs one.
 async fn node(server: &RedisServer, handlers: Vec<HandlerSpec>) -> (EventBus, String) {
+    node_beating(server, handlers, Duration::from_millis(100)).await
+}
+
+/// [`node`], beating every `beat`.
+async fn node_beating(
+    server: &RedisServer,
+    handlers: Vec<HandlerSpec>,
+    beat: Duration,
+) -> (EventBus, String) {
     let queue = RedisQueueFactory::connect(&server.url())
         .await
         .unwrap()
-        .heartbeat(Duration::from_millis(100));
+        .heartbeat(beat);
     let id = queue.node_id().to_owned();
     let group = format!("n:{id}");
     let any = !handlers.is_empty();
@@ -237,4 +246,41 @@ async fn an_unqualified_name_is_a_worker_of_that_name_in_whichever_node_claims_i
         sender.send(TOPIC, addressed("sync-1", "x")).await,
         Err(CoreError::UnknownWorker { .. })
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_node_evicted_before_it_read_it_had_addressed_to_it_is_a_dead_letter() {
+    let server = RedisServer::start();
+    // Beats slow enough that the stopped node is still a member (its group still on the
+    // stream) when the send below is made: three beats, 1.5 s.
+    let beat = Duration::from_millis(500);
+    let (a_probe, b_probe) = (Probe::new(), Probe::new());
+    let spec = |p: &Arc<Probe>| p.handler(HANDLER, TOPIC, |_| Ack::Ack).workers(WORKERS);
+    let (a, _) = node_beating(&server, vec![spec(&a_probe)], beat).await;
+    let (b, b_id) = node_beating(&server, vec![spec(&b_probe)], beat).await;
+    b.shutdown(ShutdownStrategy::Force).await.unwrap();
+    drop(b);
+    let b_group = format!("n:{b_id}");
+    assert!(groups(&server).contains(&b_group), "not evicted yet");
+    let to = format!("{b_id}/sync-0");
+    let id = a
+        .send(TOPIC, addressed(&to, "late"))
+        .await
+        .unwrap()
+        .to_string();
+    until("the stopped node's group destroyed", async || {
+        !groups(&server).contains(&b_group)
+    })
+    .await;
+    let dead = a.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].message.id, id);
+    assert_eq!(dead[0].handlers, vec![HANDLER.to_owned()]);
+    let reason = dead[0].reason.to_string();
+    assert!(
+        reason.contains(&format!("node `{b_id}` was evicted")),
+        "{reason}"
+    );
+    settled(&server, &[&a]).await;
+    assert_eq!(a_probe.count() + b_probe.count(), 0, "nobody handled it");
 }

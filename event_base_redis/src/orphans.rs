@@ -1,0 +1,108 @@
+//! Messages addressed to a worker of a node (`to_worker: "<node id>/<worker>"`) that the
+//! node never finished: when the janitor evicts a silent node, before it destroys the
+//! node's group on a subscription's broadcast stream (with what it held), it dead-letters
+//! each entry addressed to that node which the group still held or had not read, with the
+//! reason. No other node would handle them (they ack such entries unread), so without this
+//! they would be dropped with the group.
+//!
+//! Not atomic with the group's destruction: a janitor that dies in between leaves the group
+//! to the next janitor, which dead-letters the same entries again (at least once).
+
+use std::time::SystemTime;
+
+use event_base_core::{DeadLetterMessage, DeadReason};
+
+use crate::codec;
+use crate::error::RedisError;
+use crate::keys::{Keys, DLQ_MAX_LEN};
+use crate::link::Link;
+use crate::producer::addressed_node;
+use crate::reply;
+use crate::scripts;
+
+/// Entries of each kind (held, unread) read at most per eviction of one group.
+const MAX_ORPHANS: usize = 10_000;
+
+/// `(topic, handler)` of a subscription's broadcast stream `<prefix>:{<topic>}:b:<handler>`.
+fn subscription_of<'k>(keys: &Keys, stream: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = stream.strip_prefix(keys.prefix())?.strip_prefix(":{")?;
+    rest.split_once("}:b:")
+}
+
+/// Dead-letters what the group `n:<dead>` on `stream` held or had not read of the
+/// messages addressed to node `dead` (see the module docs). Returns how many. Any stream
+/// that is not a subscription's broadcast stream has none.
+pub(crate) async fn dead_letter_orphans(
+    link: &Link,
+    keys: &Keys,
+    stream: &str,
+    dead: &str,
+) -> Result<usize, RedisError> {
+    let Some((topic, handler)) = subscription_of(keys, stream) else {
+        return Ok(0);
+    };
+    let group = format!("n:{dead}");
+    let cmd = scripts::evalsha(&scripts::ORPHANS, &[stream], (&group, MAX_ORPHANS));
+    let v = link.run("ORPHANS", cmd).await?;
+    let mut n = 0;
+    for (id, fields) in reply::entries("ORPHANS", &v)? {
+        let Some(fields) = fields else { continue };
+        // An entry that does not decode is no message of event_base: it stays, as on any
+        // broadcast stream, for the groups that read it to move aside.
+        let Ok(message) = codec::decode_message(&fields) else {
+            continue;
+        };
+        let Some(worker) = message.to_worker.clone() else {
+            continue;
+        };
+        if addressed_node(&worker) != Some(dead) {
+            continue;
+        }
+        let reason = DeadReason::Other(format!(
+            "addressed to `{worker}`, but node `{dead}` was evicted (silent for three \
+             heartbeats) before it handled it; replay it with to_worker naming a node that \
+             runs `{handler}` now"
+        ));
+        let dead_letter = DeadLetterMessage {
+            attempts: message.attempts,
+            message,
+            reason,
+            died_at: SystemTime::now(),
+            handlers: vec![handler.to_owned()],
+        };
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(keys.topics()).arg(topic);
+        link.run("SADD", sadd).await?;
+        let mut xadd = redis::cmd("XADD");
+        xadd.arg(keys.dlq(topic))
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(DLQ_MAX_LEN)
+            .arg("*")
+            .arg(codec::DEAD)
+            .arg(codec::dead_field(&dead_letter));
+        link.run("XADD", xadd).await?;
+        n += 1;
+        tracing::error!(target: "event_base::redis", node = %dead, %topic, %handler, entry = %id, %worker, "message dead-lettered: addressed to a worker of a node evicted before it handled it");
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_subscriptions_broadcast_stream_names_a_subscription() {
+        let k = Keys::new("eb");
+        assert_eq!(
+            subscription_of(&k, &k.sub_broadcast("orders", "ship")),
+            Some(("orders", "ship"))
+        );
+        assert_eq!(
+            subscription_of(&k, &k.broadcast("_system.shutdown", "h")),
+            None
+        );
+        assert_eq!(subscription_of(&k, &k.stream("orders", "ship")), None);
+    }
+}
