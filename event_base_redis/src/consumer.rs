@@ -20,7 +20,9 @@
 //! `ACK_ONLY`, which then trims what every node's group is done with); a `nack` leaves one
 //! pending for this node's own sweep; a takeover past `max_deliveries` dead-letters it for
 //! this node only. Receipts of broadcast entries carry [`BROADCAST_TAG`] in `lo`, so `ack`
-//! and `nack` tell the lanes apart.
+//! and `nack` tell the lanes apart. An entry of the broadcast stream addressed to a worker
+//! of another node (`to_worker: "<node id>/<worker>"`) is acked as soon as it is read
+//! (or taken over), never handed to the bus.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};

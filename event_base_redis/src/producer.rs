@@ -4,8 +4,10 @@
 //!
 //! The stream follows the message's mode: a `Broadcast` message goes to the subscription's
 //! broadcast stream (script `ADD_BROADCAST`), which every node running the handler reads
-//! through a group of its own; every other mode to the work stream, whose one group the
-//! handler's consumers in every node compete on.
+//! through a group of its own; so does a message addressed to a worker of one node
+//! (`to_worker: "<node id>/<worker>"`, script `ADD_ADDRESSED`, which adds it only if that
+//! node's group exists: the other nodes ack it unread); every other mode to the work
+//! stream, whose one group the handler's consumers in every node compete on.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -8,12 +8,12 @@
 //!
 //! Buses in one process with factories of their own stand for nodes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_base::{
-    Ack, CoreError, DeadReason, DeliveryMode, EMessage, EventBus, HandlerSpec, RedisQueueFactory,
-    ShutdownStrategy,
+    handler_fn, Ack, CoreError, DeadReason, DeliveryMode, EMessage, EventBus, HandlerSpec,
+    RedisQueueFactory, ShutdownStrategy,
 };
 use event_base_test::redis_cluster::until;
 use event_base_test::redis_server::RedisServer;
@@ -180,6 +180,18 @@ async fn an_unknown_node_or_handler_is_refused_and_an_unknown_worker_is_a_dead_l
     // A worker no handler of the topic can have.
     let to = format!("{b_id}/ship-0");
     refused(a.send(TOPIC, addressed(&to, "x")).await, &to);
+    // Not in a batch (from a node running the handler, and from a bus with none).
+    let to = format!("{b_id}/sync-0");
+    for bus in [&a, &sender] {
+        let batch = vec![addressed(&to, "b0"), addressed(&to, "b1")];
+        assert!(
+            matches!(
+                bus.send_batch(TOPIC, batch).await,
+                Err(CoreError::UnknownWorker { .. })
+            ),
+            "a batch of addressed messages is refused"
+        );
+    }
     // A node that stopped: refused once the janitor evicted it (its group is gone).
     c.shutdown(ShutdownStrategy::Force).await.unwrap();
     drop(c);
@@ -283,4 +295,42 @@ async fn what_a_node_evicted_before_it_read_it_had_addressed_to_it_is_a_dead_let
     );
     settled(&server, &[&a]).await;
     assert_eq!(a_probe.count() + b_probe.count(), 0, "nobody handled it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_with_an_outbox_cannot_address_a_node_yet() {
+    let server = RedisServer::start();
+    let probe = Probe::new();
+    let (b, b_id) = syncing(&server, &probe).await;
+    let answers: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (recorder, to) = (answers.clone(), format!("{b_id}/sync-0"));
+    let relay = HandlerSpec::new(
+        "relay",
+        "in",
+        handler_fn(move |_: EMessage| {
+            let (recorder, to) = (recorder.clone(), to.clone());
+            async move {
+                let sent = event_base::TopicRouter::global()
+                    .send(TOPIC, addressed(&to, "held?"), None, None)
+                    .await;
+                let answer = match sent {
+                    Err(CoreError::Config(text)) if text.contains("outbox") => "refused".into(),
+                    other => format!("{other:?}"),
+                };
+                recorder.lock().unwrap().push(answer);
+                Ack::Ack
+            }
+        }),
+    )
+    .outbox(true);
+    let queue = RedisQueueFactory::connect(&server.url()).await.unwrap();
+    let a = event_base_test::redis_cluster::bus_over(queue, vec![relay]).await;
+    a.send("in", b"go".to_vec()).await.unwrap();
+    until("the relay answered", async || {
+        !answers.lock().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(*answers.lock().unwrap(), vec!["refused".to_owned()]);
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(probe.count(), 0, "nothing reached the node");
 }

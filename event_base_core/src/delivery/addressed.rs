@@ -12,6 +12,8 @@
 //!   node reads through a group of its own and the other nodes ack unread) and answers
 //!   [`QueueError::UnknownNode`] when the node does not run the handler now, which the send
 //!   returns as [`CoreError::UnknownWorker`].
+//! - Not through a handler's outbox (refused with `CoreError::Config`: an outbox releases by
+//!   the topic's handlers here), nor in a `send_batch` (`UnknownWorker`).
 //! - A worker name no handler of the topic can have is refused at once with `UnknownWorker`;
 //!   a node that runs the handler but no worker of that name dead-letters the message with
 //!   `DeadReason::UnknownWorker` (`consumer_router.rs`).
@@ -79,6 +81,14 @@ impl BusShared {
         let Some(remote) = &self.remote else {
             return Err(CoreError::NoHandler { topic });
         };
+        if crate::message::context::holds_sends_to(self as *const BusShared as *const ()) {
+            // An outbox releases by the topic's handlers here, not by node: refused rather
+            // than sent to the wrong place.
+            return Err(CoreError::Config(format!(
+                "a message for `{}` addressed to a worker of a node cannot go through a handler's outbox yet; send it from outside the handler, after it acks, or turn the outbox off (HandlerSpec::outbox(false))",
+                message.to_worker.as_deref().unwrap_or_default()
+            )));
+        }
         if topic.starts_with(crate::constant::SYSTEM_PREFIX) {
             // The system topics carried between nodes reach every node; none is addressed.
             return Err(CoreError::UnknownWorker {
