@@ -3,7 +3,9 @@
 //! node's group on a subscription's broadcast stream (with what it held), it dead-letters
 //! each entry addressed to that node which the group still held or had not read, with the
 //! reason. No other node would handle them (they ack such entries unread), so without this
-//! they would be dropped with the group.
+//! they would be dropped with the group. So are those still waiting in the subscription's
+//! delayed set (marked `<id>:a` with their node by `SCHEDULE`): once due, no group would
+//! read them.
 //!
 //! Not atomic with the group's destruction: a janitor that dies in between leaves the group
 //! to the next janitor, which dead-letters the same entries again (at least once).
@@ -44,8 +46,10 @@ pub(crate) async fn dead_letter_orphans(
     let group = format!("n:{dead}");
     let cmd = scripts::evalsha(&scripts::ORPHANS, &[stream], (&group, MAX_ORPHANS));
     let v = link.run("ORPHANS", cmd).await?;
+    let mut entries = reply::entries("ORPHANS", &v)?;
+    entries.extend(delayed_for(link, keys, topic, handler, dead).await?);
     let mut n = 0;
-    for (id, fields) in reply::entries("ORPHANS", &v)? {
+    for (id, fields) in entries {
         let Some(fields) = fields else { continue };
         // An entry that does not decode is no message of event_base: it stays, as on any
         // broadcast stream, for the groups that read it to move aside.
@@ -86,6 +90,82 @@ pub(crate) async fn dead_letter_orphans(
         tracing::error!(target: "event_base::redis", node = %dead, %topic, %handler, entry = %id, %worker, "message dead-lettered: addressed to a worker of a node evicted before it handled it");
     }
     Ok(n)
+}
+
+/// Takes out of the subscription's delayed set the messages addressed to node `dead`,
+/// as entries (`<delayed id>`, fields `m`, `p`). Each is taken only if this call removed it
+/// from the set (a consumer may be moving it to the stream at the same time: then the
+/// stream's scan has it, or it is gone).
+async fn delayed_for(
+    link: &Link,
+    keys: &Keys,
+    topic: &str,
+    handler: &str,
+    dead: &str,
+) -> Result<Vec<reply::RawEntry>, RedisError> {
+    let (set, fields) = (
+        keys.delayed(topic, handler),
+        keys.delayed_fields(topic, handler),
+    );
+    let mut ids = Vec::new();
+    let mut cursor = "0".to_owned();
+    loop {
+        let mut hscan = redis::cmd("HSCAN");
+        hscan
+            .arg(&fields)
+            .arg(&cursor)
+            .arg("MATCH")
+            .arg("*:a")
+            .arg("COUNT")
+            .arg(500);
+        let v = link.run("HSCAN", hscan).await?;
+        let [next, found] = reply::array("HSCAN", &v)? else {
+            break;
+        };
+        for kv in reply::array("HSCAN", found)?.chunks_exact(2) {
+            let (field, node) = (
+                reply::string("HSCAN", &kv[0])?,
+                reply::string("HSCAN", &kv[1])?,
+            );
+            if node == dead {
+                if let Some(id) = field.strip_suffix(":a") {
+                    ids.push(id.to_owned());
+                }
+            }
+        }
+        cursor = reply::string("HSCAN", next)?;
+        if cursor == "0" || ids.len() >= MAX_ORPHANS {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    for id in ids {
+        let mut zrem = redis::cmd("ZREM");
+        zrem.arg(&set).arg(&id);
+        if reply::int("ZREM", &link.run("ZREM", zrem).await?)? != 1 {
+            continue;
+        }
+        let names = [format!("{id}:m"), format!("{id}:p")];
+        let mut hmget = redis::cmd("HMGET");
+        hmget.arg(&fields).arg(&names);
+        let v = link.run("HMGET", hmget).await?;
+        let got = reply::array("HMGET", &v)?;
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg(&fields)
+            .arg(&names)
+            .arg(format!("{id}:b"))
+            .arg(format!("{id}:a"));
+        link.run("HDEL", hdel).await?;
+        if let [m, p] = got {
+            if !matches!(m, redis::Value::Nil) && !matches!(p, redis::Value::Nil) {
+                out.push((
+                    format!("delayed {id}"),
+                    Some(vec![(b"m".to_vec(), m.clone()), (b"p".to_vec(), p.clone())]),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ impl RedisProducer {
             }
             Some(d) => {
                 self.q.due_by(Instant::now() + d);
-                scripts::evalsha(
+                let mut cmd = scripts::evalsha(
                     &scripts::SCHEDULE,
                     &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
                     (
@@ -127,7 +127,11 @@ impl RedisProducer {
                         p,
                         u8::from(broadcast),
                     ),
-                )
+                );
+                if let (true, Some(node)) = (broadcast, addressed) {
+                    cmd.arg(node);
+                }
+                cmd
             }
         }
     }
@@ -205,10 +209,22 @@ impl EProducer for RedisProducer {
 
     async fn send(&self, message: Arc<EMessage>) -> Result<(), QueueError> {
         if self.to_broadcast(&message) {
+            let addressed = message.to_worker.as_deref().and_then(addressed_node);
+            let later = message.deliver_at.is_some_and(|at| at > SystemTime::now());
+            if let (Some(node), true) = (addressed, later) {
+                // Due later: whether that node reads the stream is checked now, at send.
+                let check = scripts::evalsha(
+                    &scripts::ADD_ADDRESSED,
+                    &[&self.q.broadcast],
+                    ("", "", 0, format!("n:{node}"), "check"),
+                );
+                if matches!(self.q.link.run("XADD", check).await?, redis::Value::Int(0)) {
+                    return Err(self.unknown_node(node));
+                }
+            }
             let v = self.q.link.run("XADD", self.add_command(&message)).await?;
-            if let (redis::Value::Int(0), Some(node)) =
-                (&v, message.to_worker.as_deref().and_then(addressed_node))
-            {
+            // `ADD_ADDRESSED` answers 0 when the node has no group (`SCHEDULE`: a length).
+            if let (redis::Value::Int(0), Some(node), false) = (&v, addressed, later) {
                 return Err(self.unknown_node(node));
             }
             return Ok(());

@@ -42,8 +42,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 ";
 
 /// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` delay (ms),
-/// message id, m, p, broadcast (1/0). Keeps a message until the server's clock passes now +
-/// delay (a broadcast one is then moved to the subscription's broadcast stream); returns the
+/// message id, m, p, broadcast (1/0), and for a message addressed to a worker of one node
+/// that node's id (kept as `<id>:a`, for the janitor should the node be evicted before it is
+/// due: `orphans.rs`). Keeps a message until the server's clock passes now + delay (a
+/// broadcast one is then moved to the subscription's broadcast stream); returns the
 /// stream's length.
 pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -51,6 +53,7 @@ pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2] .. ':m', ARGV[3], ARGV[2] .. ':p', ARGV[4])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[2], ARGV[2] .. ':b', '1') end
+if ARGV[6] then redis.call('HSET', KEYS[2], ARGV[2] .. ':a', ARGV[6]) end
 return redis.call('XLEN', KEYS[3])
 "
     ))
@@ -76,7 +79,7 @@ for _, id in ipairs(due) do
     end
   end
   redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b')
+  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b', id .. ':a')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = -1
@@ -227,10 +230,11 @@ return {{id, redis.call('XLEN', KEYS[1])}}
 });
 
 /// `KEYS[1]` a subscription's broadcast stream; `ARGV` m, p, cap, the group of the node
-/// addressed (`n:<node id>`). Adds a message addressed to a worker of that node, if that
-/// node reads the stream (its group exists: it runs the handler and was not evicted), as
-/// [`ADD_BROADCAST`] adds (trimmed, capped); the other nodes' groups read it and ack it
-/// unread. Returns `{id, length}`, or 0 when that node has no group on the stream.
+/// addressed (`n:<node id>`), and optionally `check`. Adds a message addressed to a worker
+/// of that node, if that node reads the stream (its group exists: it runs the handler and
+/// was not evicted), as [`ADD_BROADCAST`] adds (trimmed, capped); the other nodes' groups
+/// read it and ack it unread. Returns `{id, length}`, or 0 when that node has no group on
+/// the stream. With `check`, only looks (1 or 0): for a message due later, checked at send.
 pub(crate) static ADD_ADDRESSED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{TRIM_READ}
@@ -244,6 +248,7 @@ if type(groups) == 'table' and not groups.err then
   end
 end
 if not found then return 0 end
+if ARGV[5] then return 1 end
 trim_read(KEYS[1])
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[1], 'p', ARGV[2])
 return {{id, redis.call('XLEN', KEYS[1])}}

@@ -155,6 +155,14 @@ async fn a_worker_of_one_node_handles_what_is_addressed_to_it_from_any_bus() {
         server.query(&["XLEN", BCAST]).as_int() == Some(1)
     })
     .await;
+    // Due later: kept in Redis, then handled by that worker when due.
+    let later = addressed(&target, "later").with_delay(Duration::from_millis(200));
+    let id = sender.send(TOPIC, later).await.unwrap().to_string();
+    probes[1].wait_for(expected + 1, WAIT).await;
+    assert_eq!(probes[1].count_of(&id), 1);
+    settled(&server, &buses).await;
+    assert_eq!(probes[0].count() + probes[2].count(), 0);
+    assert_eq!(processed(&nodes[1].0, "sync-1"), expected as u64 + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,6 +185,10 @@ async fn an_unknown_node_or_handler_is_refused_and_an_unknown_worker_is_a_dead_l
         let to = "1-nobody/sync-0";
         refused(bus.send(TOPIC, addressed(to, "x")).await, to);
     }
+    // Due later too: the node is looked for at send.
+    let to = "1-nobody/sync-0";
+    let later = addressed(to, "x").with_delay(Duration::from_secs(60));
+    refused(a.send(TOPIC, later).await, to);
     // A worker no handler of the topic can have.
     let to = format!("{b_id}/ship-0");
     refused(a.send(TOPIC, addressed(&to, "x")).await, &to);
@@ -275,23 +287,36 @@ async fn what_a_node_evicted_before_it_read_it_had_addressed_to_it_is_a_dead_let
     let b_group = format!("n:{b_id}");
     assert!(groups(&server).contains(&b_group), "not evicted yet");
     let to = format!("{b_id}/sync-0");
-    let id = a
+    let mut ids = vec![a
         .send(TOPIC, addressed(&to, "late"))
         .await
         .unwrap()
-        .to_string();
+        .to_string()];
+    // And one still waiting in the delayed set when the node is evicted.
+    let later = addressed(&to, "later").with_delay(Duration::from_secs(60));
+    ids.push(a.send(TOPIC, later).await.unwrap().to_string());
     until("the stopped node's group destroyed", async || {
         !groups(&server).contains(&b_group)
     })
     .await;
     let dead = a.dead_letters().await.unwrap();
-    assert_eq!(dead.len(), 1, "{dead:?}");
-    assert_eq!(dead[0].message.id, id);
-    assert_eq!(dead[0].handlers, vec![HANDLER.to_owned()]);
-    let reason = dead[0].reason.to_string();
-    assert!(
-        reason.contains(&format!("node `{b_id}` was evicted")),
-        "{reason}"
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    let mut dead_ids: Vec<String> = dead.iter().map(|d| d.message.id.clone()).collect();
+    dead_ids.sort();
+    ids.sort();
+    assert_eq!(dead_ids, ids);
+    for d in &dead {
+        assert_eq!(d.handlers, vec![HANDLER.to_owned()]);
+        let reason = d.reason.to_string();
+        assert!(
+            reason.contains(&format!("node `{b_id}` was evicted")),
+            "{reason}"
+        );
+    }
+    assert_eq!(
+        server.query(&["ZCARD", "eb:{jobs}:d:sync"]).as_int(),
+        Some(0),
+        "taken out of the delayed set"
     );
     settled(&server, &[&a]).await;
     assert_eq!(a_probe.count() + b_probe.count(), 0, "nobody handled it");
