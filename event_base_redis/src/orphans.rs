@@ -64,8 +64,8 @@ pub(crate) async fn dead_letter_orphans(
         }
         let reason = DeadReason::Other(format!(
             "addressed to `{worker}`, but node `{dead}` was evicted (silent for three \
-             heartbeats) before it handled it; replay it with to_worker naming a node that \
-             runs `{handler}` now"
+             heartbeats) before it handled it; send it again with to_worker naming a node \
+             that runs `{handler}` now (its node id), or no node"
         ));
         let dead_letter = DeadLetterMessage {
             attempts: message.attempts,

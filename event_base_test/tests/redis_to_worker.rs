@@ -318,6 +318,12 @@ async fn what_a_node_evicted_before_it_read_it_had_addressed_to_it_is_a_dead_let
         Some(0),
         "taken out of the delayed set"
     );
+    // Not replayed yet (it names its node): refused, and it stays a dead letter.
+    assert!(matches!(
+        a.replay_dead_letter(&ids[0]).await,
+        Err(CoreError::NoHandler { .. })
+    ));
+    assert_eq!(a.dead_letters().await.unwrap().len(), 2);
     settled(&server, &[&a]).await;
     assert_eq!(a_probe.count() + b_probe.count(), 0, "nobody handled it");
 }
