@@ -113,7 +113,7 @@ pub enum CoreError {
         topic: String,
     },
     /// `to_worker` names a worker the topic does not have.
-    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names")]
+    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` names a worker of another node: RedisQueueFactory::node_id() of that node)")]
     UnknownWorker {
         /// The topic.
         topic: String,
