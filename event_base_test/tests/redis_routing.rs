@@ -440,22 +440,27 @@ async fn an_outbox_releases_to_a_topic_only_other_nodes_handle_and_completes_its
     drop(remote);
 }
 
+/// What a process on a file WAL leaves behind when it stops before its records went out:
+/// `n` pending records of `topic` in `dir`, by id.
+async fn leave_pending(dir: &std::path::Path, topic: &str, n: usize) -> Vec<String> {
+    let wal = PersistentWal::open(dir).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let m = Arc::new(EMessage::standard(topic, format!("left {i}").into_bytes()));
+        ids.push(m.id.clone());
+        wal.append(&m).unwrap().wait().await.unwrap();
+    }
+    wal.flush().await.unwrap();
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sender_only_node_replays_its_pending_records_to_the_handlers_elsewhere() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     // What a sender on a file WAL leaves behind when it stops before its records went out
     // (an outbox's release, say): pending records of a topic only another node handles.
-    let mut owed = Vec::new();
-    {
-        let wal = PersistentWal::open(dir.path()).unwrap();
-        for i in 0..5 {
-            let m = Arc::new(EMessage::standard("jobs", format!("left {i}").into_bytes()));
-            owed.push(m.id.clone());
-            wal.append(&m).unwrap().wait().await.unwrap();
-        }
-        wal.flush().await.unwrap();
-    }
+    let owed = leave_pending(dir.path(), "jobs", 5).await;
     let there = Probe::new();
     let remote_queue = factory(&server, BEAT).await;
     let remote = bus(
@@ -487,19 +492,10 @@ async fn a_sender_only_node_replays_its_pending_records_to_the_handlers_elsewher
 async fn a_replayed_record_of_a_local_topic_goes_to_its_handlers_elsewhere_too() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let mut owed = HashSet::new();
-    {
-        let wal = PersistentWal::open(dir.path()).unwrap();
-        for i in 0..3 {
-            let m = Arc::new(EMessage::standard(
-                "orders",
-                format!("left {i}").into_bytes(),
-            ));
-            owed.insert(m.id.clone());
-            wal.append(&m).unwrap().wait().await.unwrap();
-        }
-        wal.flush().await.unwrap();
-    }
+    let owed: HashSet<String> = leave_pending(dir.path(), "orders", 3)
+        .await
+        .into_iter()
+        .collect();
     let there = Probe::new();
     let remote_queue = factory(&server, BEAT).await;
     let remote = bus(
