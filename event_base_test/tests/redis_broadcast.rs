@@ -21,6 +21,7 @@ use event_base::{
     Ack, Backoff, DeliveryMode, EMessage, EventBus, HandlerSpec, RedisQueueFactory,
     ShutdownStrategy,
 };
+use event_base_test::redis_cluster::until;
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{Gate, Probe, WAIT};
 
@@ -72,15 +73,6 @@ async fn syncing(
         .retries(2)
         .backoff(Backoff::fixed(Duration::from_millis(10)));
     node(server, vec![spec]).await
-}
-
-/// Polls `done` until it holds (Redis offers nothing to wait on), failing with `what`.
-async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn broadcast(payload: &str) -> EMessage {

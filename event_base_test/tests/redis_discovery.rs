@@ -12,6 +12,7 @@ use event_base::{
     Ack, DiscoveryEvent, EMessage, EventBus, NodeType, RedisQueueFactory, ShutdownAck,
     ShutdownCommand, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
 };
+use event_base_test::redis_cluster::until;
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{decode, Probe, Seen, WAIT};
 
@@ -22,15 +23,6 @@ async fn factory(server: &RedisServer) -> RedisQueueFactory {
         .await
         .unwrap()
         .heartbeat(BEAT)
-}
-
-/// Polls `done` until it holds (Redis offers nothing to wait on), failing with `what`.
-async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits until the registry lists a handler of `topic` (its node's consumer joined).
