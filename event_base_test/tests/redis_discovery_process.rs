@@ -13,6 +13,7 @@ use event_base::{
     Ack, DiscoveryEvent, EMessage, EventBus, RedisQueueFactory, ShutdownAck, ShutdownCommand,
     ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery, WorkerOutcome,
 };
+use event_base_test::redis_cluster::until;
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{decode, Probe, Seen, WAIT};
 use tokio::sync::mpsc;
@@ -87,17 +88,15 @@ async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
         .unwrap();
     // Its three subscriptions are in the registry before `b` starts (Redis offers nothing
     // to wait on).
-    let deadline = tokio::time::Instant::now() + WAIT;
     for topic in [WORKER_DISCOVERY, TOPIC_SYNC, SHUTDOWN_ACK] {
-        while queue
-            .handlers_of(topic, Duration::from_secs(60))
-            .await
-            .unwrap()
-            .is_empty()
-        {
-            assert!(tokio::time::Instant::now() < deadline, "{topic} registered");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until(&format!("{topic} registered"), async || {
+            !queue
+                .handlers_of(topic, Duration::from_secs(60))
+                .await
+                .unwrap()
+                .is_empty()
+        })
+        .await;
     }
 
     let (_b, mut lines) = start_b(&server.url());
