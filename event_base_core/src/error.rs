@@ -137,13 +137,23 @@ pub enum CoreError {
         /// The topic.
         topic: String,
     },
-    /// `wait_idle` ran out of time with messages still in flight.
+    /// `wait_idle` ran out of time with messages still in flight: held by this process, or,
+    /// with a shared queue backend (Redis), still in the shared queues of the subscriptions
+    /// this process sent to (waiting for a node to claim them, or claimed and unsettled).
     #[error(
-        "{in_flight} messages were still in flight after waiting {after:?} for the bus to go idle"
+        "{in_flight} messages were still in flight in this process{} after waiting {after:?} for the bus to go idle; wait longer, or look at what the handlers are doing (`EventBus::metrics`)",
+        shared_part(.shared)
     )]
     IdleTimeout {
-        /// Accepted messages not yet complete or dead when the time ran out.
+        /// What this process held when the time ran out: sends in progress, messages of its
+        /// in-process queues not yet complete or dead, and entries it claimed from a shared
+        /// queue and had not settled.
         in_flight: u64,
+        /// With a shared queue backend, the entries the shared queues of the subscriptions
+        /// this process sent to still held (in every node: unclaimed, delayed, or claimed
+        /// and unsettled), as last asked; `None` when the backend cannot tell, was not
+        /// reached, or there is none.
+        shared: Option<u64>,
         /// The time allowed.
         after: Duration,
     },
@@ -218,5 +228,15 @@ impl std::fmt::Debug for CoreError {
             source = cause.source();
         }
         Ok(())
+    }
+}
+
+/// The part of [`CoreError::IdleTimeout`]'s message about the shared queues.
+fn shared_part(shared: &Option<u64>) -> String {
+    match shared {
+        Some(n) => format!(
+            " and {n} in the shared queues of the subscriptions it sent to (unclaimed, due later, or claimed by some node and not yet settled)"
+        ),
+        None => String::new(),
     }
 }

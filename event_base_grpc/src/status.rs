@@ -115,6 +115,7 @@ mod tests {
             (
                 CoreError::IdleTimeout {
                     in_flight: 1,
+                    shared: None,
                     after: Duration::from_secs(1),
                 },
                 Code::DeadlineExceeded,

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Once, RwLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use event_base_core::backend::{EProducer, RemoteRoutes, RoutesListener};
+use event_base_core::backend::{EProducer, Outstanding, RemoteRoutes, RoutesListener};
 use event_base_core::{MessageTopic, QueueError};
 use tokio::time::Instant;
 
@@ -209,6 +209,48 @@ impl RemoteRoutes for RedisRoutes {
         // The writer keeps order: once this answers, everything queued before it has.
         self.link.run("PING", redis::cmd("PING")).await?;
         Ok(())
+    }
+
+    async fn outstanding(
+        &self,
+        subscriptions: &[(MessageTopic, Arc<str>)],
+    ) -> Result<Option<Outstanding>, QueueError> {
+        // One script per subscription (its keys share the topic's slot), all at once: the
+        // writers pipeline them.
+        let mut asks = tokio::task::JoinSet::new();
+        for (topic, handler) in subscriptions {
+            let keys = &self.settings.keys;
+            let (topic, handler) = (topic.as_str(), &**handler);
+            let cmd = scripts::eval(
+                &scripts::OUTSTANDING,
+                &[
+                    &keys.stream(topic, handler),
+                    &keys.sub_broadcast(topic, handler),
+                    &keys.delayed(topic, handler),
+                ],
+            );
+            let link = self.link.clone();
+            asks.spawn(async move { link.run("OUTSTANDING", cmd).await });
+        }
+        let mut total = Outstanding::default();
+        while let Some(asked) = asks.join_next().await {
+            // A task ends only by its reply, or with the runtime (then the link stops too).
+            let v = asked.map_err(|_| RedisError::Stopped)??;
+            match reply::ints("OUTSTANDING", &v)?[..] {
+                [queued, delayed] => {
+                    total.queued += queued.max(0) as u64;
+                    total.delayed += delayed.max(0) as u64;
+                }
+                _ => {
+                    return Err(RedisError::UnexpectedReply {
+                        command: "OUTSTANDING",
+                        what: format!("expected two counts, got {v:?}"),
+                    }
+                    .into())
+                }
+            }
+        }
+        Ok(Some(total))
     }
 
     fn on_refresh(&self, listener: RoutesListener) {

@@ -201,6 +201,36 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
     ))
 });
 
+/// `KEYS[1]` a subscription's stream, `KEYS[2]` its broadcast stream, `KEYS[3]` its delayed
+/// set. What the subscription's queues hold, in every node: `{queued, delayed}`. `queued`:
+/// the stream's entries (acked ones are deleted, so each is unclaimed or claimed and
+/// unsettled), plus, for each group on the broadcast stream (one per node), its pending
+/// entries and those it has not read (`lag`; when Redis cannot tell it, after deletions,
+/// the entries past the group's last read, up to 100). `delayed`: the delayed set's size.
+/// One script, so a message the delayed set hands to a stream meanwhile is not missed.
+/// Run with `EVAL` (rarely: `wait_idle`), not kept in the script cache.
+pub(crate) static OUTSTANDING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local queued = redis.call('XLEN', KEYS[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[2])) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    queued = queued + f['pending']
+    if type(f['lag']) == 'number' then
+      queued = queued + f['lag']
+    else
+      local rest = redis.call('XRANGE', KEYS[2], '(' .. f['last-delivered-id'], '+', 'COUNT', 100)
+      queued = queued + #rest
+    end
+  end
+end
+return {queued, redis.call('ZCARD', KEYS[3])}
+",
+    )
+});
+
 /// `KEYS[1]` dead-letter stream; `ARGV` max age (ms). Deletes the entries older than the max
 /// age by the server's clock (entry ids are the server's time when added); returns how many.
 pub(crate) static TRIM_AGE: LazyLock<Script> = LazyLock::new(|| {
@@ -509,6 +539,13 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> Result<(), red
         pipe.cmd("SCRIPT").arg("LOAD").arg(&s.src);
     }
     pipe.query_async::<Vec<String>>(conn).await.map(|_| ())
+}
+
+/// `EVAL` of `script` with `keys` (for a script run too rarely to keep in the cache).
+pub(crate) fn eval(script: &Script, keys: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(&script.src).arg(keys.len()).arg(keys);
+    cmd
 }
 
 /// `EVALSHA` of `script` with `keys` and `args`.

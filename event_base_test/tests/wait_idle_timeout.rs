@@ -20,9 +20,14 @@ async fn wait_idle_times_out_while_a_handler_is_stuck() {
 
     let err = bus.wait_idle(Duration::from_millis(100)).await.unwrap_err();
     match &err {
-        CoreError::IdleTimeout { in_flight, after } => {
+        CoreError::IdleTimeout {
+            in_flight,
+            shared,
+            after,
+        } => {
             assert_eq!(*after, Duration::from_millis(100));
             assert_eq!(*in_flight, 1);
+            assert_eq!(*shared, None, "no shared queue backend");
         }
         other => panic!("expected IdleTimeout, got {other:?}"),
     }

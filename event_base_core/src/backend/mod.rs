@@ -21,6 +21,7 @@
 //! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
 //! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
 //! | [`RemoteRoutes`], [`RoutesListener`] | a shared backend's registry of the handlers other processes run (`QueueFactory::routes`) |
+//! | [`Outstanding`] | what the shared queues of some subscriptions still hold (`RemoteRoutes::outstanding`, for `wait_idle`) |
 //!
 //! May import: `message/`, `constant`, `error`. Nothing here knows a running bus.
 //!
@@ -29,7 +30,7 @@
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
-//! | `routes.rs` | `RemoteRoutes`, `RoutesListener` |
+//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `Outstanding` |
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
@@ -38,5 +39,5 @@ pub(crate) mod wal;
 
 pub use queue::{Claimed, EConsumer, EProducer, Receipt, TopicQueue, TrySendError};
 pub use queue_factory::QueueFactory;
-pub use routes::{RemoteRoutes, RoutesListener};
+pub use routes::{Outstanding, RemoteRoutes, RoutesListener};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

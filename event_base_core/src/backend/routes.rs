@@ -16,6 +16,25 @@ use crate::backend::queue::EProducer;
 use crate::error::QueueError;
 use crate::message::topic::MessageTopic;
 
+/// What the shared queues of some subscriptions still hold, in every process
+/// ([`RemoteRoutes::outstanding`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outstanding {
+    /// Entries in the subscriptions' queues that no node has settled: not yet claimed, or
+    /// claimed and not yet acked (being handled, waiting for a retry, or held by a node that
+    /// died, until another takes them over).
+    pub queued: u64,
+    /// Messages the queues keep until they are due (`deliver_at` ahead).
+    pub delayed: u64,
+}
+
+impl Outstanding {
+    /// Everything: queued and delayed.
+    pub fn total(&self) -> u64 {
+        self.queued + self.delayed
+    }
+}
+
 /// Called after each refresh of a [`RemoteRoutes`] cache; returns `false` to be dropped (its
 /// bus is gone).
 pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
@@ -26,7 +45,8 @@ pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
 /// [`handlers_of`](Self::handlers_of) lists, through [`producer`](Self::producer), and to a
 /// topic it has handlers of, also to the listed handlers it does not run itself. Those copies
 /// are queued before the send answers, and are the backend's from then on: the bus does not
-/// count them in flight past the send, or learn when they are handled. A message the bus's
+/// count them in flight past the send (the process that claims one counts it), but
+/// `wait_idle` asks [`outstanding`](Self::outstanding) whether they are handled. A message the bus's
 /// own WAL holds for a topic only other processes handle (an outbox's, or one replayed at
 /// start) is completed there once [`flush`](Self::flush) confirmed its copies.
 #[async_trait]
@@ -55,6 +75,20 @@ pub trait RemoteRoutes: Send + Sync + 'static {
     /// wait for.
     async fn flush(&self) -> Result<(), QueueError> {
         Ok(())
+    }
+
+    /// What the shared queues of `subscriptions` (each a topic and one of its handlers) still
+    /// hold, in every process: what `EventBus::wait_idle` waits for besides what its own
+    /// process holds (and `Drain`, for the subscriptions of its own handlers). Called after
+    /// [`flush`](Self::flush), so this process's own sends are counted. It reads the queues
+    /// as a whole, whoever sent to them. The default, `Ok(None)`, says the backend cannot
+    /// tell: the bus then waits for what its process holds only.
+    async fn outstanding(
+        &self,
+        subscriptions: &[(MessageTopic, Arc<str>)],
+    ) -> Result<Option<Outstanding>, QueueError> {
+        let _ = subscriptions;
+        Ok(None)
     }
 
     /// Calls `listener` after every refresh of the cache (and after a

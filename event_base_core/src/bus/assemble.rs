@@ -10,6 +10,7 @@ use crate::bus::tasks::BusTasks;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
+use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
 use crate::error::CoreError;
@@ -27,11 +28,13 @@ pub(crate) type Topics = (TopicTable, Vec<Arc<HandlerRuntime>>);
 
 /// One [`Route`] per topic, in declaration order, with a [`TopicEntry`] (a subscription, with
 /// its own queue) per handler; and one [`HandlerRuntime`] per spec (in the order of `specs`).
+/// `sent_to`: with a shared backend, where the subscriptions of shared queues are tracked.
 pub(crate) fn topic_table(
     specs: &[HandlerSpec],
     queue: &dyn QueueFactory,
     batch_size: usize,
     global_middleware: &[Arc<dyn Middleware>],
+    sent_to: Option<&SentTo>,
 ) -> Result<Topics, CoreError> {
     let mut subs: Vec<(MessageTopic, Vec<Arc<TopicEntry>>)> = Vec::new();
     let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::with_capacity(specs.len());
@@ -39,11 +42,21 @@ pub(crate) fn topic_table(
         let siblings = specs.iter().filter(|s| s.topic == spec.topic).count();
         let q = queue.create_subscription(&spec.topic, &spec.name)?;
         let (work_tx, work_rx) = job_channel(batch_size.max(spec.workers));
+        let handler: Arc<str> = Arc::from(spec.name.as_str());
+        // A queue other processes share counts in flight where it is claimed.
+        let shared = sent_to.filter(|_| q.consumer.requires_ack());
+        let producer = match shared {
+            Some(sent_to) if !spec.topic.is_system() => {
+                sent_to.track(&spec.topic, &handler, true, q.producer)
+            }
+            _ => q.producer,
+        };
         let entry = Arc::new(TopicEntry {
             topic: spec.topic.clone(),
-            handler: Arc::from(spec.name.as_str()),
+            handler,
             fan_out: siblings > 1,
-            producer: q.producer,
+            claim_counted: shared.is_some(),
+            producer,
             consumer: q.consumer,
             work_tx,
             work_rx,

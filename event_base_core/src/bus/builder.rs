@@ -21,6 +21,7 @@ use crate::delivery::dedup::DedupWindow;
 use crate::delivery::remote_routes;
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
+use crate::delivery::sent_to::SentTo;
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
@@ -288,8 +289,14 @@ impl EventBusBuilder {
             }
             NodeType::Worker => None,
         };
-        let (topics, handlers) =
-            assemble::topic_table(&specs, &*queue, self.batch_size, &self.global_middleware)?;
+        let sent_to = routes.as_ref().map(|_| Arc::new(SentTo::default()));
+        let (topics, handlers) = assemble::topic_table(
+            &specs,
+            &*queue,
+            self.batch_size,
+            &self.global_middleware,
+            sent_to.as_deref(),
+        )?;
         if routes.is_none() && specs.iter().all(|s| s.topic.is_system()) {
             tracing::warn!(target: crate::constant::target::BUS, "event_base started with no handlers: every send will be refused with NoHandler. If your handlers live in another crate, name it in the binary (`use my_handlers as _;`)");
         }
@@ -304,7 +311,7 @@ impl EventBusBuilder {
             fan_outs: Default::default(),
             dedup: DedupWindow::new(self.dedup_window),
             wal,
-            remote: routes.map(RemoteTable::new),
+            remote: routes.zip(sent_to).map(|(r, s)| RemoteTable::new(r, s)),
             topics,
             registry: WorkerRegistry::default(),
             scheduler,

@@ -154,12 +154,25 @@ impl EventBus {
     /// (saying how many are still in flight) after `timeout`, and with
     /// [`CoreError::NoRuntime`] outside a tokio runtime.
     ///
+    /// With a queue backend shared by several processes (Redis) it waits for two things:
+    /// nothing held by this process ([`in_flight`](Self::in_flight): its sends in progress,
+    /// its in-process queues, the entries it claimed and has not settled), and nothing left
+    /// in the shared queues of the subscriptions this process has sent to, in any node
+    /// (unclaimed, delayed, or claimed and unsettled), as far as the backend can tell
+    /// ([`RemoteRoutes::outstanding`](crate::backend::RemoteRoutes::outstanding)). So after
+    /// `send` ×N it returns once every handler on every node is done with them; those queues
+    /// are read as a whole, so it also waits for what other processes sent to them. The
+    /// shared half is polled (Redis has nothing to wait on), at most every 100 ms.
+    ///
     /// Cancel safety: it only waits; dropping it changes nothing.
     pub async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
-        self.shared.in_flight.wait_idle(timeout).await
+        self.shared.wait_idle(timeout).await
     }
 
-    /// Accepted messages not yet in a final state.
+    /// What this process holds and has not finished: accepted messages of its in-process
+    /// queues not yet in a final state, sends in progress, and entries it claimed from a
+    /// shared queue (Redis) and has not settled. A copy a shared queue holds counts in the
+    /// process that claims it, not in the sender's.
     pub fn in_flight(&self) -> u64 {
         self.shared.in_flight.get()
     }

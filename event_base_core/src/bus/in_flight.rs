@@ -1,5 +1,11 @@
-//! Counting accepted messages that have not reached a final state, so `wait_idle` can wait on
-//! an event instead of polling.
+//! Counting what this process holds and has not finished, so `wait_idle` can wait on an
+//! event instead of polling.
+//!
+//! What counts is what *this process* holds: sends in progress, messages on its in-process
+//! queues (counted by the sender when accepted, done when final), and entries it claimed
+//! from a queue shared by several processes (counted at the claim, done once the entry is
+//! settled or given back: [`Held`]). A copy a shared queue holds is not in flight here: the
+//! process that claims it counts it, and `bus/idle.rs` asks the backend about those.
 //!
 //! Senders count what they add and workers count what they finish, each on a cache line of
 //! its own: one shared counter would travel between the sender's core and the workers' on
@@ -7,14 +13,15 @@
 //! finishing worker also look at the senders' count, to tell the waiters the bus went idle.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::bus::cache_padded::CachePadded;
-use crate::error::CoreError;
 
-/// Accepted messages not yet final (complete or dead): what `wait_idle`, `Drain` and
+/// What this process holds and has not finished (see the module docs): accepted messages
+/// of its in-process queues not yet final (complete or dead), sends in progress, and
+/// entries claimed from shared queues not yet settled. What `wait_idle`, `Drain` and
 /// `Timeout` wait on, without polling.
 ///
 /// Senders bump `added` and workers `done`, each on a cache line of its own; the number in
@@ -126,30 +133,45 @@ impl InFlight {
         self.added.load(Ordering::SeqCst).saturating_sub(done)
     }
 
-    pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
+    /// Waits until nothing is in flight here, or `deadline` passes; returns whether nothing
+    /// is. Needs a runtime (the caller checks).
+    pub(crate) async fn wait_idle_until(&self, deadline: tokio::time::Instant) -> bool {
         if self.get() == 0 {
-            return Ok(());
+            return true;
         }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(CoreError::NoRuntime);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
         let _waiting = Waiting::new(&self.idle_waiters);
         loop {
             let notified = self.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let n = self.get();
-            if n == 0 {
-                return Ok(());
+            if self.get() == 0 {
+                return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(CoreError::IdleTimeout {
-                    in_flight: self.get(),
-                    after: timeout,
-                });
+                return self.get() == 0;
             }
         }
+    }
+}
+
+/// One entry claimed from a queue shared by several processes, counted in flight while this
+/// process holds it: from the claim until the entry is settled (acked, or given back) and
+/// every delivery made of it has ended. Shared (`Arc`) by the claim ticket and the
+/// settler's message, so the last of the two to go counts it done.
+#[derive(Debug)]
+pub(crate) struct Held(Arc<InFlight>);
+
+impl Held {
+    /// Counts one claimed entry in flight until the returned guard is dropped.
+    pub(crate) fn new(in_flight: &Arc<InFlight>) -> Arc<Held> {
+        in_flight.add();
+        Arc::new(Held(in_flight.clone()))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.done();
     }
 }
 
@@ -165,7 +187,7 @@ mod tests {
         f.add();
         let waiter = tokio::spawn({
             let f = f.clone();
-            async move { f.wait_idle(Duration::from_secs(10)).await }
+            async move { f.wait_idle_until(in_secs(10)).await }
         });
         tokio::task::yield_now().await;
         f.done();
@@ -173,7 +195,7 @@ mod tests {
         assert!(!waiter.is_finished(), "one message is still in flight");
         assert_eq!(f.get(), 1);
         f.done();
-        waiter.await.expect("joined").expect("idle");
+        assert!(waiter.await.expect("joined"), "idle");
         assert_eq!(f.get(), 0);
     }
 
@@ -186,7 +208,7 @@ mod tests {
             }
             let waiter = tokio::spawn({
                 let f = f.clone();
-                async move { f.wait_idle(Duration::from_secs(10)).await }
+                async move { f.wait_idle_until(in_secs(10)).await }
             });
             let finishers: Vec<_> = (0..4)
                 .map(|_| {
@@ -202,24 +224,34 @@ mod tests {
             for t in finishers {
                 t.await.expect("joined");
             }
-            waiter
-                .await
-                .expect("joined")
-                .expect("the waiter saw the bus go idle");
+            assert!(
+                waiter.await.expect("joined"),
+                "the waiter saw the bus go idle"
+            );
         }
     }
 
     #[tokio::test]
-    async fn wait_idle_times_out_saying_how_many_are_left() {
+    async fn wait_idle_until_gives_up_at_the_deadline() {
         let f = InFlight::default();
         f.add();
-        let err = f
-            .wait_idle(Duration::from_millis(10))
-            .await
-            .expect_err("one is in flight");
-        assert!(
-            matches!(err, CoreError::IdleTimeout { in_flight: 1, .. }),
-            "{err:?}"
-        );
+        assert!(!f.wait_idle_until(tokio::time::Instant::now()).await);
+        assert_eq!(f.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_held_entry_counts_until_its_last_holder_lets_go() {
+        let f = Arc::new(InFlight::default());
+        let held = Held::new(&f);
+        let settling = held.clone();
+        assert_eq!(f.get(), 1);
+        drop(held);
+        assert_eq!(f.get(), 1, "the settler still holds it");
+        drop(settling);
+        assert_eq!(f.get(), 0);
+    }
+
+    fn in_secs(s: u64) -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(s)
     }
 }

@@ -13,7 +13,8 @@
 //! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
 //! | `shared.rs` | `BusShared`: the fields; its behaviours live with their concern |
 //! | `tasks.rs` | `BusTasks`: join handles, the routers workers share, starting workers |
-//! | `in_flight.rs` | `InFlight`: accepted messages not yet final, for `wait_idle` and `Drain` |
+//! | `in_flight.rs` | `InFlight`: what this process holds and has not finished, for `wait_idle` and `Drain`; `Held`, a claimed entry of a shared queue |
+//! | `idle.rs` | `wait_idle` and the settling of `Drain`: what this process holds, and what the shared queues it sent to still hold |
 //! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
 //! | `global.rs` | the default bus and the send path's view of it |
 
@@ -22,6 +23,7 @@ pub(crate) mod builder;
 pub(crate) mod cache_padded;
 pub(crate) mod event_bus;
 pub(crate) mod global;
+pub(crate) mod idle;
 pub(crate) mod in_flight;
 pub(crate) mod shared;
 pub(crate) mod tasks;

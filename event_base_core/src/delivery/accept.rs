@@ -202,7 +202,10 @@ impl BusShared {
             }
         };
         let id = MessageId::from(&message.id);
-        self.in_flight.add();
+        // A shared queue's message counts where it is claimed (`TopicEntry::claim_counted`).
+        if !entry.claim_counted {
+            self.in_flight.add();
+        }
         entry.counters.accepted();
         // The common case waits for nothing: the WAL answers at once (in memory, or
         // `SyncPolicy::Never`), the message is due, and its queue has room. It finishes
@@ -360,7 +363,9 @@ impl BusShared {
         message: &EMessage,
         count: fn(&TopicCounters),
     ) {
-        self.in_flight.add();
+        if !route.claim_counted {
+            self.in_flight.add();
+        }
         count(route.counters());
         if route.single().is_none() {
             for t in targets {
@@ -374,7 +379,9 @@ impl BusShared {
 
     /// Counts a withdrawn message as refused, and closes its fan-out.
     fn withdrawn(&self, route: &Route, targets: &[Arc<TopicEntry>], id: &str) {
-        self.in_flight.done();
+        if !route.claim_counted {
+            self.in_flight.done();
+        }
         route.counters().refused();
         if route.single().is_none() {
             for t in targets {

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::{Claimed, EConsumer};
+use crate::bus::in_flight::Held;
 use crate::bus::shared::BusShared;
 use crate::delivery::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
 use crate::delivery::scheduler::{instant_for, Scheduled};
@@ -121,7 +122,13 @@ impl ConsumerRouter {
             }
             for claimed in batch.drain(..) {
                 let message = claimed.message.clone();
-                let ticket = ClaimTicket::new(claimed, settle_tx.clone());
+                // Held here from the claim until settled, when other processes share the
+                // queue (they do not count what this one claims).
+                let held = self
+                    .entry
+                    .claim_counted
+                    .then(|| Held::new(&self.shared.in_flight));
+                let ticket = ClaimTicket::new(claimed, settle_tx.clone(), held);
                 self.dispatch(message, None, Some(ticket)).await;
             }
         }
@@ -327,12 +334,20 @@ async fn run_settler(
     const MAX: usize = 512;
     let mut acks = Vec::new();
     let mut nacks = Vec::new();
+    // Counted in flight until their acks (or give-backs) are written.
+    let mut held = Vec::new();
     while let Ok(first) = settles.recv_async().await {
         let mut next = Some(first);
         while let Some(s) = next.take() {
             match s {
-                Settle::Ack(c) => acks.push(c),
-                Settle::Nack(c) => nacks.push(c),
+                Settle::Ack(c, h) => {
+                    acks.push(c);
+                    held.extend(h);
+                }
+                Settle::Nack(c, h) => {
+                    nacks.push(c);
+                    held.extend(h);
+                }
             }
             if acks.len() + nacks.len() < MAX {
                 next = settles.try_recv().ok();
@@ -350,5 +365,6 @@ async fn run_settler(
             }
             nacks.clear();
         }
+        held.clear();
     }
 }

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::queue::Claimed;
+use crate::bus::in_flight::Held;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 
@@ -55,10 +56,10 @@ pub(crate) struct Job {
 #[derive(Debug)]
 pub(crate) enum Settle {
     /// The handler's copy ended (acked or dead-lettered): `EConsumer::ack`.
-    Ack(Claimed),
+    Ack(Claimed, Option<Arc<Held>>),
     /// Dropped before its copy ended (shutdown, a lost hand-off): `EConsumer::nack`, so
     /// another consumer takes it at once.
-    Nack(Claimed),
+    Nack(Claimed, Option<Arc<Held>>),
 }
 
 /// A claimed entry of a queue that needs acknowledgement, travelling with its deliveries
@@ -66,26 +67,38 @@ pub(crate) enum Settle {
 /// the copy ends, [`keep`](Self::keep) to leave it pending with this consumer; dropped
 /// unsettled, it is given back (`nack`). Never acknowledged by being dropped: that would
 /// turn a lost hand-off into a lost message.
+///
+/// `held`, for a queue shared by several processes, counts the entry in flight in this
+/// process until both the ticket is gone and the settler has written the ack (or the give
+/// back): the settle message carries a second handle.
 #[derive(Debug)]
 pub(crate) struct ClaimTicket {
     claimed: Claimed,
     settler: flume::Sender<Settle>,
     settled: AtomicBool,
+    held: Option<Arc<Held>>,
 }
 
 impl ClaimTicket {
-    pub(crate) fn new(claimed: Claimed, settler: flume::Sender<Settle>) -> Arc<Self> {
+    pub(crate) fn new(
+        claimed: Claimed,
+        settler: flume::Sender<Settle>,
+        held: Option<Arc<Held>>,
+    ) -> Arc<Self> {
         Arc::new(ClaimTicket {
             claimed,
             settler,
             settled: AtomicBool::new(false),
+            held,
         })
     }
 
     /// The handler's copy ended: acknowledge the entry (once, whoever calls).
     pub(crate) fn ack(&self) {
         if !self.settled.swap(true, Ordering::AcqRel) {
-            let _ = self.settler.send(Settle::Ack(self.claimed.clone()));
+            let _ = self
+                .settler
+                .send(Settle::Ack(self.claimed.clone(), self.held.clone()));
         }
     }
 
@@ -100,7 +113,9 @@ impl ClaimTicket {
 impl Drop for ClaimTicket {
     fn drop(&mut self) {
         if !*self.settled.get_mut() {
-            let _ = self.settler.send(Settle::Nack(self.claimed.clone()));
+            let _ = self
+                .settler
+                .send(Settle::Nack(self.claimed.clone(), self.held.take()));
         }
     }
 }

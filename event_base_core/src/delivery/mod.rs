@@ -25,6 +25,9 @@
 //! of a local topic that only other processes run. Their copies are queued before the send
 //! answers (after the WAL append, ahead of the local copies: `elsewhere.rs` queues them).
 //!
+//! `sent_to.rs` keeps the subscriptions of shared queues the bus sent to, for `wait_idle`
+//! to ask the backend about (`bus/idle.rs`).
+//!
 //! `addressed.rs` sends a message addressed to a worker of one node (`to_worker:
 //! "<node id>/<worker>"`, shared backends only) to that worker's handler's subscription.
 //!
@@ -46,6 +49,7 @@ pub(crate) mod remote_routes;
 pub(crate) mod remote_table;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
+pub(crate) mod sent_to;
 pub(crate) mod settle;
 pub(crate) mod topic_hasher;
 pub(crate) mod topic_router;

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::backend::routes::RemoteRoutes;
 use crate::delivery::elsewhere::RemoteSub;
+use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_table::{Route, TopicTable};
 use crate::error::CoreError;
 use crate::message::topic::MessageTopic;
@@ -19,14 +20,18 @@ pub(crate) struct RemoteTable {
     /// The route a send to a topic with no handler here is admitted with (no handler, an
     /// empty topic): the send then finds its route by the message's topic.
     pub(crate) placeholder: Arc<Route>,
+    /// The shared subscriptions the bus sent to (its handlers' and those elsewhere), for
+    /// `wait_idle`.
+    pub(crate) sent_to: Arc<SentTo>,
 }
 
 impl RemoteTable {
-    pub(crate) fn new(provider: Arc<dyn RemoteRoutes>) -> Self {
+    pub(crate) fn new(provider: Arc<dyn RemoteRoutes>, sent_to: Arc<SentTo>) -> Self {
         RemoteTable {
             provider,
             routes: RwLock::new(HashMap::new()),
             placeholder: Arc::new(Route::elsewhere_only(MessageTopic::from(""))),
+            sent_to,
         }
     }
 
@@ -110,7 +115,14 @@ impl RemoteTable {
                 continue;
             }
             match self.provider.producer(&route.topic, &handler) {
-                Ok(producer) => subs.push(RemoteSub { handler, producer }),
+                Ok(producer) => {
+                    let producer = if route.topic.is_system() {
+                        producer
+                    } else {
+                        self.sent_to.track(&route.topic, &handler, false, producer)
+                    };
+                    subs.push(RemoteSub { handler, producer })
+                }
                 Err(e) => {
                     tracing::warn!(target: crate::constant::target::DELIVERY, topic = %route.topic, %handler, error = %e, "cannot open the queue of a handler another process runs; it gets no copies until the next refresh")
                 }

@@ -246,7 +246,10 @@ impl BusShared {
                 route.counters().finished();
             }
         }
-        self.in_flight.done();
+        // A shared queue's entry counted at its claim, and is done when settled (`Held`).
+        if !entry.claim_counted {
+            self.in_flight.done();
+        }
     }
 
     fn complete(&self, id: &str, at: Option<SystemTime>) {

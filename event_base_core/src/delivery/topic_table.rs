@@ -43,16 +43,20 @@ pub(crate) struct Route {
     /// The topic's handlers that only other processes run, from a shared backend's
     /// registry (see `delivery/remote_routes.rs`); none with an in-process backend.
     pub(crate) elsewhere: Elsewhere,
+    /// Its subscriptions' [`claim_counted`](TopicEntry::claim_counted).
+    pub(crate) claim_counted: bool,
 }
 
 impl Route {
     pub(crate) fn new(topic: MessageTopic, subs: Vec<Arc<TopicEntry>>) -> Self {
         debug_assert!(!subs.is_empty());
+        let claim_counted = subs.iter().any(|s| s.claim_counted);
         Route {
             topic,
             subs: subs.into_boxed_slice(),
             messages: TopicCounters::default(),
             elsewhere: Elsewhere::default(),
+            claim_counted,
         }
     }
 
@@ -64,6 +68,7 @@ impl Route {
             subs: Box::new([]),
             messages: TopicCounters::default(),
             elsewhere: Elsewhere::default(),
+            claim_counted: true,
         }
     }
 
@@ -115,6 +120,11 @@ pub(crate) struct TopicEntry {
     /// Whether the topic has other handlers too: a message is then final only once every
     /// handler's copy is (see `delivery/fan_out.rs`).
     pub(crate) fan_out: bool,
+    /// Whether its queue is shared by several processes (a shared backend's, one that needs
+    /// acks): its messages then count in flight in the process that claims them, from the
+    /// claim until the entry is settled (`bus/in_flight.rs`, `Held`), not where they were
+    /// sent.
+    pub(crate) claim_counted: bool,
     pub(crate) producer: Arc<dyn EProducer>,
     pub(crate) consumer: Arc<dyn EConsumer>,
     /// Shared by the topic's workers: an idle worker takes the next job (competing consumers).

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::bus::global;
+use crate::bus::idle::Reach;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::SHUTDOWN_ACK;
@@ -136,10 +137,11 @@ async fn stop_bus(
 /// stops the system workers that would hand them out, so some are always still in flight at
 /// the end, and they are no work of the user's left undone.
 fn user_messages_left(shared: &BusShared) -> u64 {
+    // A shared queue's messages count where they are claimed, not in the topic's counters.
     let system: u64 = shared
         .topics
         .iter()
-        .filter(|(topic, _)| topic.is_system())
+        .filter(|(topic, route)| topic.is_system() && !route.claim_counted)
         .map(|(_, route)| route.counters().in_flight())
         .sum();
     shared.in_flight.get().saturating_sub(system)
@@ -151,6 +153,7 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
         Settle::Nothing => {}
         Settle::Idle { deadline } => {
             shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
+            settle_shared(shared, deadline).await;
         }
         Settle::DueBefore { deadline } => {
             let next_due = shared.scheduler.next_due();
@@ -161,8 +164,24 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
                     deadline,
                 )
                 .await;
+            settle_shared(shared, deadline).await;
         }
     }
+}
+
+/// With a shared queue backend: until the shared queues of this process's own handlers that
+/// it sent to hold nothing due (its routers keep claiming while it settles), then until it
+/// holds nothing again; never for other nodes' handlers, and never past `deadline`
+/// (`bus/idle.rs`).
+async fn settle_shared(shared: &BusShared, deadline: Instant) {
+    if shared.remote.is_none() {
+        return;
+    }
+    if let Err(left) = shared.wait_shared(Reach::OwnHandlers, deadline).await {
+        tracing::info!(target: crate::constant::target::SHUTDOWN, left = ?left, "the shared queues of this node's handlers still hold messages at the deadline; the nodes still running (or this one's next start) take them");
+        return;
+    }
+    shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
 }
 
 /// One [`ShutdownAck`] per worker on `_system.shutdown_ack`, handed out by the bus's own

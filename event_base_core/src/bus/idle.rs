@@ -1,0 +1,152 @@
+//! `wait_idle` and the settling of `Drain`/`Timeout`, over what this process holds
+//! ([`InFlight`](crate::bus::in_flight::InFlight): notified, never polled) and, with a shared
+//! queue backend, what the shared queues still hold of the subscriptions this process sent
+//! to ([`RemoteRoutes::outstanding`]: Redis offers nothing to wait on, so this half polls).
+//!
+//! - `wait_idle` waits for both: nothing held here, and nothing left (queued, claimed by any
+//!   node and unsettled, or delayed) in the shared queues of every subscription this process
+//!   has sent to. So `send` ×N, then `wait_idle` on the sender returns once every handler on
+//!   every node is done with them (and with whatever else those queues hold).
+//! - `Drain` and `Timeout` wait for what this process holds, then for the shared queues of
+//!   its *own* handlers' subscriptions that it sent to (work its own routers keep claiming
+//!   while it drains), delayed messages not included; never for copies only other nodes
+//!   handle. Both stop at their deadline.
+//! - A backend that cannot tell (`Ok(None)`, the default) leaves the shared half out; a
+//!   backend that fails is asked again until the deadline.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::routes::Outstanding;
+use crate::bus::shared::BusShared;
+use crate::error::CoreError;
+
+/// The first pause between two looks at the shared queues; it doubles up to [`POLL_MAX`].
+const POLL_FIRST: Duration = Duration::from_millis(5);
+/// The longest pause between two looks at the shared queues.
+const POLL_MAX: Duration = Duration::from_millis(100);
+
+/// Which of the shared queues a wait covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// `wait_idle`: every subscription this process sent to, delayed messages included.
+    SentTo,
+    /// `Drain`: those of this process's own handlers, without the delayed messages.
+    OwnHandlers,
+}
+
+impl Reach {
+    fn count(self, o: Outstanding) -> u64 {
+        match self {
+            Reach::SentTo => o.total(),
+            Reach::OwnHandlers => o.queued,
+        }
+    }
+}
+
+/// How a look at the shared queues went.
+enum Look {
+    /// Nothing left (or the backend cannot tell, or there is nothing to ask about).
+    Empty,
+    /// This many left.
+    Left(u64),
+    /// The backend did not answer (in time).
+    Unknown,
+}
+
+impl BusShared {
+    /// `EventBus::wait_idle` (see the module docs).
+    pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
+        if self.in_flight.get() == 0 && self.shared_subscriptions(Reach::SentTo).is_empty() {
+            return Ok(());
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(CoreError::NoRuntime);
+        }
+        let deadline = Instant::now() + timeout;
+        let timed_out = |shared| CoreError::IdleTimeout {
+            in_flight: self.in_flight.get(),
+            shared,
+            after: timeout,
+        };
+        let mut last = None;
+        loop {
+            if !self.in_flight.wait_idle_until(deadline).await {
+                return Err(timed_out(last));
+            }
+            match self.wait_shared(Reach::SentTo, deadline).await {
+                Ok(()) => {}
+                Err(left) => return Err(timed_out(left)),
+            }
+            last = Some(0);
+            // A claim of what was still queued may have begun meanwhile: held here now.
+            if self.in_flight.get() == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Waits until the shared queues `reach` covers are empty, or `deadline`. Returns, on
+    /// timeout, what they held at the last look (`None`: not known).
+    pub(crate) async fn wait_shared(
+        &self,
+        reach: Reach,
+        deadline: Instant,
+    ) -> Result<(), Option<u64>> {
+        let mut pause = POLL_FIRST;
+        loop {
+            let last = match self.look(reach, deadline).await {
+                Look::Empty => return Ok(()),
+                Look::Left(n) => Some(n),
+                Look::Unknown => None,
+            };
+            let next = Instant::now() + pause;
+            if next >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep_until(next).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+
+    /// The shared subscriptions `reach` covers.
+    fn shared_subscriptions(
+        &self,
+        reach: Reach,
+    ) -> Vec<(crate::MessageTopic, std::sync::Arc<str>)> {
+        match &self.remote {
+            Some(remote) => remote.sent_to.sent(reach == Reach::OwnHandlers),
+            None => Vec::new(),
+        }
+    }
+
+    /// One look at the shared queues `reach` covers, after this process's sends are written.
+    async fn look(&self, reach: Reach, deadline: Instant) -> Look {
+        let Some(remote) = &self.remote else {
+            return Look::Empty;
+        };
+        let subs = self.shared_subscriptions(reach);
+        if subs.is_empty() {
+            return Look::Empty;
+        }
+        let provider = &remote.provider;
+        let asked = tokio::time::timeout_at(deadline, async {
+            provider.flush().await?;
+            provider.outstanding(&subs).await
+        })
+        .await;
+        match asked {
+            Ok(Ok(None)) => Look::Empty,
+            Ok(Ok(Some(o))) => match reach.count(o) {
+                0 => Look::Empty,
+                n => Look::Left(n),
+            },
+            Ok(Err(e)) => {
+                tracing::debug!(target: crate::constant::target::BUS, error = %e, "could not ask the shared queues what they hold; asking again");
+                Look::Unknown
+            }
+            Err(_) => Look::Unknown,
+        }
+    }
+}
