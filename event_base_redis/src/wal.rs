@@ -17,8 +17,8 @@
 //! while in that group's pending list, `Complete` for that node once acked there (`XACK`
 //! only: the entry stays while another group has not finished it, and the trim after each
 //! ack, `XTRIM MINID`, deletes it once none is left; a cap, `MAXLEN ~`, bounds the stream),
-//! `Failed` as the dead letter of that node's copy. `wait_idle` and `Drain` count the
-//! node's own deliveries, as for any message.
+//! `Failed` as the dead letter of that node's copy. A node counts in flight what it
+//! claimed until it settles it, as for any message.
 //!
 //! So `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts make the
 //! transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and the
