@@ -193,3 +193,42 @@ async fn drain_on_the_handling_node_waits_for_the_messages_it_holds() {
     assert!(report.drained, "{report:?}");
     assert_eq!(report.left_for_replay, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_on_a_single_node_handles_its_own_backlog_still_in_redis() {
+    const N: usize = 8;
+    let server = RedisServer::start();
+    let probe = Probe::new();
+    let gate = Gate::new();
+    let queue = factory(&server, BEAT).await;
+    // One entry claimed at a time: most of the backlog waits in the stream, held by no one.
+    let node = event_base::EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .batch_size(1)
+        .handler(probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    for i in 0..N {
+        node.send("jobs", format!("job {i}").into_bytes())
+            .await
+            .unwrap();
+    }
+    probe.wait_for(1, WAIT).await;
+    assert!(
+        node.in_flight() < N as u64,
+        "part of the backlog is in Redis, not held"
+    );
+    let drain = node.shutdown(ShutdownStrategy::Drain { timeout: WAIT });
+    tokio::pin!(drain);
+    assert!(still_pending(&mut drain).await);
+    gate.open();
+    let report = drain.await.expect("drained");
+    assert_eq!(
+        probe.finished().len(),
+        N,
+        "the drain handled what the node had sent itself"
+    );
+    assert!(report.drained, "{report:?}");
+}

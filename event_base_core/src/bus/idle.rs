@@ -88,19 +88,21 @@ impl BusShared {
     }
 
     /// Waits until the shared queues `reach` covers are empty, or `deadline`. Returns, on
-    /// timeout, what they held at the last look (`None`: not known).
+    /// timeout, what they held at the last look that was answered (`None`: none was).
     pub(crate) async fn wait_shared(
         &self,
         reach: Reach,
         deadline: Instant,
     ) -> Result<(), Option<u64>> {
         let mut pause = POLL_FIRST;
+        // The last answer: a look the deadline cut short (or that failed) leaves it.
+        let mut last = None;
         loop {
-            let last = match self.look(reach, deadline).await {
+            match self.look(reach, deadline).await {
                 Look::Empty => return Ok(()),
-                Look::Left(n) => Some(n),
-                Look::Unknown => None,
-            };
+                Look::Left(n) => last = Some(n),
+                Look::Unknown => {}
+            }
             let next = Instant::now() + pause;
             if next >= deadline {
                 return Err(last);
