@@ -273,11 +273,7 @@ impl EventBusBuilder {
                 .map_or(defaults.name, |n| Arc::from(n.as_str())),
             kind: self.node_type.unwrap_or(defaults.kind),
         };
-        let nth = BUSES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name: Arc<str> = match self.name {
-            Some(name) => Arc::from(name),
-            None => Arc::from(format!("{}-{nth}", node.name)),
-        };
+        let name = bus_name(self.name, &node);
         // With a shared backend, a send may reach the handlers other processes run.
         let routes = queue.routes();
         // A worker node leaves the `_system.` topics to a host, except that on a shared
@@ -367,6 +363,15 @@ impl EventBusBuilder {
 
 /// The WAL and the queue factory of a bus.
 type Backends = (Arc<dyn Wal>, Arc<dyn QueueFactory>);
+
+/// The bus's name: the one given, else `<node name>-<n>`, `n` counting the buses built.
+fn bus_name(given: Option<String>, node: &NodeIdentity) -> Arc<str> {
+    let nth = BUSES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match given {
+        Some(name) => Arc::from(name),
+        None => Arc::from(format!("{}-{nth}", node.name)),
+    }
+}
 
 /// The WAL and queue a build needs, and the checks that need nothing else.
 fn backends(
