@@ -18,7 +18,7 @@ use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
-use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
+use crate::delivery::scheduler::{Scheduled, SchedulerHandle};
 use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
@@ -645,8 +645,8 @@ impl BusShared {
         for entry in targets {
             if later && !entry.producer.keeps_delayed() {
                 if let Some(at) = message.deliver_at {
-                    self.scheduler.schedule(
-                        instant_for(at),
+                    self.scheduler.schedule_wall(
+                        at,
                         Scheduled::Message {
                             entry: entry.clone(),
                             message: message.clone(),
@@ -801,8 +801,8 @@ fn place_now(
 ) -> Result<Option<Arc<EMessage>>, CoreError> {
     match message.deliver_at {
         Some(at) if at > now && !entry.producer.keeps_delayed() => {
-            scheduler.schedule(
-                instant_for(at),
+            scheduler.schedule_wall(
+                at,
                 Scheduled::Message {
                     entry: entry.clone(),
                     message,

@@ -36,7 +36,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::{Claimed, EConsumer};
 use crate::bus::shared::BusShared;
 use crate::delivery::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
-use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::delivery::scheduler::Scheduled;
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
@@ -185,7 +185,7 @@ impl ConsumerRouter {
                         claim,
                     },
                 };
-                self.shared.scheduler.schedule(instant_for(at), what);
+                self.shared.scheduler.schedule_wall(at, what);
                 return None;
             }
         }
