@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
-use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
@@ -23,7 +23,7 @@ use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
-use crate::message::id::MessageId;
+use crate::message::id::{check_id, MessageId};
 use crate::observe::topic_counters::TopicCounters;
 
 impl BusShared {
@@ -929,21 +929,4 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
         operation: format!("send to `{topic}`"),
         after: timeout.unwrap_or_default(),
     }
-}
-
-/// Refuses an empty id, or one longer than [`MAX_ID_BYTES`].
-#[inline]
-pub(crate) fn check_id(id: &str) -> Result<(), CoreError> {
-    if id.is_empty() || id.len() > MAX_ID_BYTES {
-        let mut cut = id.len().min(MAX_ID_BYTES);
-        while !id.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        return Err(CoreError::InvalidId {
-            id: id[..cut].to_owned(),
-            len: id.len(),
-            max: MAX_ID_BYTES,
-        });
-    }
-    Ok(())
 }
