@@ -29,7 +29,7 @@
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
-//! | `routes.rs` | `RemoteRoutes`, `RoutesListener` |
+//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `EvictedNode`, `NodeWorker` |
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
@@ -38,5 +38,5 @@ pub(crate) mod wal;
 
 pub use queue::{Claimed, EConsumer, EProducer, Receipt, TopicQueue, TrySendError};
 pub use queue_factory::QueueFactory;
-pub use routes::{RemoteRoutes, RoutesListener};
+pub use routes::{EvictedListener, EvictedNode, NodeWorker, RemoteRoutes, RoutesListener};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};
