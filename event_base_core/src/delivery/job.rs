@@ -2,8 +2,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use crate::backend::queue::Claimed;
+use crate::backend::queue::{Claimed, EConsumer, QueuedRetry};
+use crate::error::QueueError;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 
@@ -87,6 +89,23 @@ impl ClaimTicket {
         if !self.settled.swap(true, Ordering::AcqRel) {
             let _ = self.settler.send(Settle::Ack(self.claimed.clone()));
         }
+    }
+
+    /// Hands the entry's retry to its queue ([`EConsumer::retry_later`]): settled by the
+    /// queue if it kept the retry, or found taken over (fenced); still unsettled, for the
+    /// bus to retry itself, on an error.
+    pub(crate) async fn retry_later(
+        &self,
+        consumer: &dyn EConsumer,
+        next: &Arc<EMessage>,
+        delay: Duration,
+    ) -> Result<QueuedRetry, QueueError> {
+        let r = consumer.retry_later(&self.claimed, next, delay).await;
+        if r.is_ok() {
+            // Kept or fenced: the entry is no longer this consumer's to ack or give back.
+            self.settled.store(true, Ordering::Release);
+        }
+        r
     }
 
     /// Leaves the entry pending with this consumer, neither acked nor given back (a
