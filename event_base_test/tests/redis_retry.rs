@@ -73,9 +73,10 @@ async fn retry_in_redis(server: &RedisServer, handler: &str) {
         format!("eb:{{jobs}}:d:{handler}"),
         format!("eb:{{jobs}}:s:{handler}"),
     );
-    until("the retry in the delayed set, its entry settled", async || {
-        members(server, &set) == 1 && entries(server, &stream) == 0
-    })
+    until(
+        "the retry in the delayed set, its entry settled",
+        async || members(server, &set) == 1 && entries(server, &stream) == 0,
+    )
     .await;
 }
 
@@ -115,11 +116,19 @@ async fn a_failed_delivery_is_retried_from_redis_after_its_delay_with_its_attemp
     probe.wait_for(2, WAIT).await;
     b.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count_of(&id), 2);
-    assert_eq!(attempts_of(&probe, "work"), vec![1, 2], "the retry counts its attempt");
+    assert_eq!(
+        attempts_of(&probe, "work"),
+        vec![1, 2],
+        "the retry counts its attempt"
+    );
     assert_eq!(early.load(Ordering::SeqCst), 0, "not before its delay");
     assert_eq!(members(&server, "eb:{jobs}:d:work"), 0);
     assert_eq!(server.command(&["HLEN", "eb:{jobs}:dm:work"]), ":0");
-    assert_eq!(entries(&server, "eb:{jobs}:s:work"), 0, "acked once handled");
+    assert_eq!(
+        entries(&server, "eb:{jobs}:s:work"),
+        0,
+        "acked once handled"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +158,11 @@ async fn a_retry_outlives_the_process_that_failed_and_keeps_its_attempts() {
     .await;
     second.wait_for(1, WAIT).await;
     b.wait_idle(WAIT).await.unwrap();
-    assert_eq!(second.count_of(&id), 1, "the retry, delivered by the other process");
+    assert_eq!(
+        second.count_of(&id),
+        1,
+        "the retry, delivered by the other process"
+    );
     assert_eq!(attempts_of(&second, "work"), vec![2], "with its attempts");
     assert_eq!(attempts_of(&first, "work"), vec![1]);
     assert_eq!(early.load(Ordering::SeqCst), 0, "not before its delay");
@@ -175,7 +188,11 @@ async fn only_the_handler_that_failed_gets_the_retry() {
     .await;
     let id = b.send("jobs", b"job".to_vec()).await.unwrap();
     retry_in_redis(&server, "fails").await;
-    assert_eq!(members(&server, "eb:{jobs}:d:fine"), 0, "in the failing handler's set only");
+    assert_eq!(
+        members(&server, "eb:{jobs}:d:fine"),
+        0,
+        "in the failing handler's set only"
+    );
     probe
         .wait_until("the retry of `fails`", WAIT, |seen| {
             seen.iter().filter(|s| s.label == "fails").count() == 2
@@ -184,7 +201,11 @@ async fn only_the_handler_that_failed_gets_the_retry() {
     // The message is final once both handlers' copies are: the retry's included.
     b.wait_idle(WAIT).await.unwrap();
     assert_eq!(attempts_of(&probe, "fails"), vec![1, 2]);
-    assert_eq!(attempts_of(&probe, "fine"), vec![1], "the other handler sees it once");
+    assert_eq!(
+        attempts_of(&probe, "fine"),
+        vec![1],
+        "the other handler sees it once"
+    );
     assert_eq!(probe.count_of(&id), 3);
     assert_eq!(early.load(Ordering::SeqCst), 0);
     for handler in ["fails", "fine"] {
@@ -208,14 +229,26 @@ async fn a_retry_past_max_retries_is_a_dead_letter_as_before() {
     let id = b.send("jobs", b"doomed".to_vec()).await.unwrap();
     probe.wait_for(3, WAIT).await;
     b.wait_idle(WAIT).await.unwrap();
-    assert_eq!(attempts_of(&probe, "work"), vec![1, 2, 3], "1 + max_retries deliveries");
+    assert_eq!(
+        attempts_of(&probe, "work"),
+        vec![1, 2, 3],
+        "1 + max_retries deliveries"
+    );
     let dead = b.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].message.id, id.to_string());
     assert_eq!(dead[0].reason, DeadReason::MaxRetriesExceeded);
     assert_eq!(dead[0].attempts, 3);
     assert_eq!(dead[0].handlers, vec!["work".to_owned()]);
-    assert_eq!(entries(&server, "eb:{jobs}:s:work"), 0, "its entry settled once");
-    assert_eq!(members(&server, "eb:{jobs}:d:work"), 0, "no retry left behind");
+    assert_eq!(
+        entries(&server, "eb:{jobs}:s:work"),
+        0,
+        "its entry settled once"
+    );
+    assert_eq!(
+        members(&server, "eb:{jobs}:d:work"),
+        0,
+        "no retry left behind"
+    );
     assert_eq!(entries(&server, "eb:{jobs}:dlq"), 1);
 }

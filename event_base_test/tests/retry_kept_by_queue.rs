@@ -8,12 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use event_base::backend::{
-    Claimed, EConsumer, EProducer, QueueFactory, QueuedRetry, TopicQueue,
-};
+use event_base::backend::{Claimed, EConsumer, EProducer, QueueFactory, QueuedRetry, TopicQueue};
 use event_base::{
-    async_trait, Ack, DeliveryMode, EMessage, EventBus, FlumeQueueFactory, HandlerSpec,
-    MemoryWal, MessageTopic, QueueError,
+    async_trait, Ack, DeliveryMode, EMessage, EventBus, FlumeQueueFactory, HandlerSpec, MemoryWal,
+    MessageTopic, QueueError,
 };
 use event_base_test::{Probe, WAIT};
 

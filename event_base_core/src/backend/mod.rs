@@ -37,9 +37,7 @@ pub(crate) mod queue_factory;
 pub(crate) mod routes;
 pub(crate) mod wal;
 
-pub use queue::{
-    Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue, TrySendError,
-};
+pub use queue::{Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue, TrySendError};
 pub use queue_factory::QueueFactory;
 pub use routes::{EvictedListener, EvictedNode, NodeWorker, RemoteRoutes, RoutesListener};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

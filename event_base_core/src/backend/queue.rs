@@ -5,7 +5,8 @@
 //! The shape follows a Redis Streams consumer group so that backend implements it directly:
 //! [`EConsumer::claim_batch`] is `XREADGROUP COUNT n`, [`EConsumer::ack`] is `XACK`,
 //! [`EConsumer::nack`] leaves entries pending for another claim, and
-//! [`EConsumer::claim_stale`] is `XAUTOCLAIM` of entries whose consumer died. In-memory
+//! [`EConsumer::claim_stale`] is `XAUTOCLAIM` of entries whose consumer died, and
+//! [`EConsumer::retry_later`] settles an entry into the subscription's delayed set. In-memory
 //! channels need no acknowledgement (the WAL holds the truth) and say so through
 //! [`EConsumer::requires_ack`], which lets the router skip those calls.
 
