@@ -6,6 +6,7 @@
 //! | `claim_batch` | `XREADGROUP GROUP <handler> <me> COUNT n BLOCK b STREAMS <stream> >` on a connection of its own; every half visibility timeout, first `XAUTOCLAIM` of entries idle past it |
 //! | `ack` | script `ACK`: one owner check of the batch (`XPENDING <first> <last> <n> <me>`), one `XACK` + one `XDEL` of what it owns, `XLEN` |
 //! | `nack` | script `REQUEUE`: owner check of the batch, a copy of each at the end of the stream, `XACK` + `XDEL` of the originals |
+//! | `retry_later` | script `RETRY`: owner check of the entry, `XACK` + `XDEL` of it, and its next attempt (`attempts` counted) into the subscription's delayed set, due after the delay by the server's clock (`PROMOTE` moves it back to this subscription's stream) |
 //! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
 //! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: owner check of the batch, one `XCLAIM … JUSTID` of what it still owns |
@@ -29,8 +30,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::backend::{Claimed, EConsumer, Receipt};
-use event_base_core::{DeadLetterMessage, DeadReason, QueueError};
+use event_base_core::backend::{Claimed, EConsumer, QueuedRetry, Receipt};
+use event_base_core::{DeadLetterMessage, DeadReason, EMessage, QueueError};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use tokio::sync::Notify;
@@ -703,6 +704,50 @@ impl Inner {
         Ok(fenced)
     }
 
+    /// Script `RETRY`: settles the entry of `receipt` and keeps `next` in the subscription's
+    /// delayed set for `delay` (server clock), if this consumer still owns the entry. On an
+    /// error the entry stays held (its lease renewed), for the bus to retry it here.
+    async fn retry_later(
+        &self,
+        receipt: Receipt,
+        next: &EMessage,
+        delay: Duration,
+    ) -> Result<QueuedRetry, RedisError> {
+        let id = self.entry_id(&receipt);
+        // The attempt in the member: a retry never replaces another message of the same id
+        // that waits in the set (a send with `deliver_at`, say).
+        let member = format!("{}#{}", next.id, next.attempts);
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX).max(1);
+        let cmd = scripts::evalsha(
+            &scripts::RETRY,
+            &[&self.q.key, &self.q.delayed, &self.q.delayed_fields],
+            (
+                &self.q.group,
+                &self.name,
+                &id,
+                ms,
+                member,
+                codec::message_field(next),
+                next.payload.0.as_ref(),
+            ),
+        );
+        let v = self.q.link.run("RETRY", cmd).await?;
+        let r = reply::ints("RETRY", &v)?;
+        self.held().remove(&receipt);
+        if let Some(len) = r.get(1) {
+            self.q.heard_len(*len);
+        }
+        if r.first().copied() == Some(1) {
+            // Due then by this process's clock: its consumer looks then (any other every
+            // `block`).
+            self.q.due_by(Instant::now() + delay);
+            Ok(QueuedRetry::Kept)
+        } else {
+            tracing::warn!(target: "event_base::redis", topic = %self.q.topic, consumer = %self.name, entry = %id, message = %next.id, "an entry was taken over by another consumer (its lease ran out) before its retry was kept; the new owner settles it");
+            Ok(QueuedRetry::Fenced)
+        }
+    }
+
     /// Renews the leases of everything held; drops what was taken over.
     async fn extend(&self) -> Result<(), RedisError> {
         let held: Vec<Receipt> = self.held().iter().copied().collect();
@@ -926,6 +971,31 @@ impl EConsumer for RedisConsumer {
             .settle_counted("REQUEUE", &scripts::REQUEUE, claimed)
             .await
             .map(|_| ())
+            .map_err(queue_error)
+    }
+
+    /// On a work lane: the delayed retries of its entries wait in the subscription's delayed
+    /// set. (A cluster-wide system topic's broadcast stream is every node's: no.)
+    fn keeps_retries(&self) -> bool {
+        self.inner.q.lane == Lane::Work
+    }
+
+    async fn retry_later(
+        &self,
+        claimed: &Claimed,
+        next: &Arc<EMessage>,
+        delay: Duration,
+    ) -> Result<QueuedRetry, QueueError> {
+        let inner = self.lane_of(claimed);
+        if inner.q.lane != Lane::Work {
+            // A broadcast entry is every node's; this node's copy retries in the process.
+            return Err(QueueError::Backend(
+                "a broadcast stream's entry retries in the process that holds it".into(),
+            ));
+        }
+        inner
+            .retry_later(claimed.receipt, next, delay)
+            .await
             .map_err(queue_error)
     }
 

@@ -4,7 +4,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
-//! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later: member the message id, score when due (server ms) |
+//! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later, and its retries waiting out their delay: member the message id (a retry's `<id>#<attempts>`), score when due (server ms) |
 //! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
 //! | `<prefix>:{<topic>}:b:<handler>` | stream | the subscription's `Broadcast` messages, and those addressed to a worker of one node (`to_worker: "<node>/<worker>"`, which the other nodes ack unread) (fields `m`, `p`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:bc:<handler>` | stream | a cluster-wide system topic's entries for one handler (`_system.shutdown`, `_system.shutdown_ack`, `_system.worker_discovery`, `_system.topic_sync`, `_system.topic_discovery`): a group `n:<node>` per node that runs the handler |

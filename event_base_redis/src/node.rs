@@ -22,13 +22,21 @@
 //! | `<prefix>:{nodes}:n:<id>` | hash | `name`, `type`, `pid`, `beat`; expires after three beats |
 //! | `<prefix>:{nodes}:subs:<id>` | set | the node's consumers, `<stream> US <group> US <consumer>` |
 //! | `<prefix>:{nodes}:janitor` | string | the id of the node holding the janitor lease |
+//! | `<prefix>:{nodes}:w:<id>` | string | the node's live workers as its bus listed them, JSON `{"name", "workers": [{"name", "topic"}]}`; none once they all stopped |
+//!
+//! The janitor takes the workers' list of a silent node on the first pass of its eviction
+//! (`GETDEL`, so only one pass has it) and hands it to the bus's listeners
+//! (`RemoteRoutes::on_evicted`), which announce those workers as dead. A node that stopped
+//! cleanly left no list. A node taken for dead that was only paused lists its workers again
+//! with its next beat.
 //!
 //! With each beat the node also registers its handlers (`<prefix>:{<topic>}:handlers`, the
 //! handler scored by the server's time), so the registry tells when a node last ran each.
 
 use std::sync::{Arc, Mutex, Once, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use event_base_core::backend::{EvictedListener, EvictedNode, NodeWorker};
 use event_base_core::NodeType;
 
 use crate::error::RedisError;
@@ -77,6 +85,13 @@ pub(crate) struct Node {
     keys: Keys,
     /// Dead letters older than this are trimmed by the janitor.
     dead_letter_age: Duration,
+    /// `<prefix>:{nodes}:w:`, to which a node id is appended.
+    workers_prefix: String,
+    /// The workers' list as last given by the bus (JSON), written again with every beat;
+    /// `None` while no worker runs.
+    workers: Mutex<Option<String>>,
+    /// Told of every node this one evicts.
+    evicted: Mutex<Vec<EvictedListener>>,
 }
 
 impl Node {
@@ -99,6 +114,9 @@ impl Node {
             janitor: format!("{base}:janitor"),
             subs_prefix: format!("{base}:subs:"),
             hash_prefix: format!("{base}:n:"),
+            workers_prefix: format!("{base}:w:"),
+            workers: Mutex::new(None),
+            evicted: Mutex::new(Vec::new()),
             subs: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
             registry: format!("{prefix}:registry"),
@@ -159,6 +177,96 @@ impl Node {
         }
     }
 
+    /// Keeps `workers` (this node's live workers, under its node name `name`) for the
+    /// janitor; an empty list deletes what was kept.
+    pub(crate) async fn list_workers(
+        &self,
+        name: &str,
+        workers: Vec<NodeWorker>,
+    ) -> Result<(), RedisError> {
+        let key = format!("{}{}", self.workers_prefix, self.id);
+        let listed = if workers.is_empty() {
+            None
+        } else {
+            Some(serde_json::json!({ "name": name, "workers": workers }).to_string())
+        };
+        let cmd = match &listed {
+            Some(json) => {
+                let mut set = redis::cmd("SET");
+                set.arg(&key).arg(json);
+                set
+            }
+            None => {
+                let mut del = redis::cmd("DEL");
+                del.arg(&key);
+                del
+            }
+        };
+        *self.workers.lock().unwrap_or_else(|e| e.into_inner()) = listed;
+        self.link.run("SET", cmd).await?;
+        Ok(())
+    }
+
+    /// Adds a listener told of every node this one evicts.
+    pub(crate) fn on_evicted(&self, listener: EvictedListener) {
+        self.evicted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+
+    /// Writes the workers' list again (a node taken for dead while paused lost it).
+    fn relist_workers(&self) {
+        let listed = self
+            .workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(json) = listed {
+            let mut set = redis::cmd("SET");
+            set.arg(format!("{}{}", self.workers_prefix, self.id))
+                .arg(json);
+            if let Err(e) = self.link.push("SET", set, None) {
+                tracing::debug!(target: "event_base::redis", error = %e, "could not list this node's workers again");
+            }
+        }
+    }
+
+    /// Takes the workers' list of the silent node `dead` (only the first pass of its
+    /// eviction finds it) and tells the listeners.
+    async fn announce_dead(&self, dead: &str) -> Result<(), RedisError> {
+        let mut score = redis::cmd("ZSCORE");
+        score.arg(&self.zset).arg(dead);
+        let last = self.link.run("ZSCORE", score).await?;
+        let mut getdel = redis::cmd("GETDEL");
+        getdel.arg(format!("{}{dead}", self.workers_prefix));
+        let listed = self.link.run("GETDEL", getdel).await?;
+        let redis::Value::BulkString(bytes) = listed else {
+            return Ok(());
+        };
+        let Some((name, workers)) = parse_workers(&bytes) else {
+            tracing::warn!(target: "event_base::redis", node = %dead, "a silent node's workers' list is not readable; its workers are not announced dead");
+            return Ok(());
+        };
+        let last_ms = match &last {
+            redis::Value::BulkString(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok()),
+            redis::Value::Double(d) => Some(*d),
+            _ => None,
+        };
+        let last_seen = last_ms
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms as u64))
+            .unwrap_or_else(SystemTime::now);
+        let node = EvictedNode::new(name, workers, last_seen);
+        self.evicted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|listener| listener(node.clone()));
+        Ok(())
+    }
+
     fn ttl_ms(&self) -> u64 {
         (self.beat * SILENT_BEATS).as_millis() as u64
     }
@@ -210,6 +318,9 @@ impl Node {
 
     /// Cleans up after the silent node `dead` (see the module docs).
     async fn evict(&self, dead: &str) -> Result<(), RedisError> {
+        if let Err(e) = self.announce_dead(dead).await {
+            tracing::warn!(target: "event_base::redis", node = %dead, error = %e, "could not read a silent node's workers; they are not announced dead");
+        }
         let subs = format!("{}{dead}", self.subs_prefix);
         let mut smembers = redis::cmd("SMEMBERS");
         smembers.arg(&subs);
@@ -243,7 +354,9 @@ impl Node {
             let mut zrem = redis::cmd("ZREM");
             zrem.arg(&self.zset).arg(dead);
             let mut del = redis::cmd("DEL");
-            del.arg(&subs).arg(format!("{}{dead}", self.hash_prefix));
+            del.arg(&subs)
+                .arg(format!("{}{dead}", self.hash_prefix))
+                .arg(format!("{}{dead}", self.workers_prefix));
             self.link.run("DEL", del).await?;
             self.link.run("ZREM", zrem).await?;
             tracing::info!(target: "event_base::redis", node = %dead, "forgot a silent node");
@@ -278,6 +391,15 @@ impl Node {
     }
 }
 
+/// The node name and workers of a workers' list as [`Node::list_workers`] wrote it; `None`
+/// if it is not one.
+fn parse_workers(bytes: &[u8]) -> Option<(String, Vec<NodeWorker>)> {
+    let mut v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let name = v.get("name")?.as_str()?.to_owned();
+    let workers = serde_json::from_value(v.get_mut("workers")?.take()).ok()?;
+    Some((name, workers))
+}
+
 /// Beats between two trims of the dead letters by age (and the janitor's first beat).
 const TRIM_EVERY: u32 = 30;
 
@@ -296,6 +418,7 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
         for h in &handlers {
             node.register_handler(h);
         }
+        node.relist_workers();
         match node.beat().await {
             Ok(Beat::Janitor(silent)) => {
                 since_trim += 1;

@@ -1,6 +1,7 @@
 //! [`RedisProducer`]: `XADD`s a subscription's messages, through the writer connection; a
 //! message due later goes to the subscription's delayed set instead (script `SCHEDULE`),
-//! from which a consumer moves it to the stream once it is due (script `PROMOTE`).
+//! from which a consumer moves it to the stream once it is due (script `PROMOTE`). (A failed
+//! delivery's retry reaches the same set from the consumer: script `RETRY`.)
 //!
 //! The stream follows the message's mode: a `Broadcast` message goes to the subscription's
 //! broadcast stream (script `ADD_BROADCAST`), which every node running the handler reads

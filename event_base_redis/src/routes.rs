@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, Once, RwLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use event_base_core::backend::{EProducer, Outstanding, RemoteRoutes, RoutesListener};
+use event_base_core::backend::{
+    EProducer, EvictedListener, NodeWorker, Outstanding, RemoteRoutes, RoutesListener,
+};
 use event_base_core::{MessageTopic, QueueError};
 use tokio::time::Instant;
 
@@ -258,6 +260,15 @@ impl RemoteRoutes for RedisRoutes {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(listener);
+    }
+
+    async fn list_workers(&self, node: &str, workers: Vec<NodeWorker>) -> Result<(), QueueError> {
+        self.node.list_workers(node, workers).await?;
+        Ok(())
+    }
+
+    fn on_evicted(&self, listener: EvictedListener) {
+        self.node.on_evicted(listener);
     }
 }
 

@@ -467,6 +467,29 @@ return 1
     ))
 });
 
+/// `KEYS[1]` stream, `KEYS[2]` delayed set, `KEYS[3]` delayed fields; `ARGV` group,
+/// consumer, entry id, delay (ms), delayed member (`<message id>#<attempts>`), m, p (the next
+/// attempt: `attempts` counted, `deliver_at` set). A retry kept in Redis: if the consumer
+/// still owns the entry, acks and deletes it and adds the next attempt to the
+/// subscription's delayed set, due at the server's now + delay (then `PROMOTE` moves it to
+/// this subscription's stream, for any of its consumers), at once. Returns
+/// `{kept, length}`: kept 1, or 0 if the consumer no longer owns the entry (fenced: its new
+/// owner decides, nothing changed).
+pub(crate) static RETRY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}{OWNS}
+if not owns(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
+  return {{0, redis.call('XLEN', KEYS[1])}}
+end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[5])
+redis.call('HSET', KEYS[3], ARGV[5] .. ':m', ARGV[6], ARGV[5] .. ':p', ARGV[7])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+return {{1, redis.call('XLEN', KEYS[1])}}
+"
+    ))
+});
+
 /// `KEYS[1]` stream, `KEYS[2]` poison stream; `ARGV` group, id, reason, max length. Moves an
 /// entry that does not decode aside, with its fields, the source id and the reason.
 pub(crate) static POISON: LazyLock<Script> = LazyLock::new(|| {
@@ -509,8 +532,9 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 18] {
+fn all() -> [&'static Script; 19] {
     [
+        &*RETRY,
         &*ADD_BROADCAST,
         &*ADD_ADDRESSED,
         &*ORPHANS,

@@ -6,7 +6,7 @@
 //!
 //! | state | in Redis |
 //! |---|---|
-//! | `Pending` | an entry of the subscription's stream not yet read by its group, or a member of its delayed set (`deliver_at` ahead) |
+//! | `Pending` | an entry of the subscription's stream not yet read by its group, or a member of its delayed set (`deliver_at` ahead, or a retry waiting out its delay: script `RETRY` settled the failed delivery's entry and added the next attempt) |
 //! | `Processing` | an entry in the group's pending list (claimed, lease held) |
 //! | `Complete` | gone: `XACK` + `XDEL` |
 //! | `Failed` | an entry of the topic's dead-letter stream `<prefix>:{<topic>}:dlq` |

@@ -1,7 +1,7 @@
-//! Retries and dead letters on Redis queues: a `NoAck` is retried (its entry stays pending
-//! meanwhile, then is acked once), a message past its retries or answered `Dead` becomes a
-//! dead letter in the topic's dead-letter stream, and the bus lists, replays and purges
-//! them there.
+//! Retries and dead letters on Redis queues: a `NoAck` is retried (with a delay through the
+//! subscription's delayed set, without one in the process; every entry acked once), a
+//! message past its retries or answered `Dead` becomes a dead letter in the topic's
+//! dead-letter stream, and the bus lists, replays and purges them there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -2,10 +2,12 @@
 //! watches `_system.worker_discovery`, `_system.topic_sync` and `_system.shutdown_ack`; a
 //! child process (`redis_node host`, node `b`) runs two workers. `a` sees `b`'s workers
 //! join, `b` answers a topic discovery request, and a shutdown command sent from `a` stops
-//! `b`, whose acks reach `a`.
+//! `b`, whose acks reach `a`. Killed instead (SIGKILL), `b`'s workers are announced dead by
+//! `a`, the janitor, when it evicts `b`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
@@ -68,27 +70,23 @@ fn of<T: serde::de::DeserializeOwned>(seen: &[Seen], label: &str) -> Vec<T> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
-    let server = RedisServer::start();
-    let watch = Probe::new();
+/// This test's bus, node `a` (beating every 200 ms), watching `topics` (label, topic) with
+/// `watch`; returns once its subscriptions are in the registry, so that `b` finds them when it
+/// starts (Redis offers nothing to wait on).
+async fn start_a(server: &RedisServer, watch: &Arc<Probe>, topics: &[(&str, &str)]) -> EventBus {
     let queue = RedisQueueFactory::connect(&server.url())
         .await
         .unwrap()
         .heartbeat(Duration::from_millis(200));
-    let a = EventBus::builder()
+    let mut builder = EventBus::builder()
         .node_name("a")
         .wal(queue.wal())
-        .queue(queue.clone())
-        .handler(watch.handler("discovery", WORKER_DISCOVERY, |_| Ack::Ack))
-        .handler(watch.handler("sync", TOPIC_SYNC, |_| Ack::Ack))
-        .handler(watch.handler("acks", SHUTDOWN_ACK, |_| Ack::Ack))
-        .build()
-        .await
-        .unwrap();
-    // Its three subscriptions are in the registry before `b` starts (Redis offers nothing
-    // to wait on).
-    for topic in [WORKER_DISCOVERY, TOPIC_SYNC, SHUTDOWN_ACK] {
+        .queue(queue.clone());
+    for &(label, topic) in topics {
+        builder = builder.handler(watch.handler(label, topic, |_| Ack::Ack));
+    }
+    let a = builder.build().await.unwrap();
+    for &(_, topic) in topics {
         until(&format!("{topic} registered"), async || {
             !queue
                 .handlers_of(topic, Duration::from_secs(60))
@@ -98,6 +96,23 @@ async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
         })
         .await;
     }
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
+    let server = RedisServer::start();
+    let watch = Probe::new();
+    let a = start_a(
+        &server,
+        &watch,
+        &[
+            ("discovery", WORKER_DISCOVERY),
+            ("sync", TOPIC_SYNC),
+            ("acks", SHUTDOWN_ACK),
+        ],
+    )
+    .await;
 
     let (_b, mut lines) = start_b(&server.url());
     expect_line(&mut lines, "ready").await;
@@ -139,6 +154,19 @@ async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
         .await
         .unwrap();
     expect_line(&mut lines, "stopped").await;
+    // Stopped cleanly, `b` no longer lists workers with Redis (only `a` does): the janitor
+    // will not announce them dead when it evicts `b`.
+    let lists = server.query(&["KEYS", "eb:{nodes}:w:*"]);
+    let contents: Vec<String> = lists
+        .items()
+        .iter()
+        .map(|k| server.command(&["GET", k.as_str().unwrap_or_default()]))
+        .collect();
+    assert_eq!(
+        lists.items().len(),
+        1,
+        "only a's workers listed: {contents:?}"
+    );
     watch
         .wait_until("b's two acks", WAIT, |s| {
             of::<ShutdownAck>(s, "acks")
@@ -158,6 +186,61 @@ async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
     assert!(acks
         .iter()
         .all(|a| a.topic == "jobs" && a.outcome == WorkerOutcome::Completed));
+    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
+        .await
+        .expect("a's shutdown ended")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_of_a_killed_process_are_announced_dead_by_the_janitor() {
+    let server = RedisServer::start();
+    let watch = Probe::new();
+    let a = start_a(&server, &watch, &[("discovery", WORKER_DISCOVERY)]).await;
+
+    let (mut b, mut lines) = start_b(&server.url());
+    expect_line(&mut lines, "ready").await;
+    watch
+        .wait_until("b's two workers joined", WAIT, |s| {
+            of::<WorkerDiscovery>(s, "discovery")
+                .iter()
+                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Joined)
+                .count()
+                >= 2
+        })
+        .await;
+    // No worker of `b` is dead while it runs.
+    assert!(!of::<WorkerDiscovery>(&watch.seen(), "discovery")
+        .iter()
+        .any(|d| d.event == DiscoveryEvent::Dead));
+
+    // SIGKILL: `b` says nothing more. `a`, the only Host left and so the janitor, evicts it
+    // after three silent beats and announces its workers dead.
+    b.0.kill().unwrap();
+    b.0.wait().unwrap();
+    watch
+        .wait_until("b's two workers announced dead", WAIT, |s| {
+            let dead: Vec<String> = of::<WorkerDiscovery>(s, "discovery")
+                .into_iter()
+                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Dead)
+                .map(|d| d.worker.name)
+                .collect();
+            dead.iter().any(|w| w == "work-0") && dead.iter().any(|w| w == "work-1")
+        })
+        .await;
+    let dead: Vec<WorkerDiscovery> = of::<WorkerDiscovery>(&watch.seen(), "discovery")
+        .into_iter()
+        .filter(|d| d.event == DiscoveryEvent::Dead)
+        .collect();
+    assert!(
+        dead.iter().all(|d| d.worker.node == "b"),
+        "only b's: {dead:?}"
+    );
+    for name in ["work-0", "work-1"] {
+        let of_it: Vec<&WorkerDiscovery> = dead.iter().filter(|d| d.worker.name == name).collect();
+        assert_eq!(of_it.len(), 1, "{name} announced dead once");
+        assert_eq!(of_it[0].worker.topic.as_str(), "jobs");
+    }
     tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
         .await
         .expect("a's shutdown ended")

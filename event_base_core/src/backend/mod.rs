@@ -19,6 +19,7 @@
 //! | [`QueueFactory`], [`TopicQueue`] | one queue per topic |
 //! | [`EProducer`], [`EConsumer`] | the two ends of a topic's queue |
 //! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
+//! | [`QueuedRetry`] | what became of a retry handed to a queue that keeps retries (`EConsumer::retry_later`) |
 //! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
 //! | [`RemoteRoutes`], [`RoutesListener`] | a shared backend's registry of the handlers other processes run (`QueueFactory::routes`) |
 //! | [`Outstanding`] | what the shared queues of some subscriptions still hold (`RemoteRoutes::outstanding`, for `wait_idle`) |
@@ -28,16 +29,18 @@
 //! | file | holds |
 //! |---|---|
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
-//! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `TrySendError` |
+//! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `QueuedRetry`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
-//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `Outstanding` |
+//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
 pub(crate) mod routes;
 pub(crate) mod wal;
 
-pub use queue::{Claimed, EConsumer, EProducer, Receipt, TopicQueue, TrySendError};
+pub use queue::{Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue, TrySendError};
 pub use queue_factory::QueueFactory;
-pub use routes::{Outstanding, RemoteRoutes, RoutesListener};
+pub use routes::{
+    EvictedListener, EvictedNode, NodeWorker, Outstanding, RemoteRoutes, RoutesListener,
+};
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

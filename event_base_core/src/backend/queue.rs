@@ -5,7 +5,8 @@
 //! The shape follows a Redis Streams consumer group so that backend implements it directly:
 //! [`EConsumer::claim_batch`] is `XREADGROUP COUNT n`, [`EConsumer::ack`] is `XACK`,
 //! [`EConsumer::nack`] leaves entries pending for another claim, and
-//! [`EConsumer::claim_stale`] is `XAUTOCLAIM` of entries whose consumer died. In-memory
+//! [`EConsumer::claim_stale`] is `XAUTOCLAIM` of entries whose consumer died, and
+//! [`EConsumer::retry_later`] settles an entry into the subscription's delayed set. In-memory
 //! channels need no acknowledgement (the WAL holds the truth) and say so through
 //! [`EConsumer::requires_ack`], which lets the router skip those calls.
 
@@ -108,6 +109,52 @@ pub trait EConsumer: Send + Sync + 'static {
         max: usize,
         out: &mut Vec<Claimed>,
     ) -> Result<usize, QueueError>;
+
+    /// Whether the queue keeps the delayed retries of its claimed entries itself
+    /// ([`retry_later`](Self::retry_later)). The bus then hands it the retry of a claimed
+    /// entry that stands for one delivery (a `Standard` message for no worker in particular)
+    /// instead of holding the retry in its in-process scheduler with the entry still
+    /// claimed: the lease is not held through the backoff, and the retry, with its
+    /// `attempts`, outlives the process. Read only for claimed entries that fail with a
+    /// delay, so a queue without acknowledgement never pays for it. Default `false`.
+    fn keeps_retries(&self) -> bool {
+        false
+    }
+
+    /// Settles `claimed` and keeps `next`, its next attempt (`attempts` already counted,
+    /// `deliver_at` set), until `delay` has passed by the queue's clock, then releases it to
+    /// this consumer's subscription only (not to the topic's other handlers), for any of its
+    /// consumers to claim. Both happen together or not at all, and only while this consumer
+    /// still owns the entry.
+    ///
+    /// `Ok(`[`QueuedRetry::Fenced`]`)`: another consumer has taken the entry over; nothing
+    /// changed, its new owner decides. `Err`: nothing is known to have changed, the entry is
+    /// still claimed here, and the bus retries in its own scheduler instead (should the
+    /// queue have kept the retry after all, the message is delivered twice: at least once).
+    /// Called only when [`keeps_retries`](Self::keeps_retries) says `true`; the default
+    /// refuses.
+    async fn retry_later(
+        &self,
+        claimed: &Claimed,
+        next: &Arc<EMessage>,
+        delay: Duration,
+    ) -> Result<QueuedRetry, QueueError> {
+        let _ = (claimed, next, delay);
+        Err(QueueError::Backend(
+            "this queue does not keep retries; EConsumer::keeps_retries must answer false".into(),
+        ))
+    }
+}
+
+/// What became of a retry handed to the queue with [`EConsumer::retry_later`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueuedRetry {
+    /// The queue keeps the next attempt; the claimed entry is settled.
+    Kept,
+    /// The consumer no longer owns the entry (its lease ran out and another consumer took
+    /// it over): nothing changed, and the new owner decides what happens to it.
+    Fenced,
 }
 
 /// The two ends of one topic's queue.

@@ -7,10 +7,17 @@
 //! answers keeps the registry cached in the process and refreshes it on its own schedule
 //! (the Redis backend: with each heartbeat), so the send path never waits on it, except once
 //! on a miss ([`look_up`](RemoteRoutes::look_up)).
+//!
+//! A backend that keeps a record of each process can also tell a bus when another process
+//! fell silent and was cleaned up after ([`on_evicted`](RemoteRoutes::on_evicted)): the bus
+//! lists its live workers with the backend ([`list_workers`](RemoteRoutes::list_workers)) so
+//! that whoever evicts it can name them.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::queue::EProducer;
 use crate::error::QueueError;
@@ -38,6 +45,43 @@ impl Outstanding {
 /// Called after each refresh of a [`RemoteRoutes`] cache; returns `false` to be dropped (its
 /// bus is gone).
 pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// Called when a process was taken for dead and evicted ([`RemoteRoutes::on_evicted`]);
+/// returns `false` to be dropped (its bus is gone).
+pub type EvictedListener = Box<dyn Fn(EvictedNode) -> bool + Send + Sync>;
+
+/// A worker as its process listed it with the backend ([`RemoteRoutes::list_workers`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeWorker {
+    /// Its name, `<handler>-<index>`.
+    pub name: String,
+    /// The topic it serves.
+    pub topic: String,
+}
+
+/// A process another one took for dead (silent past the backend's limit) and cleaned up
+/// after, with the workers it had listed last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EvictedNode {
+    /// The process's node name ([`node_name`](crate::node_name)).
+    pub name: String,
+    /// The workers it ran when it fell silent.
+    pub workers: Vec<NodeWorker>,
+    /// Its last sign of life, by the backend's clock.
+    pub last_seen: SystemTime,
+}
+
+impl EvictedNode {
+    /// A process named `name` with `workers`, last seen at `last_seen`.
+    pub fn new(name: String, workers: Vec<NodeWorker>, last_seen: SystemTime) -> Self {
+        EvictedNode {
+            name,
+            workers,
+            last_seen,
+        }
+    }
+}
 
 /// The cluster's registry of handlers, as one process sees it (see the module docs).
 ///
@@ -94,4 +138,24 @@ pub trait RemoteRoutes: Send + Sync + 'static {
     /// Calls `listener` after every refresh of the cache (and after a
     /// [`look_up`](Self::look_up) that changed it), until it returns `false`.
     fn on_refresh(&self, listener: RoutesListener);
+
+    /// Keeps `workers`, this process's live workers under `node` (its node name), with the
+    /// backend's record of the process, replacing what was listed before; an empty list
+    /// clears it. The bus calls this whenever a worker joins, leaves or dies, so that a
+    /// process that falls silent can be named with its workers to the others
+    /// ([`on_evicted`](Self::on_evicted)), and one that stopped cleanly is not. The default
+    /// keeps nothing.
+    async fn list_workers(&self, node: &str, workers: Vec<NodeWorker>) -> Result<(), QueueError> {
+        let _ = (node, workers);
+        Ok(())
+    }
+
+    /// Calls `listener` for every process this one cleaned up after (the Redis backend: when
+    /// this process holds the janitor lease and evicts a silent node), until it returns
+    /// `false`. The bus announces each of the evicted process's workers as
+    /// [`Dead`](crate::DiscoveryEvent::Dead) on `_system.worker_discovery`. The default never
+    /// calls it.
+    fn on_evicted(&self, listener: EvictedListener) {
+        drop(listener);
+    }
 }

@@ -322,6 +322,7 @@ impl EventBusBuilder {
             name,
         });
         remote_routes::follow_refreshes(&shared);
+        crate::system_topics::evicted::follow_evictions(&shared);
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));
         if published {

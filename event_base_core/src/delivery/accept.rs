@@ -14,16 +14,16 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
-use crate::constant::{MAX_ID_BYTES, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
-use crate::delivery::scheduler::{instant_for, Scheduled, SchedulerHandle};
+use crate::delivery::scheduler::{Scheduled, SchedulerHandle};
 use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
-use crate::message::id::MessageId;
+use crate::message::id::{check_id, MessageId};
 use crate::observe::topic_counters::TopicCounters;
 
 impl BusShared {
@@ -652,8 +652,8 @@ impl BusShared {
         for entry in targets {
             if later && !entry.producer.keeps_delayed() {
                 if let Some(at) = message.deliver_at {
-                    self.scheduler.schedule(
-                        instant_for(at),
+                    self.scheduler.schedule_wall(
+                        at,
                         Scheduled::Message {
                             entry: entry.clone(),
                             message: message.clone(),
@@ -808,8 +808,8 @@ fn place_now(
 ) -> Result<Option<Arc<EMessage>>, CoreError> {
     match message.deliver_at {
         Some(at) if at > now && !entry.producer.keeps_delayed() => {
-            scheduler.schedule(
-                instant_for(at),
+            scheduler.schedule_wall(
+                at,
                 Scheduled::Message {
                     entry: entry.clone(),
                     message,
@@ -936,21 +936,4 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
         operation: format!("send to `{topic}`"),
         after: timeout.unwrap_or_default(),
     }
-}
-
-/// Refuses an empty id, or one longer than [`MAX_ID_BYTES`].
-#[inline]
-pub(crate) fn check_id(id: &str) -> Result<(), CoreError> {
-    if id.is_empty() || id.len() > MAX_ID_BYTES {
-        let mut cut = id.len().min(MAX_ID_BYTES);
-        while !id.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        return Err(CoreError::InvalidId {
-            id: id[..cut].to_owned(),
-            len: id.len(),
-            max: MAX_ID_BYTES,
-        });
-    }
-    Ok(())
 }

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use crate::backend::queue::EProducer;
 use crate::bus::shared::BusShared;
-use crate::delivery::accept::{check_id, prepare};
+use crate::delivery::accept::prepare;
+use crate::delivery::elsewhere::{prepare_elsewhere, within};
 use crate::delivery::topic_table::Route;
 use crate::error::{CoreError, QueueError};
 use crate::message::emessage::EMessage;
@@ -76,7 +77,7 @@ impl BusShared {
     pub(crate) fn admit_addressed(
         &self,
         topic: String,
-        mut message: EMessage,
+        message: EMessage,
     ) -> Result<(&Arc<Route>, Arc<EMessage>), CoreError> {
         let Some(remote) = &self.remote else {
             return Err(CoreError::NoHandler { topic });
@@ -96,13 +97,7 @@ impl BusShared {
                 worker: message.to_worker.unwrap_or_default(),
             });
         }
-        check_id(&message.id)?;
-        message.topic = MessageTopic::from(topic);
-        if message.attempts == 0 {
-            message.attempts = 1;
-        }
-        crate::message::context::inherit(&mut message);
-        Ok((&remote.placeholder, Arc::new(message)))
+        Ok((&remote.placeholder, prepare_elsewhere(topic, message)?))
     }
 
     /// Sends a message addressed to `<node>/<worker>` to the subscription of the worker's
@@ -125,18 +120,7 @@ impl BusShared {
                 Err(e) => Err(CoreError::from(e)),
             }
         };
-        match timeout {
-            None => work.await?,
-            Some(_) if tokio::runtime::Handle::try_current().is_err() => {
-                return Err(CoreError::NoRuntime)
-            }
-            Some(t) => tokio::time::timeout(t, work)
-                .await
-                .map_err(|_| CoreError::Timeout {
-                    operation: format!("send to `{topic}`"),
-                    after: t,
-                })??,
-        }
+        within(&topic, timeout, work).await?;
         Ok(id)
     }
 

@@ -37,7 +37,7 @@ use crate::backend::queue::{Claimed, EConsumer};
 use crate::bus::in_flight::Held;
 use crate::bus::shared::BusShared;
 use crate::delivery::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
-use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::delivery::scheduler::Scheduled;
 use crate::delivery::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
@@ -192,7 +192,7 @@ impl ConsumerRouter {
                         claim,
                     },
                 };
-                self.shared.scheduler.schedule(instant_for(at), what);
+                self.shared.scheduler.schedule_wall(at, what);
                 return None;
             }
         }

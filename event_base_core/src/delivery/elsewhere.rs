@@ -4,10 +4,14 @@
 //! from the table that fills them in (`remote_table.rs`) so the topic table can hold them
 //! without importing it. The functions here queue copies for them: for a send
 //! ([`queue_elsewhere`]), a batch ([`queue_all_elsewhere`]) and an outbox's release
-//! ([`copy_released`]).
+//! ([`copy_released`]). [`prepare_elsewhere`] and [`within`] are the parts of admitting and
+//! sending such a message that a send to a topic handled elsewhere and a send addressed to a
+//! worker of a node share.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
@@ -15,6 +19,41 @@ use crate::backend::queue::{EProducer, TrySendError};
 use crate::bus::in_flight::InFlight;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
+use crate::message::topic::MessageTopic;
+
+/// Checks a message bound for other processes as any message, stamps its topic and first
+/// attempt, and gives it the sending handler's context (trace, causation).
+pub(crate) fn prepare_elsewhere(
+    topic: String,
+    mut message: EMessage,
+) -> Result<Arc<EMessage>, CoreError> {
+    crate::message::id::check_id(&message.id)?;
+    message.topic = MessageTopic::from(topic);
+    if message.attempts == 0 {
+        message.attempts = 1;
+    }
+    crate::message::context::inherit(&mut message);
+    Ok(Arc::new(message))
+}
+
+/// Runs a send to other processes, bounded by the sender's timeout when it has one (a
+/// timeout needs a tokio runtime: `NoRuntime` without one).
+pub(crate) async fn within<T>(
+    topic: &MessageTopic,
+    timeout: Option<Duration>,
+    work: impl Future<Output = Result<T, CoreError>>,
+) -> Result<T, CoreError> {
+    match timeout {
+        None => work.await,
+        Some(_) if tokio::runtime::Handle::try_current().is_err() => Err(CoreError::NoRuntime),
+        Some(t) => tokio::time::timeout(t, work)
+            .await
+            .map_err(|_| CoreError::Timeout {
+                operation: format!("send to `{topic}`"),
+                after: t,
+            })?,
+    }
+}
 
 /// One handler of a topic that another process runs: its subscription's sending side.
 #[derive(Clone)]

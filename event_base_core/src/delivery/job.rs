@@ -2,9 +2,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use crate::backend::queue::Claimed;
+use crate::backend::queue::{Claimed, EConsumer, QueuedRetry};
 use crate::bus::in_flight::Held;
+use crate::error::QueueError;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 
@@ -100,6 +102,23 @@ impl ClaimTicket {
                 .settler
                 .send(Settle::Ack(self.claimed.clone(), self.held.clone()));
         }
+    }
+
+    /// Hands the entry's retry to its queue ([`EConsumer::retry_later`]): settled by the
+    /// queue if it kept the retry, or found taken over (fenced); still unsettled, for the
+    /// bus to retry itself, on an error.
+    pub(crate) async fn retry_later(
+        &self,
+        consumer: &dyn EConsumer,
+        next: &Arc<EMessage>,
+        delay: Duration,
+    ) -> Result<QueuedRetry, QueueError> {
+        let r = consumer.retry_later(&self.claimed, next, delay).await;
+        if r.is_ok() {
+            // Kept or fenced: the entry is no longer this consumer's to ack or give back.
+            self.settled.store(true, Ordering::Release);
+        }
+        r
     }
 
     /// Leaves the entry pending with this consumer, neither acked nor given back (a

@@ -33,7 +33,8 @@
 //!
 //! `topic_hasher.rs` is the hash of the topic table every send looks a topic up in;
 //! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids;
-//! `key_set.rs` is the set of keys the dedup window's generations are.
+//! `key_set.rs` is the set of keys the dedup window's generations are; `wall_clock.rs` turns a
+//! `deliver_at` into a point on the runtime's clock for the scheduler.
 
 pub(crate) mod accept;
 pub(crate) mod addressed;
@@ -54,3 +55,4 @@ pub(crate) mod settle;
 pub(crate) mod topic_hasher;
 pub(crate) mod topic_router;
 pub(crate) mod topic_table;
+pub(crate) mod wall_clock;

@@ -30,7 +30,9 @@ use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
 use crate::delivery::addressed::node_and_worker;
-use crate::delivery::elsewhere::{queue_all_elsewhere, queue_elsewhere, RemoteSub};
+use crate::delivery::elsewhere::{
+    prepare_elsewhere, queue_all_elsewhere, queue_elsewhere, within, RemoteSub,
+};
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
@@ -89,7 +91,7 @@ impl BusShared {
     pub(crate) fn admit_elsewhere(
         &self,
         topic: String,
-        mut message: EMessage,
+        message: EMessage,
     ) -> Result<(&Arc<Route>, Arc<EMessage>), CoreError> {
         let Some(remote) = &self.remote else {
             return Err(CoreError::NoHandler { topic });
@@ -108,13 +110,7 @@ impl BusShared {
                 worker: worker.clone(),
             });
         }
-        crate::delivery::accept::check_id(&message.id)?;
-        message.topic = MessageTopic::from(topic);
-        if message.attempts == 0 {
-            message.attempts = 1;
-        }
-        crate::message::context::inherit(&mut message);
-        Ok((&remote.placeholder, Arc::new(message)))
+        Ok((&remote.placeholder, prepare_elsewhere(topic, message)?))
     }
 
     /// Sends `message` (admitted with [`admit_elsewhere`](Self::admit_elsewhere)) to the
@@ -146,18 +142,7 @@ impl BusShared {
             let route = remote_route(remote, &topic).await?;
             queue_elsewhere(&route.elsewhere.subs(), &message, try_send).await
         };
-        match timeout {
-            None => work.await?,
-            Some(_) if tokio::runtime::Handle::try_current().is_err() => {
-                return Err(CoreError::NoRuntime)
-            }
-            Some(t) => tokio::time::timeout(t, work)
-                .await
-                .map_err(|_| CoreError::Timeout {
-                    operation: format!("send to `{topic}`"),
-                    after: t,
-                })??,
-        }
+        within(&topic, timeout, work).await?;
         Ok(id)
     }
 

@@ -11,7 +11,7 @@ use crate::backend::WalRecord;
 use crate::bus::shared::BusShared;
 use crate::delivery::accept::targets;
 use crate::delivery::elsewhere::queue_all_elsewhere;
-use crate::delivery::scheduler::{instant_for, Scheduled};
+use crate::delivery::scheduler::Scheduled;
 use crate::error::CoreError;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
@@ -83,8 +83,8 @@ impl BusShared {
             for entry in targets {
                 match message.deliver_at {
                     Some(at) if at > now && !entry.producer.keeps_delayed() => {
-                        self.scheduler.schedule(
-                            instant_for(at),
+                        self.scheduler.schedule_wall(
+                            at,
                             Scheduled::Message {
                                 entry: entry.clone(),
                                 message: message.clone(),

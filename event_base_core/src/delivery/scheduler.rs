@@ -16,6 +16,7 @@ use crate::backend::queue::TrySendError;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::job::{ClaimTicket, Job, Target};
 use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::wall_clock::WallClock;
 use crate::message::emessage::EMessage;
 
 /// What to do when an entry is due.
@@ -106,21 +107,13 @@ impl Ord for Entry {
     }
 }
 
-/// Converts a wall-clock due time into the runtime's clock.
-pub(crate) fn instant_for(at: SystemTime) -> Instant {
-    let now = Instant::now();
-    match at.duration_since(SystemTime::now()) {
-        Ok(d) => now + d,
-        Err(_) => now,
-    }
-}
-
 /// Where entries are sent.
 #[derive(Clone)]
 pub(crate) struct SchedulerHandle {
     tx: flume::Sender<(Instant, Scheduled)>,
     in_flight: Arc<InFlight>,
     next_due: NextDue,
+    wall: Arc<WallClock>,
 }
 
 /// When the scheduler's earliest entry is due, shared with whoever needs to know (Drain).
@@ -171,6 +164,7 @@ impl SchedulerHandle {
                 tx,
                 in_flight,
                 next_due: NextDue::new(),
+                wall: Arc::new(WallClock::new()),
             },
             rx,
         )
@@ -187,6 +181,12 @@ impl SchedulerHandle {
             self.in_flight.timer_fired();
             drop(what);
         }
+    }
+
+    /// Schedules `what` for the wall-clock time `at` (a message's `deliver_at`). All such times
+    /// are converted against one anchor, so entries go out in the order of their `at`.
+    pub(crate) fn schedule_wall(&self, at: SystemTime, what: Scheduled) {
+        self.schedule(self.wall.instant_for(at), what)
     }
 
     pub(crate) fn schedule_after(&self, delay: Duration, what: Scheduled) {

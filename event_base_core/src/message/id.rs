@@ -4,10 +4,15 @@
 //! call per message). Message ids need uniqueness, not secrecy, so each thread keeps a small
 //! wyrand generator seeded once from the standard library's randomly keyed hasher; an id then
 //! costs a few multiplications. The version and variant bits are set as RFC 9562 requires.
+//!
+//! [`check_id`] is the length check every send makes of an id, minted here or not.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+
+use crate::constant::MAX_ID_BYTES;
+use crate::error::CoreError;
 
 thread_local! {
     /// The generator's state; 0 until this thread's first id seeds it (a constant initial
@@ -253,6 +258,23 @@ impl<'de> serde::Deserialize<'de> for MessageId {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         Ok(MessageId::from(&*text))
     }
+}
+
+/// Refuses an empty id, or one longer than [`MAX_ID_BYTES`].
+#[inline]
+pub(crate) fn check_id(id: &str) -> Result<(), CoreError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        let mut cut = id.len().min(MAX_ID_BYTES);
+        while !id.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        return Err(CoreError::InvalidId {
+            id: id[..cut].to_owned(),
+            len: id.len(),
+            max: MAX_ID_BYTES,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

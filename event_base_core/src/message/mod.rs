@@ -12,7 +12,7 @@
 //! | `payload.rs` | `MessagePayload` |
 //! | `metadata.rs` | `MessageMetadata` |
 //! | `delivery_mode.rs` | `DeliveryMode` |
-//! | `id.rs` | `new_message_id`: fast UUID v4 ids |
+//! | `id.rs` | `new_message_id`: fast UUID v4 ids; `check_id`, the length check of any id |
 //! | `ack.rs` | `Ack`, `DeadReason` |
 //! | `dead_letter.rs` | `DeadLetterMessage` |
 //! | `context.rs` | `current_message`: the message being handled, and the provenance a message sent from a handler inherits |

@@ -103,6 +103,8 @@ async fn stop_bus(
     wait_to_settle(shared, settle).await;
     let outcomes = stop_workers(tasks, &user, stop).await;
     announce_acks(shared, &user, &outcomes).await;
+    // Stopped, not dead: whoever evicts this process later does not announce its workers so.
+    shared.unlist_workers().await;
     let wal_flush_error = end_tasks(tasks).await;
     let left = user_messages_left(shared);
     let report = ShutdownReport {

@@ -145,14 +145,21 @@ impl BusShared {
         self.look_up_subscribers(&[WORKER_DISCOVERY, TOPIC_SYNC])
             .await;
         for state in started {
-            self.announce_worker(DiscoveryEvent::Joined, state).await;
+            self.announce_discovery(DiscoveryEvent::Joined, state).await;
         }
+        self.list_workers_with_backend().await;
         let sync = self.topic_sync();
         self.announce(TOPIC_SYNC, &sync).await;
     }
 
-    /// Announces a worker's arrival or departure, if anyone listens.
+    /// Announces a worker's arrival or departure, if anyone listens, and gives a shared
+    /// backend the new list of live workers.
     pub(crate) async fn announce_worker(&self, event: DiscoveryEvent, worker: &WorkerState) {
+        self.announce_discovery(event, worker).await;
+        self.list_workers_with_backend().await;
+    }
+
+    async fn announce_discovery(&self, event: DiscoveryEvent, worker: &WorkerState) {
         if self.subscribed(WORKER_DISCOVERY) {
             let value = WorkerDiscovery {
                 event,

@@ -3,7 +3,7 @@
 //! the handlers it registers for itself. This is the only meaning of "system" in the code; one
 //! running bus is a bus.
 //!
-//! May import: `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
+//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
 //! `delivery/accept.rs` (announcements take the send path without its `accepting` check),
 //! `delivery/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
 //! run, through the bus's remote table).
@@ -11,9 +11,11 @@
 //! | file | holds |
 //! |---|---|
 //! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes, here or (shared backend) in another process |
+//! | `evicted.rs` | lists this process's workers with a shared backend; announces the workers of a process the backend evicted as `Dead` |
 //! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo`, `DiscoveryEvent` |
 //! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
 
 pub(crate) mod announce;
 pub(crate) mod discovery;
+pub(crate) mod evicted;
 pub(crate) mod handlers;

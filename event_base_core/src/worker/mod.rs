@@ -32,7 +32,7 @@ pub(crate) mod registry;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::backend::queue::Claimed;
+use crate::backend::queue::{Claimed, QueuedRetry};
 use crate::bus::shared::BusShared;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job::{Job, Target};
@@ -388,7 +388,7 @@ impl Worker {
                     reason: reason.clone(),
                 };
                 self.audit_finished(mark, &job.message, outcome, took);
-                self.retry(job, delay);
+                self.retry(job, delay).await;
             }
             Decision::Dead(reason) => {
                 TopicCounters::add(&self.state.dead);
@@ -401,7 +401,7 @@ impl Worker {
         }
     }
 
-    fn retry(&self, job: Job, delay: Duration) {
+    async fn retry(&self, job: Job, delay: Duration) {
         let mut next = (*job.message).clone();
         next.attempts = next.attempts.saturating_add(1);
         next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);
@@ -411,6 +411,9 @@ impl Worker {
         }
         self.entry.counters.retried();
         TopicCounters::add(&self.state.retried);
+        let Some(job) = self.retry_in_queue(job, &next, delay).await else {
+            return;
+        };
         // Broadcast copies and addressed messages stay with this worker.
         let target = if next.delivery_mode == DeliveryMode::Broadcast || next.to_worker.is_some() {
             Target::Worker(self.index)
@@ -433,6 +436,40 @@ impl Worker {
                     target,
                 },
             );
+        }
+    }
+
+    /// A delayed retry of a claimed entry that stands for this one delivery (no delivery
+    /// group, no addressed worker) goes to a queue that keeps retries (Redis: settled, and
+    /// the next attempt put in the subscription's delayed set, in one script), so no lease
+    /// is held through the backoff and the retry outlives this process. Hands the job back
+    /// when the bus must retry it itself: the queue does not keep retries (in-memory queues
+    /// have no claim, so they stop at the first test), or it failed to.
+    async fn retry_in_queue(&self, job: Job, next: &Arc<EMessage>, delay: Duration) -> Option<Job> {
+        let Some(ticket) = &job.claim else {
+            return Some(job);
+        };
+        if delay.is_zero()
+            || job.group.is_some()
+            || next.to_worker.is_some()
+            || !self.entry.consumer.keeps_retries()
+        {
+            return Some(job);
+        }
+        match ticket.retry_later(&*self.entry.consumer, next, delay).await {
+            Ok(QueuedRetry::Kept) => None,
+            Ok(_fenced) => {
+                // Another consumer owns the entry now and decides; here the delivery ends as
+                // a fenced ack does (the queue logged it), so the message stops counting.
+                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
+                    self.shared.settle_dead(&self.entry, dead).await;
+                }
+                None
+            }
+            Err(e) => {
+                tracing::warn!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, ?delay, "the queue did not take the retry; it waits in this process, its entry still claimed");
+                Some(job)
+            }
         }
     }
 }
