@@ -32,6 +32,7 @@
 //! message held by an outbox is appended without coming here, so holding it takes the key
 //! ([`held`](DedupWindow::held)).
 
+use crate::delivery::id_key::IdKeys;
 use crate::delivery::key_set::KeySet;
 use crate::message::minted;
 use std::sync::{Mutex, MutexGuard};
@@ -50,6 +51,8 @@ pub(crate) struct DedupWindow {
     window: Duration,
     /// Length of a generation, in ms (half the window, at least 1).
     half_ms: u64,
+    /// An id's key, seeded per bus.
+    keys: IdKeys,
     shards: Box<[Mutex<Shard>]>,
 }
 
@@ -157,6 +160,7 @@ impl DedupWindow {
         DedupWindow {
             window,
             half_ms: (window_ms / 2).max(1),
+            keys: IdKeys::new(),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         }
     }
@@ -172,10 +176,9 @@ impl DedupWindow {
         self.window
     }
 
-    /// The key of `id` (seeded per process: the one minting filed it by).
     #[inline]
     fn key(&self, id: &str) -> u128 {
-        minted::key(id)
+        self.keys.key(id)
     }
 
     fn shard(&self, key: u128) -> MutexGuard<'_, Shard> {
@@ -208,23 +211,29 @@ impl DedupWindow {
         let mut shard = self.shard(key);
         let epoch = match shard.span {
             Some((start, end, epoch)) if start <= at && at < end => epoch,
-            _ => {
-                let epoch = self.epoch(millis(at));
-                shard.span = self.span(epoch);
-                epoch
-            }
-        };
-        // A time a little older than the shard's generations (a completion whose clock read
-        // was delayed past two of them) goes into the newest: it is held a little longer, and
-        // opening its own would drop the newest generation. Much older: the clock went back;
-        // go by it.
-        let newest = shard.newest();
-        let epoch = if epoch + GENERATIONS <= newest && newest - epoch < 2 * GENERATIONS {
-            newest
-        } else {
-            epoch
+            _ => self.generation_of(&mut shard, at),
         };
         shard.stage(epoch, key);
+    }
+
+    /// The generation a completion at `at`, outside the shard's span, goes into; the span
+    /// becomes that of its own generation if it goes there.
+    ///
+    /// A time a little older than the shard's generations (a completion whose clock read was
+    /// delayed past two of them) goes into the newest: it is held a little longer, and opening
+    /// its own would drop the newest generation. Much older: the clock went back; go by it.
+    /// Only a generation taken as it is becomes the span, and only a completion outside the
+    /// span (or [`record`](Self::record), which clears it) opens a newer one, so a completion
+    /// within the span would take its generation here too: it skips this.
+    #[cold]
+    fn generation_of(&self, shard: &mut Shard, at: SystemTime) -> u64 {
+        let epoch = self.epoch(millis(at));
+        let newest = shard.newest();
+        if epoch + GENERATIONS <= newest && newest - epoch < 2 * GENERATIONS {
+            return newest;
+        }
+        shard.span = self.span(epoch);
+        epoch
     }
 
     /// The span of generation `epoch`, `[start, end)` (none past the clock's range).
@@ -251,6 +260,8 @@ impl DedupWindow {
         let key = self.key(id);
         let mut shard = self.shard(key);
         shard.flush();
+        // It may open a generation newer than the span's (see `generation_of`).
+        shard.span = None;
         // Keep the generations in step with the clock: opening the current one drops the
         // one it replaces.
         if epoch != current {
@@ -268,15 +279,14 @@ impl DedupWindow {
         if !self.enabled() {
             return false;
         }
-        let key = self.key(id);
-        !minted::claim(key) && self.contains_key(key)
+        !minted::claim(id) && self.contains_key(self.key(id))
     }
 
     /// A send of `id` was held by a handler's outbox, to be appended without the check when
     /// the handler acks: the id is no longer unsent, so a later send of it does the lookup.
     pub(crate) fn held(&self, id: &str) {
         if self.enabled() {
-            minted::claim(self.key(id));
+            minted::claim(id);
         }
     }
 
