@@ -126,14 +126,40 @@ pub(crate) fn claim(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::id::new_message_id;
+    use std::hash::{BuildHasher, RandomState};
+
+    /// Random bits and their text, as `new_message_id` would write them (`message/id.rs`,
+    /// not imported here: it imports this file).
+    fn random_id() -> (u64, u64, String) {
+        let (hi, lo) = (
+            RandomState::new().hash_one(1u8),
+            RandomState::new().hash_one(2u8),
+        );
+        let hex = format!("{:032x}", (u128::from(hi) << 64) | u128::from(lo));
+        let text = format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        );
+        (hi, lo, text)
+    }
+
+    /// A fresh id, minted (filed).
+    fn mint() -> String {
+        let (hi, lo, text) = random_id();
+        minted(hi, lo);
+        text
+    }
 
     /// One of a few fresh ids whose first claim succeeds: another test's id minted
     /// meanwhile may take its slot (a newer key overwrites).
     fn minted_and_claimed() -> String {
         watch();
         (0..8)
-            .map(|_| new_message_id())
+            .map(|_| mint())
             .find(|id| claim(id))
             .expect("minted here, never sent: claimed")
     }
@@ -145,7 +171,7 @@ mod tests {
         assert!(!claim("order-42"), "an id set by hand");
         // A fresh id beginning with a letter, so that its upper case is another text.
         let fresh = (0..200)
-            .map(|_| new_message_id())
+            .map(|_| mint())
             .find(|id| id.as_bytes()[0].is_ascii_alphabetic())
             .expect("one in about three ids begins with a letter");
         assert!(
@@ -165,7 +191,7 @@ mod tests {
             .expect("thread");
         assert!(!claim(&id), "claimed on the other thread");
         // Minted here, claimed there: still one claim.
-        let id = new_message_id();
+        let id = mint();
         let copy = id.clone();
         let there = std::thread::spawn(move || claim(&copy))
             .join()
@@ -176,19 +202,7 @@ mod tests {
     #[test]
     fn the_key_read_from_the_text_is_the_one_filed_from_the_bits() {
         for _ in 0..1000 {
-            let (hi, lo) = (
-                crate::message::id::random_u64(),
-                crate::message::id::random_u64(),
-            );
-            let text = format!("{:032x}", (u128::from(hi) << 64) | u128::from(lo));
-            let text = format!(
-                "{}-{}-{}-{}-{}",
-                &text[..8],
-                &text[8..12],
-                &text[12..16],
-                &text[16..20],
-                &text[20..]
-            );
+            let (hi, lo, text) = random_id();
             assert_eq!(key_of_text(text.as_bytes()), Some(key_of_bits(hi, lo)));
         }
     }
