@@ -437,6 +437,32 @@ mod tests {
     }
 
     #[test]
+    fn a_late_completion_in_an_old_span_goes_into_a_generation_a_restart_opened_since() {
+        let w = DedupWindow::new(Duration::from_secs(60));
+        let t0_ms = 40_000 * 30_000u64; // a generation's start (30 s each)
+        let t0 = UNIX_EPOCH + Duration::from_millis(t0_ms);
+        for i in 0..1000 {
+            w.completed(&format!("early-{i}"), Some(t0)); // every shard's span: 40_000
+        }
+        // Replayed at a restart three generations on: 40_003 takes the slot of 40_000.
+        let later = t0_ms + 3 * 30_000;
+        for i in 0..1000 {
+            w.record(&format!("replayed-{i}"), later, later);
+        }
+        // Stamped inside the old span: it must not reopen 40_000 (dropping 40_003).
+        w.completed("late", Some(t0 + Duration::from_millis(1)));
+        for shard in w.shards.iter() {
+            shard.lock().expect("shard").flush();
+        }
+        let epoch_of = |id: &str| {
+            let key = w.key(id);
+            w.shard(key).find(key)
+        };
+        assert_eq!(epoch_of("late"), Some(40_003));
+        assert!((0..1000).all(|i| epoch_of(&format!("replayed-{i}")) == Some(40_003)));
+    }
+
+    #[test]
     fn the_first_send_of_a_minted_id_skips_the_lookup_and_later_ones_do_not() {
         let w = DedupWindow::new(Duration::from_secs(60));
         // Recorded as completed although never sent (a state a send cannot meet), to see
