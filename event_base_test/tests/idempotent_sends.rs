@@ -257,3 +257,117 @@ async fn completions_outlive_compaction_of_their_segment() {
         "with no retention the completion went with its segment"
     );
 }
+
+// Messages with the id `EMessage::new` minted: the first send of such an id skips the window's
+// lookup (nothing can have been sent under it); every later send of it, however it is made,
+// is checked in full.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minted_message_sent_again_as_a_clone_is_a_duplicate() {
+    let probe = Probe::new();
+    let bus = bus_with(probe.handler("h", "orders", |_| Ack::Ack), None).await;
+    let message = EMessage::standard("orders", b"o".to_vec());
+    let id = message.id.clone();
+    bus.send("orders", message.clone()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(
+        bus.wal_stats().live,
+        0,
+        "completed: only the window holds it"
+    );
+    assert_eq!(bus.send("orders", message.clone()).await.unwrap(), id);
+    bus.send("orders", message).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(&id), 1, "delivered once");
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minted_id_first_sent_from_another_thread_is_a_duplicate_here() {
+    let probe = Probe::new();
+    let bus = Arc::new(bus_with(probe.handler("h", "orders", |_| Ack::Ack), None).await);
+    let handle = tokio::runtime::Handle::current();
+    for round in 0..2 {
+        // Minted on this thread, first sent from a thread of its own, then sent here: or
+        // minted there and sent there first.
+        let message = if round == 0 {
+            EMessage::standard("orders", b"o".to_vec())
+        } else {
+            std::thread::spawn(|| EMessage::standard("orders", b"o".to_vec()))
+                .join()
+                .unwrap()
+        };
+        let id = message.id.clone();
+        let (there, copy, h) = (bus.clone(), message.clone(), handle.clone());
+        std::thread::spawn(move || h.block_on(there.send("orders", copy)))
+            .join()
+            .unwrap()
+            .unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+        bus.send("orders", message).await.unwrap();
+        bus.wait_idle(WAIT).await.unwrap();
+        assert_eq!(probe.count_of(&id), 1, "round {round}: delivered once");
+    }
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minted_id_set_by_hand_on_another_message_is_a_duplicate() {
+    let probe = Probe::new();
+    let bus = bus_with(probe.handler("h", "orders", |_| Ack::Ack), None).await;
+    // The copy by hand goes first, the minted message second; then the other way round.
+    let minted = EMessage::standard("orders", b"minted".to_vec());
+    let by_hand = EMessage::standard("orders", b"by hand".to_vec()).with_id(&minted.id);
+    bus.send("orders", by_hand).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    bus.send("orders", minted.clone()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(&minted.id), 1);
+    let minted = EMessage::standard("orders", b"minted".to_vec());
+    let mut by_hand = EMessage::standard("orders", b"by hand".to_vec());
+    by_hand.id = minted.id.clone();
+    bus.send("orders", minted.clone()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    bus.send("orders", by_hand).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(&minted.id), 1);
+    assert_eq!(bus.metrics().topic("orders").unwrap().duplicates, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minted_message_an_outbox_released_is_a_duplicate_when_sent_again() {
+    let probe = Probe::new();
+    let sent: Arc<std::sync::Mutex<Option<EMessage>>> = Arc::default();
+    let keep = sent.clone();
+    let bus = event_base::builder()
+        .handler(
+            HandlerSpec::new(
+                "bill",
+                "orders",
+                event_base::handler_fn(move |_msg: EMessage| {
+                    let keep = keep.clone();
+                    async move {
+                        let mail = EMessage::standard("mail", b"m".to_vec());
+                        *keep.lock().unwrap() = Some(mail.clone());
+                        event_base::send_msg!("mail", mail)
+                            .await
+                            .expect("a held send answers Ok");
+                        Ack::Ack
+                    }
+                }),
+            )
+            .outbox(true),
+        )
+        .handler(probe.handler("mail", "mail", |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    bus.send("orders", b"o".to_vec()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    let mail = sent.lock().unwrap().take().expect("the handler sent one");
+    assert_eq!(probe.count_of(&mail.id), 1, "released with the ack");
+    bus.send("mail", mail.clone()).await.unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    assert_eq!(probe.count_of(&mail.id), 1, "sent before, by the outbox");
+    assert_eq!(bus.metrics().topic("mail").unwrap().duplicates, 1);
+}

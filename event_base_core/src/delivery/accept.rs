@@ -104,7 +104,10 @@ impl BusShared {
         }
         // Sent by a handler with an outbox, to its own bus: held until the handler acks.
         let message = match crate::message::context::hold(message, self.as_ptr()) {
-            Ok(id) => return Ok(id),
+            Ok(id) => {
+                self.dedup.held(&id);
+                return Ok(id);
+            }
             Err(message) => message,
         };
         if route.elsewhere.any() && !route.subs.is_empty() && message.to_worker.is_none() {
@@ -250,7 +253,7 @@ impl BusShared {
         let Some(commit) = self.wal.append_unique(message)? else {
             return Ok(Appended::Duplicate(None));
         };
-        if self.dedup.contains(&message.id) {
+        if self.dedup.completed_before(&message.id) {
             // Completed a moment ago: take back the record just written.
             return Ok(Appended::Duplicate(self.wal.cancel(&message.id)?));
         }
@@ -273,7 +276,7 @@ impl BusShared {
         for (message, appended) in batch.into_iter().zip(appended) {
             if !appended {
                 route.counters().duplicate();
-            } else if self.dedup.contains(&message.id) {
+            } else if self.dedup.completed_before(&message.id) {
                 route.counters().duplicate();
                 withdrawals.extend(self.wal.cancel(&message.id)?);
             } else {

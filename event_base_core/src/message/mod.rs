@@ -13,6 +13,7 @@
 //! | `metadata.rs` | `MessageMetadata` |
 //! | `delivery_mode.rs` | `DeliveryMode` |
 //! | `id.rs` | `new_message_id`: fast UUID v4 ids; `check_id`, the length check of any id |
+//! | `minted.rs` | the ids this process minted and no send has taken yet (their first send skips the dedup lookup) |
 //! | `ack.rs` | `Ack`, `DeadReason` |
 //! | `dead_letter.rs` | `DeadLetterMessage` |
 //! | `context.rs` | `current_message`: the message being handled, and the provenance a message sent from a handler inherits |
@@ -25,5 +26,6 @@ pub(crate) mod emessage;
 pub(crate) mod id;
 pub(crate) mod json;
 pub(crate) mod metadata;
+pub(crate) mod minted;
 pub(crate) mod payload;
 pub(crate) mod topic;
