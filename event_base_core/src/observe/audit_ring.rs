@@ -157,6 +157,57 @@ impl AuditRing {
         inner.records.push_back(record);
     }
 
+    /// Appends a stage's batch of entries under `inner`, in order, as [`push`](Self::push) of
+    /// each would, and empties `batch`. When the batch fits the ring (the usual case), the
+    /// entries evicted to make room are dropped where they lie and each new one moves once,
+    /// instead of each being moved out, and in, through `push`'s argument.
+    pub(crate) fn push_all(&self, inner: &mut RingInner, batch: &mut Vec<RingRecord>) {
+        let mut seq = inner.next_seq;
+        let mut incoming = 0;
+        for record in batch.iter_mut() {
+            let n = record.count();
+            if n == 0 {
+                // Never staged; `push` keeps its rule for it.
+                return self.push_each(inner, batch);
+            }
+            record.seq = seq;
+            seq += n as u64;
+            incoming += n;
+        }
+        if incoming > self.capacity {
+            // The batch alone overflows the ring: `push` decides, entry by entry.
+            for record in batch.iter_mut() {
+                record.seq = 0;
+            }
+            return self.push_each(inner, batch);
+        }
+        inner.next_seq = seq;
+        // The oldest entries that must go, as `push` would take them: whole, or the start of
+        // one holding both when one record is all that is missing.
+        let mut whole = 0;
+        while inner.held + incoming > self.capacity {
+            let Some(front) = inner.records.get_mut(whole) else {
+                break;
+            };
+            if front.count() == 2 && inner.held + incoming - 1 <= self.capacity {
+                front.drop_start();
+                inner.held -= 1;
+            } else {
+                inner.held -= front.count();
+                whole += 1;
+            }
+        }
+        inner.records.drain(..whole);
+        inner.held += incoming;
+        inner.records.extend(batch.drain(..));
+    }
+
+    fn push_each(&self, inner: &mut RingInner, batch: &mut Vec<RingRecord>) {
+        for record in batch.drain(..) {
+            self.push(inner, record);
+        }
+    }
+
     /// The newest `n` records the ring holds, in ring order.
     pub(crate) fn newest(inner: &RingInner, n: usize) -> Vec<AuditRecord> {
         let mut out: Vec<AuditRecord> = Vec::with_capacity(n.min(inner.held));
@@ -250,6 +301,60 @@ mod tests {
         assert!(matches!(kept[0].event, AuditEvent::Finished { .. }));
         assert_eq!(AuditRing::newest(&inner, 2).len(), 2);
         assert_eq!(AuditRing::newest(&inner, 2)[0].seq, 5);
+    }
+
+    /// A stage's batch: starts with finishes, a start alone and a finish alone.
+    fn batch(ids: &[&str]) -> Vec<RingRecord> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| RingRecord {
+                seq: 0,
+                id: MessageId::from(*id),
+                names: names(),
+                attempt: 1,
+                at: SystemTime::UNIX_EPOCH,
+                started: i % 3 != 2,
+                finished: (i % 3 != 1).then_some((AuditOutcome::Acked, Duration::ZERO)),
+            })
+            .collect()
+    }
+
+    fn seqs_and_ids(inner: &RingInner) -> Vec<(u64, String, AuditEvent)> {
+        AuditRing::newest(inner, usize::MAX)
+            .into_iter()
+            .map(|r| (r.seq, r.message_id, r.event))
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_lands_as_its_entries_pushed_one_by_one_would() {
+        let ids = ["a", "b", "c", "d", "e", "f", "g"];
+        for capacity in 1..=16 {
+            for before in 0..5 {
+                let (one, all) = (
+                    AuditRing::new(capacity, false),
+                    AuditRing::new(capacity, false),
+                );
+                let (mut one_inner, mut all_inner) = (one.lock(), all.lock());
+                for id in &ids[..before] {
+                    both(&one, &mut one_inner, id);
+                    both(&all, &mut all_inner, id);
+                }
+                for record in batch(&ids) {
+                    one.push(&mut one_inner, record);
+                }
+                let mut staged = batch(&ids);
+                all.push_all(&mut all_inner, &mut staged);
+                assert!(staged.is_empty());
+                assert_eq!(
+                    seqs_and_ids(&all_inner),
+                    seqs_and_ids(&one_inner),
+                    "capacity {capacity}, {before} before"
+                );
+                assert_eq!(all_inner.held, one_inner.held);
+                assert_eq!(all_inner.next_seq, one_inner.next_seq);
+            }
+        }
     }
 
     #[test]

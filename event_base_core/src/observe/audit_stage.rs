@@ -135,9 +135,7 @@ impl AuditStage {
     fn hand_over(&self, staged: &mut Staged) {
         staged.epoch += 1;
         let mut ring = self.ring.lock();
-        for record in staged.entries.drain(..) {
-            self.ring.push(&mut ring, record);
-        }
+        self.ring.push_all(&mut ring, &mut staged.entries);
         drop(ring);
         self.ring.arrived();
     }
