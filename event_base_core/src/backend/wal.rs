@@ -115,6 +115,12 @@ enum Commit {
     All(Vec<WalCommit>),
 }
 
+/// Whether every commit of a batch is durable: apart from [`WalCommit::is_durable`], which
+/// every send asks and is inlined, because only this part recurses.
+fn all_durable(commits: &[WalCommit]) -> bool {
+    commits.iter().all(WalCommit::is_durable)
+}
+
 /// The backend's end of a [`WalCommit::pending`]: answer once the record is durable (or
 /// will never be). Dropped without an answer, the waiting side gets [`WalError::Closed`].
 #[derive(Debug)]
@@ -145,11 +151,12 @@ impl WalCommit {
     }
 
     /// Whether there is nothing to wait for.
+    #[inline]
     pub fn is_durable(&self) -> bool {
         match &self.0 {
             Commit::Durable => true,
             Commit::Waiting(_) => false,
-            Commit::All(commits) => commits.iter().all(WalCommit::is_durable),
+            Commit::All(commits) => all_durable(commits),
         }
     }
 
