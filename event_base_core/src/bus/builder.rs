@@ -18,6 +18,7 @@ use crate::constant::{
     DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
 use crate::delivery::dedup::DedupWindow;
+use crate::delivery::message_pool::MessagePool;
 use crate::delivery::remote_routes;
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
@@ -320,6 +321,8 @@ impl EventBusBuilder {
             audit: AuditLog::new(self.audit_capacity, published.then_some(flush_tx)),
             node,
             name,
+            pool: MessagePool::default(),
+            outboxes: specs.iter().any(|s| s.outbox),
         });
         remote_routes::follow_refreshes(&shared);
         crate::system_topics::evicted::follow_evictions(&shared);

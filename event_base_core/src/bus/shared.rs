@@ -14,6 +14,7 @@ use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
 use crate::delivery::dedup::DedupWindow;
 use crate::delivery::fan_out::FanOuts;
+use crate::delivery::message_pool::MessagePool;
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
@@ -53,6 +54,12 @@ pub(crate) struct BusShared {
     pub(crate) node: NodeIdentity,
     /// The bus's name: the `bus` label of its exported metrics.
     pub(crate) name: Arc<str>,
+    /// Finished messages' allocations, for the next sends (`delivery/message_pool.rs`).
+    pub(crate) pool: MessagePool,
+    /// Whether a handler of this bus holds its sends in an outbox (`HandlerSpec::outbox`).
+    /// Handlers are fixed at build, and an outbox only holds sends to its own bus, so without
+    /// one no send needs to look for one.
+    pub(crate) outboxes: bool,
 }
 
 impl BusShared {

@@ -60,7 +60,8 @@ impl BusShared {
             // Perhaps a worker of another node (`<node id>/<worker>`).
             return self.admit_to_worker(topic, route, message);
         }
-        Ok((route, prepare(route, message)?))
+        // In a finished message's allocation when the pool has one (`message_pool.rs`).
+        Ok((route, prepare_into(route, message, |m| self.pool.wrap(m))?))
     }
 
     /// The route of a topic a send may go to now: refuses every send once shutdown began,
@@ -103,12 +104,15 @@ impl BusShared {
             return Err(CoreError::SystemShutdown);
         }
         // Sent by a handler with an outbox, to its own bus: held until the handler acks.
-        let message = match crate::message::context::hold(message, self.as_ptr()) {
-            Ok(id) => {
-                self.dedup.held(&id);
-                return Ok(id);
-            }
-            Err(message) => message,
+        let message = match self.outboxes {
+            false => message,
+            true => match crate::message::context::hold(message, self.as_ptr()) {
+                Ok(id) => {
+                    self.dedup.held(&id);
+                    return Ok(id);
+                }
+                Err(message) => message,
+            },
         };
         if route.elsewhere.any() && !route.subs.is_empty() && message.to_worker.is_none() {
             // Handlers only other processes run get their copies before the send answers.
@@ -742,7 +746,17 @@ fn due_later(message: &EMessage) -> bool {
 /// Readies a message for its topic: the route's topic, a valid `to_worker`, the first
 /// delivery's `attempts`, and the provenance of the message being handled, if any.
 #[inline]
-pub(crate) fn prepare(route: &Route, mut message: EMessage) -> Result<Arc<EMessage>, CoreError> {
+pub(crate) fn prepare(route: &Route, message: EMessage) -> Result<Arc<EMessage>, CoreError> {
+    prepare_into(route, message, Arc::new)
+}
+
+/// [`prepare`], putting the message into the `Arc` that `wrap` gives.
+#[inline]
+pub(crate) fn prepare_into(
+    route: &Route,
+    mut message: EMessage,
+    wrap: impl FnOnce(EMessage) -> Arc<EMessage>,
+) -> Result<Arc<EMessage>, CoreError> {
     check_id(&message.id)?;
     if message.topic != route.topic {
         message.topic = route.topic.clone();
@@ -759,7 +773,7 @@ pub(crate) fn prepare(route: &Route, mut message: EMessage) -> Result<Arc<EMessa
         message.attempts = 1;
     }
     crate::message::context::inherit(&mut message);
-    Ok(Arc::new(message))
+    Ok(wrap(message))
 }
 
 /// The handlers a message goes to: every handler of its topic, or, addressed to a worker

@@ -35,6 +35,10 @@
 //! `id_key.rs` makes the 128-bit keys by which the dedup window and the fan-out table hold ids;
 //! `key_set.rs` is the set of keys the dedup window's generations are; `wall_clock.rs` turns a
 //! `deliver_at` into a point on the runtime's clock for the scheduler.
+//!
+//! `message_pool.rs` keeps the allocations of finished messages (their worker held the last
+//! reference) for the next sends to move their messages into: `admit` takes one, a worker
+//! whose delivery completed its message gives one back.
 
 pub(crate) mod accept;
 pub(crate) mod addressed;
@@ -46,6 +50,7 @@ pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
 pub(crate) mod key_set;
+pub(crate) mod message_pool;
 pub(crate) mod remote_routes;
 pub(crate) mod remote_table;
 pub(crate) mod replay;

@@ -321,6 +321,8 @@ impl Worker {
             _ => None,
         };
         let (outcome, held, took) = self.deliver(&message, started).await;
+        // Not kept past the delivery: a completed message's last reference is the job's.
+        drop(message);
         self.state.count_processed();
         let Some(job) = self.state.take_current() else {
             // Declared dead while the handler ran; the monitor has delivered the message
@@ -378,8 +380,10 @@ impl Worker {
                 self.entry.counters.acked();
                 TopicCounters::add(&self.state.acked);
                 self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, ended, held) {
-                    self.shared.settle_dead(&self.entry, dead).await;
+                match self.shared.finish_ok(&self.entry, &job, ended, held) {
+                    Some(dead) => self.shared.settle_dead(&self.entry, dead).await,
+                    // Its allocation carries a later send, if this was its last reference.
+                    None => self.shared.pool.recycle(job.message),
                 }
             }
             Decision::Retry { delay, reason } => {
