@@ -356,7 +356,7 @@ impl BusShared {
     }
 
     /// Counts an appended message as accepted (by its topic, and by each handler it goes to)
-    /// and, if it goes to several handlers, opens its fan-out.
+    /// and, if it goes to several handlers' in-process queues, opens its fan-out.
     pub(crate) fn accepted(&self, route: &Route, targets: &[Arc<TopicEntry>], message: &EMessage) {
         self.arrived(route, targets, message, TopicCounters::accepted);
     }
@@ -380,7 +380,13 @@ impl BusShared {
             }
         }
         if targets.len() > 1 {
-            self.fan_outs.open(&message.id, targets.len() as u32);
+            // Only copies on this process's own queues are waited for: a copy on a shared
+            // queue is the backend's once queued, as a copy for a handler elsewhere is, since
+            // another node may settle it (`delivery/fan_out.rs` says why nothing is lost).
+            let here = targets.iter().filter(|t| !t.claim_counted).count();
+            if here > 1 {
+                self.fan_outs.open(&message.id, here as u32);
+            }
         }
     }
 

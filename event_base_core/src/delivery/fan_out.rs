@@ -5,6 +5,27 @@
 //! record per message, so the record is final only when the last copy is: complete if every
 //! handler acked, a dead letter naming the handlers whose copy died otherwise. Topics with
 //! one handler never come here.
+//!
+//! Only copies on this process's own queues are counted. A copy on a shared queue (one
+//! other processes claim from too: `TopicEntry::claim_counted`) is the backend's once
+//! queued, like a copy for a handler only other processes run: another node may claim and
+//! settle it, and this process would never see it end, so a fan-out waiting for it would
+//! stay open for ever (and, on a file WAL, its record would be replayed at every start).
+//! Such a copy ends alone wherever it is claimed: an ack completes the message's record in
+//! that node's WAL (nothing, if it holds none), a death records a dead letter naming that
+//! handler. Nothing an accepted send promised is lost by not waiting: every copy was handed
+//! to the backend's queue before the send answered, and the backend is the log (Redis keeps
+//! the entry until its copy is settled, hands a dead node's entries to another, and the
+//! writer retries a command until Redis confirmed it). With `RedisWal` the record *is* the
+//! entries, so there is nothing else to complete. With a file WAL on shared queues, the
+//! record completes with the first copy that ends here; a worker then still delivers the
+//! sibling copies it claims (a claimed entry of a shared queue is live by its claim, even
+//! with no record left here), so none is skipped. What stays open (issue 16's note): a
+//! message none of whose copies ends on the sender keeps its file-WAL record, replayed at
+//! the next start; and a crash of the sender while a sibling copy's `XADD` still waits on
+//! its writer, after the first copy completed the record, loses that copy. Both close when
+//! the sender completes the record once the backend confirmed every copy (as
+//! `remote_routes.rs` does for records only other processes handle).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;

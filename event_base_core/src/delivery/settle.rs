@@ -218,7 +218,9 @@ impl BusShared {
             reason,
             message: message.clone(),
         });
-        let failures = if entry.fan_out {
+        // A copy of a shared queue is final alone: its sender opened no fan-out for it, and
+        // the node that claimed it may not be the sender (`fan_out.rs`).
+        let failures = if entry.fan_out && !entry.claim_counted {
             match self.fan_outs.copy_ended(&message.id, failure) {
                 CopyEnded::Waiting => return None,
                 CopyEnded::Alone(failure) => failure.into_iter().collect(),

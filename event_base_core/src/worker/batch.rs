@@ -248,7 +248,8 @@ impl Worker {
             .drain(..)
             .zip(flags.into_iter().chain(std::iter::repeat(true)))
         {
-            if live {
+            // A shared queue's entry is live by its claim (as for one job, `worker/mod.rs`).
+            if live || self.entry.claim_counted {
                 batch.push(job);
             } else {
                 // Withdrawn or finished already: nothing to deliver, its queue entry is done.

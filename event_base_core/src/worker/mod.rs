@@ -300,13 +300,15 @@ impl Worker {
     async fn process(&self, job: Job) -> bool {
         let message = job.message.clone();
         match self.shared.wal.begin(&message.id) {
-            Ok(true) => {}
-            Ok(false) => {
+            // A shared queue's entry is live by its claim: this WAL may hold no record of it
+            // (sent by another node, or completed here by a sibling copy: `fan_out.rs`).
+            Ok(false) if !self.entry.claim_counted => {
                 // Withdrawn by a refused send, or already finished: nothing to deliver, and
                 // its queue entry (if the queue needs acks) is done too.
                 crate::delivery::job::ack_claim(&job);
                 return true;
             }
+            Ok(_) => {}
             Err(e) => {
                 tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not mark message processing; delivering anyway");
             }
