@@ -6,6 +6,7 @@
 //! (a restart replays nothing).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use event_base::backend::Wal;
@@ -46,17 +47,24 @@ async fn send_shared(a: &EventBus, gate: &Gate, there: &Probe) -> HashSet<String
     ids
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_copy_is_recorded_when_another_node_settles_a_sibling_copy() {
-    let server = RedisServer::start();
-    let there = Probe::new();
-    let b_queue = factory(&server, BEAT).await;
+/// Node B: handler `h1` of `t` only, recorded by `there`; returns once `h1` is in the
+/// registry.
+async fn node_b(server: &RedisServer, there: &Arc<Probe>) -> EventBus {
+    let b_queue = factory(server, BEAT).await;
     let b = bus_over(
         b_queue.clone(),
         vec![there.handler("h1", "t", |_| Ack::Ack)],
     )
     .await;
     registered(&b_queue, "t", "h1").await;
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_copy_is_recorded_when_another_node_settles_a_sibling_copy() {
+    let server = RedisServer::start();
+    let there = Probe::new();
+    let b = node_b(&server, &there).await;
     let here = Probe::new();
     let gate = Gate::new();
     let a_queue = factory(&server, BEAT).await;
@@ -102,13 +110,7 @@ async fn a_file_wal_completes_its_records_when_another_node_settles_a_copy() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let there = Probe::new();
-    let b_queue = factory(&server, BEAT).await;
-    let b = bus_over(
-        b_queue.clone(),
-        vec![there.handler("h1", "t", |_| Ack::Ack)],
-    )
-    .await;
-    registered(&b_queue, "t", "h1").await;
+    let b = node_b(&server, &there).await;
     let here = Probe::new();
     let gate = Gate::new();
     let a = EventBus::builder()

@@ -7,14 +7,44 @@
 //! with its own id).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-use event_base::{Ack, CoreError, ShutdownStrategy};
+use event_base::{Ack, CoreError, EventBus, ShutdownStrategy};
 use event_base_test::redis_cluster::{bus_over as bus, node as factory, registered};
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{Gate, Probe, WAIT};
 
 const BEAT: Duration = Duration::from_millis(100);
+
+/// Two nodes on one Redis: `handler`, running handler `work` of `jobs` (recorded by `probe`,
+/// held by `gate`), and `sender`, with no handler; returns once `work` is in the registry, so
+/// the sender's messages go to it.
+async fn handler_and_sender(
+    server: &RedisServer,
+    probe: &Arc<Probe>,
+    gate: &Gate,
+) -> (EventBus, EventBus) {
+    let handler_queue = factory(server, BEAT).await;
+    let handler = bus(
+        handler_queue.clone(),
+        vec![probe.gated_handler("work", "jobs", gate, |_| Ack::Ack)],
+    )
+    .await;
+    registered(&handler_queue, "jobs", "work").await;
+    let sender = bus(factory(server, BEAT).await, vec![]).await;
+    (handler, sender)
+}
+
+/// Sends `n` messages (`job <i>`) to `jobs`.
+async fn send_jobs(sender: &EventBus, n: usize) {
+    for i in 0..n {
+        sender
+            .send("jobs", format!("job {i}").into_bytes())
+            .await
+            .unwrap();
+    }
+}
 
 /// Polls `f` once, without waiting: `true` if it has not finished.
 async fn still_pending<F: Future + Unpin>(f: &mut F) -> bool {
@@ -31,20 +61,8 @@ async fn a_senders_wait_idle_returns_once_another_node_handled_every_message() {
     let server = RedisServer::start();
     let probe = Probe::new();
     let gate = Gate::new();
-    let handler_queue = factory(&server, BEAT).await;
-    let _handler = bus(
-        handler_queue.clone(),
-        vec![probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack)],
-    )
-    .await;
-    registered(&handler_queue, "jobs", "work").await;
-    let sender = bus(factory(&server, BEAT).await, vec![]).await;
-    for i in 0..N {
-        sender
-            .send("jobs", format!("job {i}").into_bytes())
-            .await
-            .unwrap();
-    }
+    let (_handler, sender) = handler_and_sender(&server, &probe, &gate).await;
+    send_jobs(&sender, N).await;
     // Queued in Redis: the sender holds none of them.
     assert_eq!(sender.in_flight(), 0);
     let wait = sender.wait_idle(WAIT);
@@ -66,20 +84,8 @@ async fn a_senders_wait_idle_times_out_saying_what_the_shared_queue_still_holds(
     let server = RedisServer::start();
     let probe = Probe::new();
     let gate = Gate::new();
-    let handler_queue = factory(&server, BEAT).await;
-    let _handler = bus(
-        handler_queue.clone(),
-        vec![probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack)],
-    )
-    .await;
-    registered(&handler_queue, "jobs", "work").await;
-    let sender = bus(factory(&server, BEAT).await, vec![]).await;
-    for i in 0..3 {
-        sender
-            .send("jobs", format!("job {i}").into_bytes())
-            .await
-            .unwrap();
-    }
+    let (_handler, sender) = handler_and_sender(&server, &probe, &gate).await;
+    send_jobs(&sender, 3).await;
     let err = sender
         .wait_idle(Duration::from_millis(300))
         .await
@@ -107,14 +113,7 @@ async fn a_handling_nodes_wait_idle_waits_for_what_it_claimed() {
     let server = RedisServer::start();
     let probe = Probe::new();
     let gate = Gate::new();
-    let handler_queue = factory(&server, BEAT).await;
-    let handler = bus(
-        handler_queue.clone(),
-        vec![probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack)],
-    )
-    .await;
-    registered(&handler_queue, "jobs", "work").await;
-    let sender = bus(factory(&server, BEAT).await, vec![]).await;
+    let (handler, sender) = handler_and_sender(&server, &probe, &gate).await;
     let first = sender
         .send("jobs", b"from the sender".to_vec())
         .await
@@ -157,20 +156,8 @@ async fn drain_on_the_handling_node_waits_for_the_messages_it_holds() {
     let server = RedisServer::start();
     let probe = Probe::new();
     let gate = Gate::new();
-    let handler_queue = factory(&server, BEAT).await;
-    let handler = bus(
-        handler_queue.clone(),
-        vec![probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack)],
-    )
-    .await;
-    registered(&handler_queue, "jobs", "work").await;
-    let sender = bus(factory(&server, BEAT).await, vec![]).await;
-    for i in 0..N {
-        sender
-            .send("jobs", format!("job {i}").into_bytes())
-            .await
-            .unwrap();
-    }
+    let (handler, sender) = handler_and_sender(&server, &probe, &gate).await;
+    send_jobs(&sender, N).await;
     // Wait until the handling node holds all of them (one in its handler, the rest claimed
     // with it: a claim takes up to a batch).
     event_base_test::redis_cluster::until("the handling node claimed every message", async || {
