@@ -54,6 +54,19 @@ pub async fn registered(queue: &RedisQueueFactory, topic: &str, handler: &str) {
     .await;
 }
 
+/// Waits until the registry lists some handler of `topic` (a node running one registered it
+/// with its first claim).
+pub async fn any_registered(queue: &RedisQueueFactory, topic: &str) {
+    until(&format!("a handler of `{topic}` registered"), async || {
+        !queue
+            .handlers_of(topic, Duration::from_secs(60))
+            .await
+            .expect("read the registry")
+            .is_empty()
+    })
+    .await;
+}
+
 /// Waits until `bus` routes sends to `topic` to exactly `handlers` in other processes
 /// (its cache of the registry is read again every heartbeat).
 pub async fn routes_to(bus: &EventBus, topic: &str, handlers: &[&str]) {

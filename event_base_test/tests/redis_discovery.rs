@@ -12,7 +12,7 @@ use event_base::{
     Ack, DiscoveryEvent, EMessage, EventBus, NodeType, RedisQueueFactory, ShutdownAck,
     ShutdownCommand, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
 };
-use event_base_test::redis_cluster::until;
+use event_base_test::redis_cluster::{any_registered, until};
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{decode, Probe, Seen, WAIT};
 
@@ -23,18 +23,6 @@ async fn factory(server: &RedisServer) -> RedisQueueFactory {
         .await
         .unwrap()
         .heartbeat(BEAT)
-}
-
-/// Waits until the registry lists a handler of `topic` (its node's consumer joined).
-async fn registered(queue: &RedisQueueFactory, topic: &str) {
-    until(&format!("a handler of {topic} registered"), || async {
-        !queue
-            .handlers_of(topic, Duration::from_secs(60))
-            .await
-            .unwrap()
-            .is_empty()
-    })
-    .await;
 }
 
 fn events(seen: &[Seen]) -> Vec<WorkerDiscovery> {
@@ -69,8 +57,8 @@ async fn watcher(server: &RedisServer, watch: &std::sync::Arc<Probe>) -> EventBu
         .build()
         .await
         .unwrap();
-    registered(&queue, WORKER_DISCOVERY).await;
-    registered(&queue, TOPIC_SYNC).await;
+    any_registered(&queue, WORKER_DISCOVERY).await;
+    any_registered(&queue, TOPIC_SYNC).await;
     bus
 }
 
@@ -206,7 +194,7 @@ async fn shutdown_command_stops_a_node_of_type(kind: NodeType) {
         .build()
         .await
         .unwrap();
-    registered(&queue, SHUTDOWN_ACK).await;
+    any_registered(&queue, SHUTDOWN_ACK).await;
     let b = node_of_type(&server, "b", kind).await;
     b.add_workers("work", 1).await.unwrap();
     until("both nodes read shutdown commands", || async {

@@ -15,7 +15,7 @@ use event_base::{
     Ack, DiscoveryEvent, EMessage, EventBus, RedisQueueFactory, ShutdownAck, ShutdownCommand,
     ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery, WorkerOutcome,
 };
-use event_base_test::redis_cluster::until;
+use event_base_test::redis_cluster::any_registered;
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{decode, Probe, Seen, WAIT};
 use tokio::sync::mpsc;
@@ -87,14 +87,7 @@ async fn start_a(server: &RedisServer, watch: &Arc<Probe>, topics: &[(&str, &str
     }
     let a = builder.build().await.unwrap();
     for &(_, topic) in topics {
-        until(&format!("{topic} registered"), async || {
-            !queue
-                .handlers_of(topic, Duration::from_secs(60))
-                .await
-                .unwrap()
-                .is_empty()
-        })
-        .await;
+        any_registered(&queue, topic).await;
     }
     a
 }
