@@ -28,15 +28,17 @@
 //! (`GETDEL`, so only one pass has it) and hands it to the bus's listeners
 //! (`RemoteRoutes::on_evicted`), which announce those workers as dead. A node that stopped
 //! cleanly left no list. A node taken for dead that was only paused lists its workers again
-//! with its next beat.
+//! with its next beat; that write (`SET … GET`) finds its old list gone, and the node tells
+//! its bus (`RemoteRoutes::on_revived`), which announces its workers as joined again.
 //!
 //! With each beat the node also registers its handlers (`<prefix>:{<topic>}:handlers`, the
 //! handler scored by the server's time), so the registry tells when a node last ran each.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::{Duration, SystemTime};
 
-use event_base_core::backend::{EvictedListener, EvictedNode, NodeWorker};
+use event_base_core::backend::{EvictedListener, EvictedNode, NodeWorker, RevivedListener};
 use event_base_core::NodeType;
 
 use crate::error::RedisError;
@@ -92,6 +94,11 @@ pub(crate) struct Node {
     workers: Mutex<Option<String>>,
     /// Told of every node this one evicts.
     evicted: Mutex<Vec<EvictedListener>>,
+    /// Whether this node's workers' list is in Redis as far as it knows (written, not
+    /// deleted since): a write that finds none there then means the janitor took it.
+    kept: AtomicBool,
+    /// Told each time this node finds it was taken for dead (its list taken) and runs again.
+    revived: Mutex<Vec<RevivedListener>>,
 }
 
 impl Node {
@@ -117,6 +124,8 @@ impl Node {
             workers_prefix: format!("{base}:w:"),
             workers: Mutex::new(None),
             evicted: Mutex::new(Vec::new()),
+            kept: AtomicBool::new(false),
+            revived: Mutex::new(Vec::new()),
             subs: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
             registry: format!("{prefix}:registry"),
@@ -190,21 +199,45 @@ impl Node {
         } else {
             Some(serde_json::json!({ "name": name, "workers": workers }).to_string())
         };
-        let cmd = match &listed {
-            Some(json) => {
-                let mut set = redis::cmd("SET");
-                set.arg(&key).arg(json);
-                set
-            }
+        *self.workers.lock().unwrap_or_else(|e| e.into_inner()) = listed.clone();
+        match listed {
+            Some(json) => self.keep_workers(json).await,
             None => {
                 let mut del = redis::cmd("DEL");
                 del.arg(&key);
-                del
+                self.kept.store(false, Ordering::Release);
+                self.link.run("DEL", del).await?;
+                Ok(())
             }
-        };
-        *self.workers.lock().unwrap_or_else(|e| e.into_inner()) = listed;
-        self.link.run("SET", cmd).await?;
+        }
+    }
+
+    /// Writes the workers' list `json`, reading what it replaces: nothing there after an
+    /// earlier write means the janitor took it (this node was taken for dead while it was
+    /// paused or cut off, and runs again), and the listeners are told.
+    async fn keep_workers(&self, json: String) -> Result<(), RedisError> {
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{}{}", self.workers_prefix, self.id))
+            .arg(json)
+            .arg("GET");
+        let before = self.link.run("SET", set).await?;
+        let was_kept = self.kept.swap(true, Ordering::AcqRel);
+        if was_kept && matches!(before, redis::Value::Nil) {
+            tracing::warn!(target: "event_base::redis", node = %self.id, "this node was taken for dead and evicted (paused or cut off past three beats); it runs again");
+            self.revived
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|listener| listener());
+        }
         Ok(())
+    }
+
+    /// Adds a listener told each time this node finds it was taken for dead and runs again.
+    pub(crate) fn on_revived(&self, listener: RevivedListener) {
+        self.revived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
     }
 
     /// Adds a listener told of every node this one evicts.
@@ -216,17 +249,14 @@ impl Node {
     }
 
     /// Writes the workers' list again (a node taken for dead while paused lost it).
-    fn relist_workers(&self) {
+    async fn relist_workers(&self) {
         let listed = self
             .workers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(json) = listed {
-            let mut set = redis::cmd("SET");
-            set.arg(format!("{}{}", self.workers_prefix, self.id))
-                .arg(json);
-            if let Err(e) = self.link.push("SET", set, None) {
+            if let Err(e) = self.keep_workers(json).await {
                 tracing::debug!(target: "event_base::redis", error = %e, "could not list this node's workers again");
             }
         }
@@ -235,20 +265,23 @@ impl Node {
     /// Takes the workers' list of the silent node `dead` (only the first pass of its
     /// eviction finds it) and tells the listeners.
     async fn announce_dead(&self, dead: &str) -> Result<(), RedisError> {
-        let mut score = redis::cmd("ZSCORE");
-        score.arg(&self.zset).arg(dead);
-        let last = self.link.run("ZSCORE", score).await?;
-        let mut getdel = redis::cmd("GETDEL");
-        getdel.arg(format!("{}{dead}", self.workers_prefix));
-        let listed = self.link.run("GETDEL", getdel).await?;
-        let redis::Value::BulkString(bytes) = listed else {
+        let cmd = scripts::evalsha(
+            &scripts::TAKE_WORKERS,
+            &[&self.zset, &format!("{}{dead}", self.workers_prefix)],
+            (dead, self.ttl_ms()),
+        );
+        let taken = self.link.run("TAKE_WORKERS", cmd).await?;
+        let parts = reply::array("TAKE_WORKERS", &taken)?;
+        let (Some(last), Some(redis::Value::BulkString(bytes))) = (parts.first(), parts.get(1))
+        else {
+            // Beat again (only paused), or its list was taken already (or never written).
             return Ok(());
         };
-        let Some((name, workers)) = parse_workers(&bytes) else {
+        let Some((name, workers)) = parse_workers(bytes) else {
             tracing::warn!(target: "event_base::redis", node = %dead, "a silent node's workers' list is not readable; its workers are not announced dead");
             return Ok(());
         };
-        let last_ms = match &last {
+        let last_ms = match last {
             redis::Value::BulkString(b) => std::str::from_utf8(b)
                 .ok()
                 .and_then(|t| t.parse::<f64>().ok()),
@@ -351,15 +384,21 @@ impl Node {
             }
         }
         if left == 0 {
-            let mut zrem = redis::cmd("ZREM");
-            zrem.arg(&self.zset).arg(dead);
-            let mut del = redis::cmd("DEL");
-            del.arg(&subs)
-                .arg(format!("{}{dead}", self.hash_prefix))
-                .arg(format!("{}{dead}", self.workers_prefix));
-            self.link.run("DEL", del).await?;
-            self.link.run("ZREM", zrem).await?;
-            tracing::info!(target: "event_base::redis", node = %dead, "forgot a silent node");
+            let cmd = scripts::evalsha(
+                &scripts::FORGET,
+                &[
+                    &self.zset,
+                    &subs,
+                    &format!("{}{dead}", self.hash_prefix),
+                    &format!("{}{dead}", self.workers_prefix),
+                ],
+                (dead, self.ttl_ms()),
+            );
+            if reply::int("FORGET", &self.link.run("FORGET", cmd).await?)? == 1 {
+                tracing::info!(target: "event_base::redis", node = %dead, "forgot a silent node");
+            } else {
+                tracing::info!(target: "event_base::redis", node = %dead, "a node taken for silent beat again while it was cleaned up after; it is kept");
+            }
         }
         Ok(())
     }
@@ -418,8 +457,10 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
         for h in &handlers {
             node.register_handler(h);
         }
-        node.relist_workers();
-        match node.beat().await {
+        let beat = node.beat().await;
+        // After the beat, so that a janitor evicting this node meanwhile sees it alive.
+        node.relist_workers().await;
+        match beat {
             Ok(Beat::Janitor(silent)) => {
                 since_trim += 1;
                 if since_trim >= TRIM_EVERY {

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
-    EProducer, EvictedListener, NodeWorker, Outstanding, RemoteRoutes, RoutesListener,
+    EProducer, EvictedListener, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
+    RoutesListener,
 };
 use event_base_core::{MessageTopic, QueueError};
 use tokio::time::Instant;
@@ -269,6 +270,10 @@ impl RemoteRoutes for RedisRoutes {
 
     fn on_evicted(&self, listener: EvictedListener) {
         self.node.on_evicted(listener);
+    }
+
+    fn on_revived(&self, listener: RevivedListener) {
+        self.node.on_revived(listener);
     }
 }
 

@@ -123,6 +123,36 @@ return {{mine, silent}}
     ))
 });
 
+/// `KEYS[1]` nodes (sorted set), `KEYS[2]` a silent node's workers' list; `ARGV` its id,
+/// the ttl (ms). Takes the list out (`GETDEL`) only while the node is still silent: returns
+/// `{last beat, list}` (either `false` when absent), or `{}` when the node beat again since
+/// the janitor found it silent (it was only paused: its list stays).
+pub(crate) static TAKE_WORKERS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) > now - tonumber(ARGV[2]) then return {{}} end
+return {{score, redis.call('GETDEL', KEYS[2])}}
+"
+    ))
+});
+
+/// `KEYS[1]` nodes (sorted set), `KEYS[2]` a silent node's set of consumers, `KEYS[3]` its
+/// hash, `KEYS[4]` its workers' list; `ARGV` its id, the ttl (ms). Forgets the node (deletes
+/// the three keys and its score) only while it is still silent; returns 1 if it did, 0 when
+/// the node beat again meanwhile.
+pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) > now - tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1
+"
+    ))
+});
+
 /// `KEYS[1]` a subscription's broadcast stream; `ARGV` the group of a silent node, at most
 /// how many of each kind. Returns the entries that group still held (pending) or had not
 /// read yet, `[[id, fields], ...]`: before the group is destroyed, the janitor dead-letters
@@ -532,7 +562,7 @@ return n
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 19] {
+fn all() -> [&'static Script; 21] {
     [
         &*RETRY,
         &*ADD_BROADCAST,
@@ -549,6 +579,8 @@ fn all() -> [&'static Script; 19] {
         &*POISON,
         &*UNDEAD,
         &*BEAT,
+        &*TAKE_WORKERS,
+        &*FORGET,
         &*EVICT,
         &*REGISTER,
         &*HANDLERS,

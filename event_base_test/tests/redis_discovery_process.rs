@@ -3,7 +3,9 @@
 //! child process (`redis_node host`, node `b`) runs two workers. `a` sees `b`'s workers
 //! join, `b` answers a topic discovery request, and a shutdown command sent from `a` stops
 //! `b`, whose acks reach `a`. Killed instead (SIGKILL), `b`'s workers are announced dead by
-//! `a`, the janitor, when it evicts `b`.
+//! `a`, the janitor, when it evicts `b`. Only paused (SIGSTOP) past the silence limit, `b` is
+//! evicted and announced dead the same way, and when it runs again (SIGCONT) it announces its
+//! workers as joined again.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -28,6 +30,16 @@ impl Drop for Node {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to the child.
+fn signal(node: &Node, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(node.0.id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} of the child");
 }
 
 /// Starts `redis_node host <url> b 2`; its stdout lines go to the receiver.
@@ -234,6 +246,59 @@ async fn the_workers_of_a_killed_process_are_announced_dead_by_the_janitor() {
         assert_eq!(of_it.len(), 1, "{name} announced dead once");
         assert_eq!(of_it[0].worker.topic.as_str(), "jobs");
     }
+    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
+        .await
+        .expect("a's shutdown ended")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_taken_for_dead_while_paused_announces_its_workers_again() {
+    let server = RedisServer::start();
+    let watch = Probe::new();
+    let a = start_a(&server, &watch, &[("discovery", WORKER_DISCOVERY)]).await;
+
+    let (b, mut lines) = start_b(&server.url());
+    expect_line(&mut lines, "ready").await;
+    let joined_by_b = |s: &[Seen]| -> Vec<String> {
+        of::<WorkerDiscovery>(s, "discovery")
+            .into_iter()
+            .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Joined)
+            .map(|d| d.worker.name)
+            .collect()
+    };
+    watch
+        .wait_until("b's two workers joined", WAIT, |s| {
+            let joined = joined_by_b(s);
+            joined.iter().any(|w| w == "work-0") && joined.iter().any(|w| w == "work-1")
+        })
+        .await;
+
+    // Paused, `b` falls silent: `a`, the janitor, evicts it and announces its workers dead.
+    signal(&b, "-STOP");
+    watch
+        .wait_until("b's two workers announced dead", WAIT, |s| {
+            let dead: Vec<String> = of::<WorkerDiscovery>(s, "discovery")
+                .into_iter()
+                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Dead)
+                .map(|d| d.worker.name)
+                .collect();
+            dead.iter().any(|w| w == "work-0") && dead.iter().any(|w| w == "work-1")
+        })
+        .await;
+    let after_dead = watch.seen().len();
+
+    // Running again, `b` finds it was taken for dead and says its workers are back.
+    signal(&b, "-CONT");
+    watch
+        .wait_until("b's two workers joined again", WAIT, |s| {
+            let again = joined_by_b(&s[after_dead..]);
+            again.iter().any(|w| w == "work-0") && again.iter().any(|w| w == "work-1")
+        })
+        .await;
+    // And it lists them again, so that a later death is announced too.
+    let listed = server.query(&["KEYS", "eb:{nodes}:w:*"]);
+    assert_eq!(listed.items().len(), 2, "a's and b's workers listed again");
     tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
         .await
         .expect("a's shutdown ended")

@@ -31,7 +31,7 @@
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `QueuedRetry`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
-//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
+//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `RevivedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
@@ -41,6 +41,7 @@ pub(crate) mod wal;
 pub use queue::{Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue, TrySendError};
 pub use queue_factory::QueueFactory;
 pub use routes::{
-    EvictedListener, EvictedNode, NodeWorker, Outstanding, RemoteRoutes, RoutesListener,
+    EvictedListener, EvictedNode, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
+    RoutesListener,
 };
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

@@ -11,7 +11,9 @@
 //! A backend that keeps a record of each process can also tell a bus when another process
 //! fell silent and was cleaned up after ([`on_evicted`](RemoteRoutes::on_evicted)): the bus
 //! lists its live workers with the backend ([`list_workers`](RemoteRoutes::list_workers)) so
-//! that whoever evicts it can name them.
+//! that whoever evicts it can name them. A process that was taken for dead while it was only
+//! paused hears of it when it runs again ([`on_revived`](RemoteRoutes::on_revived)), so that its
+//! workers can be announced as joined again.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -49,6 +51,11 @@ pub type RoutesListener = Box<dyn Fn() -> bool + Send + Sync>;
 /// Called when a process was taken for dead and evicted ([`RemoteRoutes::on_evicted`]);
 /// returns `false` to be dropped (its bus is gone).
 pub type EvictedListener = Box<dyn Fn(EvictedNode) -> bool + Send + Sync>;
+
+/// Called when the backend finds that this process was taken for dead and cleaned up after
+/// while it was only paused, and now runs again ([`RemoteRoutes::on_revived`]); returns
+/// `false` to be dropped (its bus is gone).
+pub type RevivedListener = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// A worker as its process listed it with the backend ([`RemoteRoutes::list_workers`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +163,15 @@ pub trait RemoteRoutes: Send + Sync + 'static {
     /// [`Dead`](crate::DiscoveryEvent::Dead) on `_system.worker_discovery`. The default never
     /// calls it.
     fn on_evicted(&self, listener: EvictedListener) {
+        drop(listener);
+    }
+
+    /// Calls `listener` each time the backend finds that another process evicted this one
+    /// (took it for dead: it was paused, or cut off, past the backend's silence limit) and
+    /// this one runs again, until it returns `false`. The others announced its workers as
+    /// [`Dead`](crate::DiscoveryEvent::Dead) by then; the bus announces its live workers as
+    /// [`Joined`](crate::DiscoveryEvent::Joined) again. The default never calls it.
+    fn on_revived(&self, listener: RevivedListener) {
         drop(listener);
     }
 }

@@ -325,7 +325,7 @@ impl EventBusBuilder {
             outboxes: specs.iter().any(|s| s.outbox),
         });
         remote_routes::follow_refreshes(&shared);
-        crate::system_topics::evicted::follow_evictions(&shared);
+        crate::system_topics::evicted::follow_liveness(&shared);
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));
         if published {

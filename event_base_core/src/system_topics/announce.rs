@@ -19,7 +19,7 @@ use crate::delivery::topic_table::Route;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
 use crate::system_topics::discovery::{DiscoveryEvent, TopicInfo, TopicSync, WorkerDiscovery};
-use crate::worker::registry::WorkerState;
+use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// The longest a build waits for the shared backend's registry to say who subscribes to
 /// the announcements it makes at start (its workers' `Joined`, its topic table).
@@ -144,19 +144,35 @@ impl BusShared {
     pub(crate) async fn announce_start(&self, started: &[Arc<WorkerState>]) {
         self.look_up_subscribers(&[WORKER_DISCOVERY, TOPIC_SYNC])
             .await;
+        // Listed before they are announced: whoever sees a `Joined` can count on a `Dead`
+        // should this process die from then on.
+        self.list_workers_with_backend().await;
         for state in started {
             self.announce_discovery(DiscoveryEvent::Joined, state).await;
         }
-        self.list_workers_with_backend().await;
         let sync = self.topic_sync();
         self.announce(TOPIC_SYNC, &sync).await;
     }
 
-    /// Announces a worker's arrival or departure, if anyone listens, and gives a shared
-    /// backend the new list of live workers.
-    pub(crate) async fn announce_worker(&self, event: DiscoveryEvent, worker: &WorkerState) {
-        self.announce_discovery(event, worker).await;
+    /// This process was taken for dead by another and runs again: its live workers' `Joined`
+    /// once more (the others announced them `Dead`), and their list given to the backend again.
+    pub(crate) async fn announce_revived(&self) {
+        tracing::warn!(target: crate::constant::target::SYSTEM, "another process took this one for dead (it was paused or cut off past the silence limit); its workers are announced as joined again");
+        self.look_up_subscribers(&[WORKER_DISCOVERY]).await;
         self.list_workers_with_backend().await;
+        for state in self.registry.states() {
+            if !matches!(state.status(), WorkerStatus::Stopped | WorkerStatus::Dead) {
+                self.announce_discovery(DiscoveryEvent::Joined, &state)
+                    .await;
+            }
+        }
+    }
+
+    /// Gives a shared backend the new list of live workers, then announces a worker's
+    /// arrival or departure, if anyone listens.
+    pub(crate) async fn announce_worker(&self, event: DiscoveryEvent, worker: &WorkerState) {
+        self.list_workers_with_backend().await;
+        self.announce_discovery(event, worker).await;
     }
 
     async fn announce_discovery(&self, event: DiscoveryEvent, worker: &WorkerState) {

@@ -4,7 +4,10 @@
 //! evicted as [`Dead`](DiscoveryEvent::Dead) on `_system.worker_discovery`
 //! ([`RemoteRoutes::on_evicted`](crate::backend::RemoteRoutes::on_evicted)). A process that stopped cleanly lists none by then (its
 //! shutdown clears the list, after its workers announced `Left`), so only one that died is
-//! announced.
+//! announced. A process that was taken for dead while it was only paused (or cut off) hears
+//! of it when it runs again ([`RemoteRoutes::on_revived`](crate::backend::RemoteRoutes::on_revived))
+//! and announces its live workers as [`Joined`](DiscoveryEvent::Joined) again, so that a
+//! watcher's view of the cluster does not keep them dead.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +22,15 @@ use crate::worker::registry::{WorkerInfo, WorkerStatus};
 /// The longest a worker's start or end waits for the backend to take the new list.
 const LIST_WAIT: Duration = Duration::from_secs(1);
 
-/// Follows the backend's evictions for `shared` (until the bus is gone).
-pub(crate) fn follow_evictions(shared: &Arc<BusShared>) {
+/// Follows, for `shared` (until the bus is gone), the backend's evictions of other processes
+/// and its news that this one was evicted and runs again.
+pub(crate) fn follow_liveness(shared: &Arc<BusShared>) {
+    follow_evictions(shared);
+    follow_revival(shared);
+}
+
+/// Follows the backend's evictions for `shared`.
+fn follow_evictions(shared: &Arc<BusShared>) {
     let Some(remote) = &shared.remote else { return };
     let weak = Arc::downgrade(shared);
     remote
@@ -29,6 +39,23 @@ pub(crate) fn follow_evictions(shared: &Arc<BusShared>) {
             Some(shared) => {
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     runtime.spawn(async move { shared.announce_evicted(node).await });
+                }
+                true
+            }
+            None => false,
+        }));
+}
+
+/// Follows the backend's news that this process was taken for dead and runs again.
+fn follow_revival(shared: &Arc<BusShared>) {
+    let Some(remote) = &shared.remote else { return };
+    let weak = Arc::downgrade(shared);
+    remote
+        .provider
+        .on_revived(Box::new(move || match weak.upgrade() {
+            Some(shared) => {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move { shared.announce_revived().await });
                 }
                 true
             }
