@@ -621,3 +621,38 @@ async fn a_claim_takes_at_most_its_max_from_both_streams_together() {
         Some(0)
     );
 }
+
+/// A node's field `name` of its group on the broadcast stream, as a number.
+fn group_field(server: &RedisServer, field: &str) -> Option<i64> {
+    let reply = server.query(&["XINFO", "GROUPS", BCAST]);
+    let group = reply.items().first()?;
+    let fields = group.items();
+    fields
+        .chunks(2)
+        .find(|kv| kv[0].as_str() == Some(field))
+        .and_then(|kv| kv[1].as_int())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_workers_all_stopped_acks_a_broadcast_unheard() {
+    let server = RedisServer::start();
+    let probe = Probe::new();
+    let a = syncing(&server, &probe, |_| Ack::Ack).await;
+    for i in 0..WORKERS {
+        a.remove_worker(&format!("{HANDLER}-{i}")).await.unwrap();
+    }
+    a.send(TOPIC, broadcast("unheard")).await.unwrap();
+    // The node's group reads it (nothing left to read) and holds nothing: kept pending, it
+    // would reach no later start (a new node) and hold back the stream's trimming.
+    until(
+        "the node's group read the broadcast and holds nothing",
+        async || {
+            group_field(&server, "lag") == Some(0)
+                && group_field(&server, "entries-read") == Some(1)
+                && group_field(&server, "pending") == Some(0)
+        },
+    )
+    .await;
+    assert_eq!(probe.count(), 0, "no worker ran to hear it");
+    a.shutdown(ShutdownStrategy::Force).await.unwrap();
+}

@@ -238,9 +238,16 @@ impl ConsumerRouter {
                 if audience.is_empty() {
                     // Nobody left to hear it (the topic's workers were all stopped): keep it
                     // in the WAL (or pending in the queue) for the next start rather than
-                    // call it delivered.
+                    // call it delivered. Not on a shared queue: there this node's copy
+                    // is its own group's, which no later start reads (a new node), so
+                    // kept pending it would only hold back the stream's trimming.
                     if let Some(t) = &claim {
-                        t.keep();
+                        if entry.claim_counted {
+                            tracing::info!(target: crate::constant::target::DELIVERY, topic = %entry.topic, id = %message.id, "a broadcast reached this node while none of its workers runs; this node's copy is acked unheard");
+                            t.ack();
+                        } else {
+                            t.keep();
+                        }
                     }
                     return None;
                 }
