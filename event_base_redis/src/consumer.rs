@@ -4,6 +4,7 @@
 //! | trait method | Redis |
 //! |---|---|
 //! | `claim_batch` | `XREADGROUP GROUP <handler> <me> COUNT n BLOCK b STREAMS <stream> >` on a connection of its own; every half visibility timeout, first `XAUTOCLAIM` of entries idle past it |
+//! | `stop_claiming` | nothing more is read; a blocked `XREADGROUP` is woken (`CLIENT UNBLOCK`) and returns what it got |
 //! | `ack` | script `ACK`: one owner check of the batch (`XPENDING <first> <last> <n> <me>`), one `XACK` + one `XDEL` of what it owns, `XLEN` |
 //! | `nack` | script `REQUEUE`: owner check of the batch, a copy of each at the end of the stream, `XACK` + `XDEL` of the originals |
 //! | `retry_later` | script `RETRY`: owner check of the entry, `XACK` + `XDEL` of it, and its next attempt (`attempts` counted) into the subscription's delayed set, due after the delay by the server's clock (`PROMOTE` moves it back to this subscription's stream) |
@@ -98,7 +99,8 @@ struct Inner {
     next_sweep: Mutex<Instant>,
     /// Whether the group is known to exist.
     group_ready: std::sync::atomic::AtomicBool,
-    /// Closed, and a read found nothing more: every claim now reports `Closed`.
+    /// Closed, and a read found nothing more (or claiming stopped: `stop_claiming`): every
+    /// claim now reports `Closed`.
     drained: std::sync::atomic::AtomicBool,
     /// Once closed: the newest entry of the stream when the drain began (`None` inside: it
     /// was empty). The drain reads up to it, not what other processes send after.
@@ -924,6 +926,20 @@ impl EConsumer for RedisConsumer {
     }
 
     fn requires_ack(&self) -> bool {
+        true
+    }
+
+    /// A drain with nothing left to read: both lanes count as drained, and the close wakes
+    /// the reads that block (each returns what it had got, `CLIENT UNBLOCK`), so the next
+    /// claims return what those reads claimed, then `Closed`. What the streams hold stays
+    /// there, for the other consumers of the group (or this node's next start).
+    fn stop_claiming(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.inner.drained.store(true, Ordering::Release);
+        if let Some(b) = &self.bcast {
+            b.inner.drained.store(true, Ordering::Release);
+        }
+        self.inner.q.close();
         true
     }
 

@@ -96,6 +96,19 @@ pub trait EConsumer: Send + Sync + 'static {
         true
     }
 
+    /// Asks the consumer to claim nothing new: called once, when the bus it serves begins to
+    /// shut down and its queue is shared with other processes (their consumers take what
+    /// this one leaves). Entries already claimed are still settled through it as usual.
+    ///
+    /// `true`: it will. A [`claim_batch`](Self::claim_batch) waiting now returns soon, with
+    /// what it had already claimed (if anything), and the later ones return what it still
+    /// holds claimed for them, then [`QueueError::Closed`]; the bus calls `claim_batch`
+    /// until then. `false` (the default): the bus cancels a claim that is waiting (as it
+    /// does with every task at the end of a shutdown) and calls `claim_batch` no more.
+    fn stop_claiming(&self) -> bool {
+        false
+    }
+
     /// Confirms the claimed entries are taken care of.
     async fn ack(&self, claimed: &[Claimed]) -> Result<(), QueueError>;
 

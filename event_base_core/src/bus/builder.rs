@@ -315,6 +315,7 @@ impl EventBusBuilder {
             in_flight,
             accepting: AtomicBool::new(true),
             stopping: tokio::sync::Notify::new(),
+            claimers: tokio::sync::watch::Sender::new(()),
             batch_size: self.batch_size,
             started: std::time::Instant::now(),
             latency_metrics: self.latency_metrics,

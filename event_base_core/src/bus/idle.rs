@@ -1,4 +1,4 @@
-//! `wait_idle` and the settling of `Drain`/`Timeout`, over what this process holds
+//! `wait_idle`, over what this process holds
 //! ([`InFlight`](crate::bus::in_flight::InFlight): notified, never polled) and, with a shared
 //! queue backend, what the shared queues still hold of the subscriptions this process sent
 //! to ([`RemoteRoutes::outstanding`]: Redis offers nothing to wait on, so this half polls).
@@ -7,10 +7,10 @@
 //!   node and unsettled, or delayed) in the shared queues of every subscription this process
 //!   has sent to. So `send` ×N, then `wait_idle` on the sender returns once every handler on
 //!   every node is done with them (and with whatever else those queues hold).
-//! - `Drain` and `Timeout` wait for what this process holds, then for the shared queues of
-//!   its *own* handlers' subscriptions that it sent to (work its own routers keep claiming
-//!   while it drains), delayed messages not included; never for copies only other nodes
-//!   handle. Both stop at their deadline.
+//! - `Drain` and `Timeout` do not look at the shared queues: a node that shuts down stops
+//!   claiming from them (`delivery/consumer_router.rs`) and waits for what it holds only
+//!   (`shutdown/coordinator.rs`); what they still hold is the other nodes' (or its next
+//!   start's).
 //! - A backend that cannot tell (`Ok(None)`, the default) leaves the shared half out; a
 //!   backend that fails is asked again until the deadline.
 
@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::routes::Outstanding;
 use crate::bus::shared::BusShared;
 use crate::error::CoreError;
 
@@ -26,24 +25,6 @@ use crate::error::CoreError;
 const POLL_FIRST: Duration = Duration::from_millis(5);
 /// The longest pause between two looks at the shared queues.
 const POLL_MAX: Duration = Duration::from_millis(100);
-
-/// Which of the shared queues a wait covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reach {
-    /// `wait_idle`: every subscription this process sent to, delayed messages included.
-    SentTo,
-    /// `Drain`: those of this process's own handlers, without the delayed messages.
-    OwnHandlers,
-}
-
-impl Reach {
-    fn count(self, o: Outstanding) -> u64 {
-        match self {
-            Reach::SentTo => o.total(),
-            Reach::OwnHandlers => o.queued,
-        }
-    }
-}
 
 /// How a look at the shared queues went.
 enum Look {
@@ -58,7 +39,7 @@ enum Look {
 impl BusShared {
     /// `EventBus::wait_idle` (see the module docs).
     pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
-        if self.in_flight.get() == 0 && self.shared_subscriptions(Reach::SentTo).is_empty() {
+        if self.in_flight.get() == 0 && self.shared_subscriptions().is_empty() {
             return Ok(());
         }
         if tokio::runtime::Handle::try_current().is_err() {
@@ -75,7 +56,7 @@ impl BusShared {
             if !self.in_flight.wait_idle_until(deadline).await {
                 return Err(timed_out(last));
             }
-            match self.wait_shared(Reach::SentTo, deadline).await {
+            match self.wait_shared(deadline).await {
                 Ok(()) => {}
                 Err(left) => return Err(timed_out(left)),
             }
@@ -87,18 +68,15 @@ impl BusShared {
         }
     }
 
-    /// Waits until the shared queues `reach` covers are empty, or `deadline`. Returns, on
-    /// timeout, what they held at the last look that was answered (`None`: none was).
-    pub(crate) async fn wait_shared(
-        &self,
-        reach: Reach,
-        deadline: Instant,
-    ) -> Result<(), Option<u64>> {
+    /// Waits until the shared queues of the subscriptions this process sent to are empty
+    /// (delayed messages included), or `deadline`. Returns, on timeout, what they held at the
+    /// last look that was answered (`None`: none was).
+    async fn wait_shared(&self, deadline: Instant) -> Result<(), Option<u64>> {
         let mut pause = POLL_FIRST;
         // The last answer: a look the deadline cut short (or that failed) leaves it.
         let mut last = None;
         loop {
-            match self.look(reach, deadline).await {
+            match self.look(deadline).await {
                 Look::Empty => return Ok(()),
                 Look::Left(n) => last = Some(n),
                 Look::Unknown => {}
@@ -112,23 +90,20 @@ impl BusShared {
         }
     }
 
-    /// The shared subscriptions `reach` covers.
-    fn shared_subscriptions(
-        &self,
-        reach: Reach,
-    ) -> Vec<(crate::MessageTopic, std::sync::Arc<str>)> {
+    /// The shared subscriptions this process sent to.
+    fn shared_subscriptions(&self) -> Vec<(crate::MessageTopic, std::sync::Arc<str>)> {
         match &self.remote {
-            Some(remote) => remote.sent_to.sent(reach == Reach::OwnHandlers),
+            Some(remote) => remote.sent_to.sent(false),
             None => Vec::new(),
         }
     }
 
-    /// One look at the shared queues `reach` covers, after this process's sends are written.
-    async fn look(&self, reach: Reach, deadline: Instant) -> Look {
+    /// One look at the shared queues this process sent to, after its sends are written.
+    async fn look(&self, deadline: Instant) -> Look {
         let Some(remote) = &self.remote else {
             return Look::Empty;
         };
-        let subs = self.shared_subscriptions(reach);
+        let subs = self.shared_subscriptions();
         if subs.is_empty() {
             return Look::Empty;
         }
@@ -140,7 +115,7 @@ impl BusShared {
         .await;
         match asked {
             Ok(Ok(None)) => Look::Empty,
-            Ok(Ok(Some(o))) => match reach.count(o) {
+            Ok(Ok(Some(o))) => match o.total() {
                 0 => Look::Empty,
                 n => Look::Left(n),
             },

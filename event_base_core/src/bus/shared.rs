@@ -45,6 +45,10 @@ pub(crate) struct BusShared {
     pub(crate) accepting: AtomicBool,
     /// Notified (all waiters) when `accepting` is cleared.
     pub(crate) stopping: tokio::sync::Notify,
+    /// Subscribed to by each router that stops claiming once `accepting` is cleared (that of
+    /// a user's handler on a shared queue), for as long as it runs: `closed()` once all have
+    /// ended (`delivery/consumer_router.rs`).
+    pub(crate) claimers: tokio::sync::watch::Sender<()>,
     pub(crate) batch_size: usize,
     pub(crate) started: std::time::Instant,
     pub(crate) audit: AuditLog,

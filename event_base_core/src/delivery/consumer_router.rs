@@ -20,7 +20,11 @@
 //!   settler task that acks in batches what finished meanwhile: a process that dies
 //!   mid-message leaves its entries pending, for another consumer to claim. When every
 //!   worker is busy the shared work channel fills and the router waits on it (an `await`, no
-//!   spinning) until a worker takes the next job.
+//!   spinning) until a worker takes the next job. When the queue is shared with other
+//!   processes, the router of a user's handler stops claiming as soon as its bus begins to
+//!   shut down (`EConsumer::stop_claiming`): it routes what it had claimed and ends, and the
+//!   shutdown waits for that (`shutdown/coordinator.rs`), so a draining node takes no new
+//!   work and what the queue still holds goes to the other nodes.
 //! - **In-memory queues** (no acknowledgement): there is no router task. Each idle worker
 //!   claims the next message itself and runs the routing above, keeping the message when it
 //!   is its own to handle. This saves a task hand-off per message, which on the memory path
@@ -58,6 +62,10 @@ pub struct ConsumerRouter {
     shared: Arc<BusShared>,
     entry: Arc<TopicEntry>,
     batch_size: usize,
+    /// Held while it may claim, by a router that stops claiming when the bus shuts down
+    /// ([`stops_at_shutdown`](Self::stops_at_shutdown)): the shutdown waits for every one
+    /// to be dropped.
+    claiming: Option<tokio::sync::watch::Receiver<()>>,
 }
 
 impl std::fmt::Debug for ConsumerRouter {
@@ -72,10 +80,14 @@ impl std::fmt::Debug for ConsumerRouter {
 impl ConsumerRouter {
     pub(crate) fn new(shared: Arc<BusShared>, entry: Arc<TopicEntry>) -> Self {
         let batch_size = shared.batch_size.max(1);
+        // Subscribed here, before any shutdown can begin, not when the task first runs.
+        let claiming =
+            (entry.claim_counted && !entry.topic.is_system()).then(|| shared.claimers.subscribe());
         ConsumerRouter {
             shared,
             entry,
             batch_size,
+            claiming,
         }
     }
 
@@ -95,10 +107,22 @@ impl ConsumerRouter {
         !self.entry.consumer.requires_ack()
     }
 
-    /// The router task, for queues that need acknowledgement. Runs until the queue closes or
-    /// the system stops. Claimed entries are acknowledged by a settler task of their own once
-    /// their handler's copy ends; that task outlives this one until the last ticket is
-    /// settled, so a stopping bus still acks what its workers finished.
+    /// Whether the router stops claiming as soon as its bus begins to shut down: that of a
+    /// user's handler on a queue other processes share (their consumers take what it
+    /// leaves), so a draining node settles what it holds and takes no new work. Routers of
+    /// queues only this process reads, and of `_system.` topics (the shutdown's own acks
+    /// travel on them), claim until the bus's tasks end.
+    pub fn stops_at_shutdown(&self) -> bool {
+        self.claiming.is_some()
+    }
+
+    /// The router task, for queues that need acknowledgement. Runs until the queue closes,
+    /// the system stops, or, if it [stops at shutdown](Self::stops_at_shutdown), the bus
+    /// begins to shut down: it then asks the consumer to stop claiming
+    /// ([`EConsumer::stop_claiming`]), routes what the consumer still returns, and ends.
+    /// Claimed entries are acknowledged by a settler task of their own once their handler's
+    /// copy ends; that task outlives this one until the last ticket is settled, so a
+    /// stopping bus still acks what its workers finished.
     pub(crate) async fn run(self) {
         let consumer = self.entry.consumer.clone();
         let (settle_tx, settle_rx) = flume::unbounded();
@@ -109,8 +133,28 @@ impl ConsumerRouter {
         ));
         let mut batch: Vec<Claimed> = Vec::with_capacity(self.batch_size);
         let mut backoff = Duration::from_millis(50);
+        // Until the bus stops accepting; once the consumer was asked to stop claiming, its
+        // claims return what it still holds for this router, then Closed.
+        let mut watch_shutdown = self.stops_at_shutdown();
         loop {
-            match consumer.claim_batch(self.batch_size, &mut batch).await {
+            let claimed = if !watch_shutdown {
+                consumer.claim_batch(self.batch_size, &mut batch).await
+            } else {
+                let claim = consumer.claim_batch(self.batch_size, &mut batch);
+                tokio::pin!(claim);
+                tokio::select! {
+                    biased;
+                    () = self.shared.stopped_accepting() => {
+                        watch_shutdown = false;
+                        if !consumer.stop_claiming() {
+                            return; // the claim waiting is cancelled
+                        }
+                        claim.await
+                    }
+                    r = &mut claim => r,
+                }
+            };
+            match claimed {
                 Ok(_) => backoff = Duration::from_millis(50),
                 Err(QueueError::Closed(_)) => return,
                 Err(e) => {

@@ -2,7 +2,9 @@
 //!
 //! Order of events for the strategies that stop the whole system:
 //!
-//! 1. sends are refused (`CoreError::SystemShutdown`);
+//! 1. sends are refused (`CoreError::SystemShutdown`), and the routers of the user's
+//!    handlers on queues shared with other processes stop claiming (`Drain` and `Timeout`
+//!    then wait for what this process holds, not for what those queues still hold);
 //! 2. the user's workers are stopped as the strategy says: asked to stop (they finish their
 //!    current message and their inbox, take nothing new, and end), or cancelled;
 //! 3. one [`ShutdownAck`] per worker is published on `_system.shutdown_ack`, and the bus waits
@@ -23,7 +25,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::bus::global;
-use crate::bus::idle::Reach;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::SHUTDOWN_ACK;
@@ -149,15 +150,17 @@ fn user_messages_left(shared: &BusShared) -> u64 {
     shared.in_flight.get().saturating_sub(system)
 }
 
-/// Waits, before any worker is asked to stop, for what the plan's [`Settle`] says.
+/// Waits, before any worker is asked to stop, for what the plan's [`Settle`] says: first for
+/// the routers of shared queues to stop claiming, then for what this process holds.
 async fn wait_to_settle(shared: &BusShared, settle: Settle) {
     match settle {
         Settle::Nothing => {}
         Settle::Idle { deadline } => {
+            claims_stopped(shared, deadline).await;
             shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
-            settle_shared(shared, deadline).await;
         }
         Settle::DueBefore { deadline } => {
+            claims_stopped(shared, deadline).await;
             let next_due = shared.scheduler.next_due();
             shared
                 .in_flight
@@ -166,24 +169,22 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
                     deadline,
                 )
                 .await;
-            settle_shared(shared, deadline).await;
         }
     }
 }
 
-/// With a shared queue backend: until the shared queues of this process's own handlers that
-/// it sent to hold nothing due (its routers keep claiming while it settles), then until it
-/// holds nothing again; never for other nodes' handlers, and never past `deadline`
-/// (`bus/idle.rs`).
-async fn settle_shared(shared: &BusShared, deadline: Instant) {
-    if shared.remote.is_none() {
-        return;
+/// With a shared queue backend: until the routers of this node's handlers on shared queues
+/// have stopped claiming, or `deadline`. Each stops as the bus stops accepting, and ends once
+/// it has routed what its last claims returned (counted in flight from then on: the wait for
+/// what this process holds that follows covers them). What those queues still hold is not
+/// waited for: it is the other nodes' (or this node's next start's), never this drain's.
+async fn claims_stopped(shared: &BusShared, deadline: Instant) {
+    if tokio::time::timeout_at(deadline, shared.claimers.closed())
+        .await
+        .is_err()
+    {
+        tracing::info!(target: crate::constant::target::SHUTDOWN, "a router of a shared queue was still routing its last claim at the deadline; what it holds is given back");
     }
-    if let Err(left) = shared.wait_shared(Reach::OwnHandlers, deadline).await {
-        tracing::info!(target: crate::constant::target::SHUTDOWN, left = ?left, "the shared queues of this node's handlers still hold messages at the deadline; the nodes still running (or this one's next start) take them");
-        return;
-    }
-    shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
 }
 
 /// One [`ShutdownAck`] per worker on `_system.shutdown_ack`, handed out by the bus's own
