@@ -64,7 +64,9 @@ pub enum ShutdownStrategy {
         interval: Duration,
     },
     /// Stop accepting, finish everything queued and due (retries included), then stop. After
-    /// `timeout` the rest is left in the WAL, as with `Force`.
+    /// `timeout` the rest is left in the WAL, as with `Force`. On queues other processes
+    /// share (Redis), "queued" is what this process holds: it stops claiming from them at
+    /// once, and leaves what they still hold to the other nodes (or its next start).
     Drain {
         /// Longest time to wait for the backlog.
         timeout: Duration,
