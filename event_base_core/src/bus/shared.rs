@@ -30,7 +30,8 @@ use crate::worker::registry::{WorkerRegistry, WorkerState};
 /// - `dedup`: ids completed within the dedup window, so a send of one is not delivered again.
 /// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
 /// - `accepting`: cleared when shutdown begins; every send checks it. `stopping` wakes
-///   whoever waits for that moment ([`EventBus::shutdown_started`](crate::EventBus::shutdown_started)).
+///   whoever waits for that moment ([`EventBus::shutdown_started`](crate::EventBus::shutdown_started)),
+///   and tells the shutdown when the routers that stop claiming then have ended.
 pub(crate) struct BusShared {
     pub(crate) wal: Arc<dyn Wal>,
     pub(crate) topics: TopicTable,
@@ -43,12 +44,8 @@ pub(crate) struct BusShared {
     pub(crate) scheduler: SchedulerHandle,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) accepting: AtomicBool,
-    /// Notified (all waiters) when `accepting` is cleared.
-    pub(crate) stopping: tokio::sync::Notify,
-    /// Subscribed to by each router that stops claiming once `accepting` is cleared (that of
-    /// a user's handler on a shared queue), for as long as it runs: `closed()` once all have
-    /// ended (`delivery/consumer_router.rs`).
-    pub(crate) claimers: tokio::sync::watch::Sender<()>,
+    /// Who waits for `accepting` to be cleared, and who ends then.
+    pub(crate) stopping: Stopping,
     pub(crate) batch_size: usize,
     pub(crate) started: std::time::Instant,
     pub(crate) audit: AuditLog,
@@ -64,6 +61,17 @@ pub(crate) struct BusShared {
     /// Handlers are fixed at build, and an outbox only holds sends to its own bus, so without
     /// one no send needs to look for one.
     pub(crate) outboxes: bool,
+}
+
+/// The moment a bus begins to shut down (`accepting` cleared), as the rest of it sees it.
+#[derive(Debug, Default)]
+pub(crate) struct Stopping {
+    /// Notified (all waiters) when `accepting` is cleared.
+    pub(crate) began: tokio::sync::Notify,
+    /// Subscribed to by each router that stops claiming then (that of a user's handler on a
+    /// shared queue), for as long as it runs: `closed()` once all have ended
+    /// (`delivery/consumer_router.rs`).
+    pub(crate) claimers: tokio::sync::watch::Sender<()>,
 }
 
 impl BusShared {
@@ -85,12 +93,12 @@ impl BusShared {
     pub(crate) fn stop_accepting(&self) {
         self.accepting
             .store(false, std::sync::atomic::Ordering::SeqCst);
-        self.stopping.notify_waiters();
+        self.stopping.began.notify_waiters();
     }
 
     /// Waits until the bus refuses sends (at once if it already does).
     pub(crate) async fn stopped_accepting(&self) {
-        let notified = self.stopping.notified();
+        let notified = self.stopping.began.notified();
         tokio::pin!(notified);
         // Registered before the flag is read, so a clear in between is not missed.
         notified.as_mut().enable();

@@ -81,8 +81,8 @@ impl ConsumerRouter {
     pub(crate) fn new(shared: Arc<BusShared>, entry: Arc<TopicEntry>) -> Self {
         let batch_size = shared.batch_size.max(1);
         // Subscribed here, before any shutdown can begin, not when the task first runs.
-        let claiming =
-            (entry.claim_counted && !entry.topic.is_system()).then(|| shared.claimers.subscribe());
+        let claiming = (entry.claim_counted && !entry.topic.is_system())
+            .then(|| shared.stopping.claimers.subscribe());
         ConsumerRouter {
             shared,
             entry,
@@ -137,24 +137,7 @@ impl ConsumerRouter {
         // claims return what it still holds for this router, then Closed.
         let mut watch_shutdown = self.stops_at_shutdown();
         loop {
-            let claimed = if !watch_shutdown {
-                consumer.claim_batch(self.batch_size, &mut batch).await
-            } else {
-                let claim = consumer.claim_batch(self.batch_size, &mut batch);
-                tokio::pin!(claim);
-                tokio::select! {
-                    biased;
-                    () = self.shared.stopped_accepting() => {
-                        watch_shutdown = false;
-                        if !consumer.stop_claiming() {
-                            return; // the claim waiting is cancelled
-                        }
-                        claim.await
-                    }
-                    r = &mut claim => r,
-                }
-            };
-            match claimed {
+            match self.claim(&mut batch, &mut watch_shutdown).await {
                 Ok(_) => backoff = Duration::from_millis(50),
                 Err(QueueError::Closed(_)) => return,
                 Err(e) => {
@@ -175,6 +158,34 @@ impl ConsumerRouter {
                 let ticket = ClaimTicket::new(claimed, settle_tx.clone(), held);
                 self.dispatch(message, None, Some(ticket)).await;
             }
+        }
+    }
+
+    /// One claim into `batch`. While `watch_shutdown`, a shutdown that begins meanwhile asks
+    /// the consumer to stop claiming (and clears it): the claim then ends with what the
+    /// consumer returns, or, if it cannot stop, is cancelled and answers `Closed`.
+    async fn claim(
+        &self,
+        batch: &mut Vec<Claimed>,
+        watch_shutdown: &mut bool,
+    ) -> Result<usize, QueueError> {
+        let consumer = &self.entry.consumer;
+        if !*watch_shutdown {
+            return consumer.claim_batch(self.batch_size, batch).await;
+        }
+        let claim = consumer.claim_batch(self.batch_size, batch);
+        tokio::pin!(claim);
+        tokio::select! {
+            biased;
+            () = self.shared.stopped_accepting() => {
+                *watch_shutdown = false;
+                if consumer.stop_claiming() {
+                    claim.await
+                } else {
+                    Err(QueueError::Closed(self.entry.topic.0.clone()))
+                }
+            }
+            r = &mut claim => r,
         }
     }
 

@@ -179,7 +179,7 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
 /// what this process holds that follows covers them). What those queues still hold is not
 /// waited for: it is the other nodes' (or this node's next start's), never this drain's.
 async fn claims_stopped(shared: &BusShared, deadline: Instant) {
-    if tokio::time::timeout_at(deadline, shared.claimers.closed())
+    if tokio::time::timeout_at(deadline, shared.stopping.claimers.closed())
         .await
         .is_err()
     {
