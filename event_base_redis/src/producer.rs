@@ -214,12 +214,7 @@ impl EProducer for RedisProducer {
             let later = message.deliver_at.is_some_and(|at| at > SystemTime::now());
             if let (Some(node), true) = (addressed, later) {
                 // Due later: whether that node reads the stream is checked now, at send.
-                let check = scripts::evalsha(
-                    &scripts::ADD_ADDRESSED,
-                    &[&self.q.broadcast],
-                    ("", "", 0, format!("n:{node}"), "check"),
-                );
-                if matches!(self.q.link.run("XADD", check).await?, redis::Value::Int(0)) {
+                if !self.reads_addressed(node).await? {
                     return Err(self.unknown_node(node));
                 }
             }
@@ -255,5 +250,19 @@ impl EProducer for RedisProducer {
     /// Messages due later wait in Redis (the subscription's delayed set), not in a process.
     fn keeps_delayed(&self) -> bool {
         true
+    }
+
+    /// Whether node `node` has its group on the subscription's broadcast stream (script
+    /// `ADD_ADDRESSED` in its `check` mode: one round trip, nothing added).
+    async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {
+        let check = scripts::evalsha(
+            &scripts::ADD_ADDRESSED,
+            &[&self.q.broadcast],
+            ("", "", 0, format!("n:{node}"), "check"),
+        );
+        Ok(!matches!(
+            self.q.link.run("XADD", check).await?,
+            redis::Value::Int(0)
+        ))
     }
 }

@@ -4,7 +4,10 @@
 //! nodes ack unread. A node that does not read the stream (unknown, or evicted) and a name
 //! no handler of the topic has are refused at send with `UnknownWorker`; a worker the named
 //! node does not have is a dead letter there (`DeadReason::UnknownWorker`). An unqualified
-//! name keeps its meaning: a worker of that name in whichever node claims the entry.
+//! name keeps its meaning: a worker of that name in whichever node claims the entry. A
+//! `send_batch` may mix addressed and plain messages: each goes where a `send` of it would,
+//! and a node named that does not read the stream refuses the whole batch before any of it
+//! is sent.
 //!
 //! Buses in one process with factories of their own stand for nodes.
 
@@ -192,18 +195,6 @@ async fn an_unknown_node_or_handler_is_refused_and_an_unknown_worker_is_a_dead_l
     // A worker no handler of the topic can have.
     let to = format!("{b_id}/ship-0");
     refused(a.send(TOPIC, addressed(&to, "x")).await, &to);
-    // Not in a batch (from a node running the handler, and from a bus with none).
-    let to = format!("{b_id}/sync-0");
-    for bus in [&a, &sender] {
-        let batch = vec![addressed(&to, "b0"), addressed(&to, "b1")];
-        assert!(
-            matches!(
-                bus.send_batch(TOPIC, batch).await,
-                Err(CoreError::UnknownWorker { .. })
-            ),
-            "a batch of addressed messages is refused"
-        );
-    }
     // A node that stopped: refused once the janitor evicted it (its group is gone).
     c.shutdown(ShutdownStrategy::Force).await.unwrap();
     drop(c);
@@ -364,4 +355,143 @@ async fn a_handler_with_an_outbox_cannot_address_a_node_yet() {
     assert_eq!(*answers.lock().unwrap(), vec!["refused".to_owned()]);
     settled(&server, &[&a, &b]).await;
     assert_eq!(probe.count(), 0, "nothing reached the node");
+}
+
+/// How many entries were ever added to the stream `key` (0 before it exists).
+fn entries_added(server: &RedisServer, key: &str) -> i64 {
+    let reply = server.query(&["XINFO", "STREAM", key]);
+    reply
+        .items()
+        .chunks(2)
+        .find(|kv| kv[0].as_str() == Some("entries-added"))
+        .and_then(|kv| kv[1].as_int())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_mixing_addressed_and_plain_messages_sends_each_where_a_send_would() {
+    let server = RedisServer::start();
+    let probes: Vec<Arc<Probe>> = (0..2).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        nodes.push(syncing(&server, p).await);
+    }
+    let (sender, _) = node(&server, vec![]).await;
+    let to_b = format!("{}/{HANDLER}-1", nodes[1].1);
+    let to_a = format!("{}/{HANDLER}-0", nodes[0].1);
+    // From a node running the handler (the topic's route is local) and from a bus with no
+    // handler of it (routed by the registry): every third message for node B, every third
+    // for node A, the rest for no node in particular; one addressed one due a bit later.
+    let mut plain = Vec::new();
+    let mut for_a = Vec::new();
+    let mut for_b = Vec::new();
+    for (round, bus) in [&nodes[0].0, &sender].into_iter().enumerate() {
+        let mut batch = Vec::new();
+        for i in 0..12 {
+            let payload = format!("r{round}-{i}");
+            let msg = match i % 3 {
+                0 => addressed(&to_b, &payload),
+                1 => EMessage::new(TOPIC, payload.into_bytes(), DeliveryMode::Standard, None),
+                _ => addressed(&to_a, &payload),
+            };
+            let msg = match i {
+                9 => msg.with_delay(Duration::from_millis(200)),
+                _ => msg,
+            };
+            match i % 3 {
+                0 => for_b.push(msg.id.clone()),
+                1 => plain.push(msg.id.clone()),
+                _ => for_a.push(msg.id.clone()),
+            }
+            batch.push(msg);
+        }
+        let sent: Vec<String> = batch.iter().map(|m| m.id.clone()).collect();
+        let ids = bus.send_batch(TOPIC, batch).await.unwrap();
+        let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        assert_eq!(ids, sent, "the ids, in the batch's order");
+    }
+    let total = plain.len() + for_a.len() + for_b.len();
+    until("every message handled", async || {
+        probes.iter().map(|p| p.count()).sum::<usize>() >= total
+    })
+    .await;
+    let buses: Vec<&EventBus> = nodes.iter().map(|(b, _)| b).collect();
+    settled(&server, &buses).await;
+    for id in &for_b {
+        assert_eq!(probes[1].count_of(id), 1, "{id}: by node B");
+        assert_eq!(probes[0].count_of(id), 0, "{id}: not by node A");
+    }
+    for id in &for_a {
+        assert_eq!(probes[0].count_of(id), 1, "{id}: by node A");
+        assert_eq!(probes[1].count_of(id), 0, "{id}: not by node B");
+    }
+    for id in &plain {
+        let times = probes[0].count_of(id) + probes[1].count_of(id);
+        assert_eq!(times, 1, "{id}: once, by either node");
+    }
+    assert_eq!(probes.iter().map(|p| p.count()).sum::<usize>(), total);
+    // The workers named handled every addressed one (and, of the plain ones, their share).
+    let addressed_to = |bus: &EventBus, name: &str| processed(bus, name);
+    assert!(addressed_to(&nodes[1].0, "sync-1") >= for_b.len() as u64);
+    assert!(addressed_to(&nodes[0].0, "sync-0") >= for_a.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_naming_a_node_that_does_not_read_the_stream_is_refused_before_any_is_sent() {
+    let server = RedisServer::start();
+    let (a_probe, b_probe) = (Probe::new(), Probe::new());
+    let (a, _) = syncing(&server, &a_probe).await;
+    let (b, b_id) = syncing(&server, &b_probe).await;
+    let (sender, _) = node(&server, vec![]).await;
+    let before = (entries_added(&server, WORK), entries_added(&server, BCAST));
+    let plain = || EMessage::new(TOPIC, b"p".to_vec(), DeliveryMode::Standard, None);
+    let b_worker = format!("{b_id}/sync-0");
+    for bus in [&a, &sender] {
+        // A node no one runs, after plain ones and one for a live node.
+        for gone in ["1-nobody/sync-0", "1-nobody/sync-1"] {
+            let batch = vec![
+                plain(),
+                addressed(&b_worker, "b"),
+                plain(),
+                addressed(gone, "x"),
+            ];
+            match bus.send_batch(TOPIC, batch).await {
+                Err(CoreError::UnknownWorker { topic, worker }) => {
+                    assert_eq!((topic.as_str(), worker.as_str()), (TOPIC, gone));
+                }
+                other => panic!("expected UnknownWorker for {gone}, got {other:?}"),
+            }
+        }
+        // A worker no handler of the topic can have, on a live node.
+        let to = format!("{b_id}/ship-0");
+        let batch = vec![plain(), addressed(&to, "x")];
+        assert!(
+            matches!(
+                bus.send_batch(TOPIC, batch).await,
+                Err(CoreError::UnknownWorker { worker, .. }) if worker == to
+            ),
+            "a worker no handler has"
+        );
+    }
+    // Nothing of the refused batches was added to either stream, nor left in a WAL.
+    assert_eq!(
+        (entries_added(&server, WORK), entries_added(&server, BCAST)),
+        before
+    );
+    // A batch that is sent afterwards is handled whole, and alone.
+    let ids = sender
+        .send_batch(TOPIC, vec![plain(), addressed(&b_worker, "b")])
+        .await
+        .unwrap();
+    until("the last batch handled", async || {
+        a_probe.count() + b_probe.count() >= 2
+    })
+    .await;
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(a_probe.count() + b_probe.count(), 2, "only the batch sent");
+    assert_eq!(b_probe.count_of(&ids[1].to_string()), 1);
+    assert_eq!(
+        a_probe.count_of(&ids[0].to_string()) + b_probe.count_of(&ids[0].to_string()),
+        1
+    );
 }

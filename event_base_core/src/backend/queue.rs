@@ -73,6 +73,16 @@ pub trait EProducer: Send + Sync + 'static {
     fn keeps_delayed(&self) -> bool {
         false
     }
+
+    /// Whether node `node` of a shared backend reads this subscription's messages addressed
+    /// to its workers (`to_worker: "<node>/<worker>"`) now, so that a send of one would not
+    /// be refused with [`QueueError::UnknownNode`]: the bus asks it once per node before it
+    /// sends a batch holding such messages. Only a look (the send checks again). The
+    /// default, `true`, is for backends without nodes.
+    async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {
+        let _ = node;
+        Ok(true)
+    }
 }
 
 /// The claiming side of a topic's queue.

@@ -528,6 +528,10 @@ impl BusShared {
         if topic.starts_with(SYSTEM_PREFIX) {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
+        if self.any_addressed(&messages) {
+            // Some for a worker of a node: those go by that node (`addressed.rs`).
+            return Box::pin(self.send_batch_addressed(topic, messages)).await;
+        }
         // In flight before the check, as a single send is (see `accept`).
         self.in_flight.add();
         let _sending = Sending(&self.in_flight);

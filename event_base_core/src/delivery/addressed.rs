@@ -12,8 +12,17 @@
 //!   node reads through a group of its own and the other nodes ack unread) and answers
 //!   [`QueueError::UnknownNode`] when the node does not run the handler now, which the send
 //!   returns as [`CoreError::UnknownWorker`].
+//! - In a `send_batch` ([`send_batch_addressed`](BusShared::send_batch_addressed)): every
+//!   message is checked and every node named is asked once per subscription whether it reads
+//!   it ([`EProducer::reads_addressed`]) before anything is sent, so a node that is gone
+//!   refuses the whole batch with `UnknownWorker` and nothing of it is queued. Then the
+//!   others go as one batch (one WAL commit), then the addressed ones one by one, in the
+//!   batch's order, by a task of their own. A node evicted between the check and its send
+//!   still refuses its message: the batch then answers `UnknownWorker`, the plain messages
+//!   and the addressed ones before it are queued (and handled), it and the addressed ones
+//!   after it are not sent.
 //! - Not through a handler's outbox (refused with `CoreError::Config`: an outbox releases by
-//!   the topic's handlers here), nor in a `send_batch` (`UnknownWorker`).
+//!   the topic's handlers here).
 //! - A worker name no handler of the topic can have is refused at once with `UnknownWorker`;
 //!   a node that runs the handler but no worker of that name dead-letters the message with
 //!   `DeadReason::UnknownWorker` (`consumer_router.rs`).
@@ -22,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::queue::EProducer;
+use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::delivery::accept::prepare;
 use crate::delivery::elsewhere::{prepare_elsewhere, within};
@@ -111,17 +121,101 @@ impl BusShared {
         let id = MessageId::from(&message.id);
         let work = async {
             let producer = self.addressed_producer(&topic, &message).await?;
-            match producer.send(message.clone()).await {
-                Ok(()) => Ok(()),
-                Err(QueueError::UnknownNode { .. }) => Err(CoreError::UnknownWorker {
-                    topic: topic.0.clone(),
-                    worker: message.to_worker.clone().unwrap_or_default(),
-                }),
-                Err(e) => Err(CoreError::from(e)),
-            }
+            send_addressed(&*producer, message.clone()).await
         };
         within(&topic, timeout, work).await?;
         Ok(id)
+    }
+
+    /// Whether `messages` (a batch) holds one addressed to a worker of a node, on a bus with
+    /// a shared backend: such a batch goes through
+    /// [`send_batch_addressed`](Self::send_batch_addressed).
+    pub(crate) fn any_addressed(&self, messages: &[EMessage]) -> bool {
+        self.remote.is_some()
+            && messages
+                .iter()
+                .any(|m| m.to_worker.as_deref().and_then(node_and_worker).is_some())
+    }
+
+    /// [`send_batch`](Self::send_batch) of a batch with messages addressed to a worker of a
+    /// node (see the module docs): every message checked, and every node named asked once
+    /// per subscription whether it reads it, before anything is sent; then the others as
+    /// one batch, then the addressed ones in order, by a task of their own.
+    pub(crate) async fn send_batch_addressed(
+        &self,
+        topic: &str,
+        messages: Vec<EMessage>,
+    ) -> Result<Vec<MessageId>, CoreError> {
+        // In flight before the check, as a single send is (`accept.rs`), and until the
+        // addressed ones are queued.
+        let sending = Sending::new(&self.in_flight);
+        if !self.accepting.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CoreError::SystemShutdown);
+        }
+        let mut plain = Vec::new();
+        let mut addressed = Vec::new();
+        // Per message, in order: whether it is addressed (its id is then `addressed`'s next).
+        let mut order = Vec::with_capacity(messages.len());
+        for message in messages {
+            let qualified = message
+                .to_worker
+                .as_deref()
+                .and_then(node_and_worker)
+                .is_some();
+            order.push(qualified);
+            if qualified {
+                addressed.push(self.admit_addressed(topic.to_owned(), message)?.1);
+            } else {
+                plain.push(message);
+            }
+        }
+        let mut sends: Vec<(Arc<dyn EProducer>, Arc<EMessage>)> = Vec::new();
+        // (subscription, node) pairs asked: the producer's address stands for the former.
+        let mut asked: Vec<(usize, &str)> = Vec::new();
+        for message in &addressed {
+            let producer = self.addressed_producer(&message.topic, message).await?;
+            let to_worker = message.to_worker.as_deref().unwrap_or_default();
+            let node = node_and_worker(to_worker).map_or("", |(node, _)| node);
+            let key = (Arc::as_ptr(&producer) as *const () as usize, node);
+            if !asked.contains(&key) {
+                if !producer.reads_addressed(node).await? {
+                    return Err(CoreError::UnknownWorker {
+                        topic: topic.to_owned(),
+                        worker: to_worker.to_owned(),
+                    });
+                }
+                asked.push(key);
+            }
+            sends.push((producer, message.clone()));
+        }
+        let mut plain_ids = match plain.is_empty() {
+            true => Vec::new(),
+            false => Box::pin(self.send_batch(topic, plain)).await?,
+        }
+        .into_iter();
+        let mut addressed_ids = addressed.iter().map(|m| MessageId::from(&m.id));
+        let ids = order
+            .into_iter()
+            .filter_map(|qualified| match qualified {
+                true => addressed_ids.next(),
+                false => plain_ids.next(),
+            })
+            .collect();
+        // By a task of their own, so that a dropped call does not stop them half-way.
+        let rest = async move {
+            for (producer, message) in sends {
+                send_addressed(&*producer, message).await?;
+            }
+            drop(sending);
+            Ok::<(), CoreError>(())
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn(rest).await.map_err(|e| {
+                CoreError::Internal(format!("addressed batch queueing task failed: {e}"))
+            })??,
+            Err(_) => rest.await?,
+        }
+        Ok(ids)
     }
 
     /// The producer of the subscription whose handler the addressed worker belongs to: a
@@ -169,6 +263,35 @@ impl BusShared {
             .find(|s| &*s.handler == h)
             .map(|s| s.producer.clone())
             .ok_or_else(unknown)
+    }
+}
+
+/// A send in progress, counted in flight until dropped.
+struct Sending(Arc<InFlight>);
+
+impl Sending {
+    fn new(in_flight: &Arc<InFlight>) -> Self {
+        in_flight.add();
+        Sending(in_flight.clone())
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
+/// Sends an addressed message through `producer` (its worker's subscription), and answers
+/// `UnknownWorker` when the node named does not read it.
+async fn send_addressed(producer: &dyn EProducer, message: Arc<EMessage>) -> Result<(), CoreError> {
+    match producer.send(message.clone()).await {
+        Ok(()) => Ok(()),
+        Err(QueueError::UnknownNode { .. }) => Err(CoreError::UnknownWorker {
+            topic: message.topic.0.clone(),
+            worker: message.to_worker.clone().unwrap_or_default(),
+        }),
+        Err(e) => Err(CoreError::from(e)),
     }
 }
 

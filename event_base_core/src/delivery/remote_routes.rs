@@ -158,18 +158,8 @@ impl BusShared {
             return Err(CoreError::NoHandler { topic });
         };
         let mut admitted = Vec::with_capacity(messages.len());
+        // (Those addressed to a worker of a node were taken out: `send_batch_addressed`.)
         for message in messages {
-            if let Some(worker) = message
-                .to_worker
-                .as_deref()
-                .filter(|w| node_and_worker(w).is_some())
-            {
-                // A batch goes to every handler; send addressed messages one by one.
-                return Err(CoreError::UnknownWorker {
-                    topic,
-                    worker: worker.to_owned(),
-                });
-            }
             admitted.push(self.admit_elsewhere(topic.clone(), message)?.1);
         }
         let ids = admitted.iter().map(|m| MessageId::from(&m.id)).collect();

@@ -113,6 +113,10 @@ impl EProducer for Tracked {
     fn keeps_delayed(&self) -> bool {
         self.inner.keeps_delayed()
     }
+
+    async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {
+        self.inner.reads_addressed(node).await
+    }
 }
 
 #[cfg(test)]

@@ -147,6 +147,17 @@ impl TopicRouter {
     /// anything is written. Cancel safety: dropped before the WAL commit is durable, the whole
     /// batch is withdrawn; dropped after (while it waits for queue room, say), every message
     /// is still delivered, queued by a task of its own.
+    ///
+    /// With a shared backend (Redis), messages addressed to a worker of a node
+    /// (`to_worker: "<node id>/<worker>"`) may be mixed in: each node named is checked
+    /// first (one round trip per node and handler), so a node that does not run the handler
+    /// refuses the whole batch with [`CoreError::UnknownWorker`] before anything is sent.
+    /// Then the other messages go as above, and the addressed ones after them, one by one in
+    /// the batch's order (as [`send`](Self::send) sends each), by a task of their own. Should
+    /// a node be evicted between the check and its message's send, the batch answers
+    /// `UnknownWorker` with the other messages and the addressed ones before that message
+    /// queued, and it and the addressed ones after it not sent; a call dropped before the
+    /// other messages are queued sends none of the addressed ones.
     pub async fn send_batch(
         &self,
         topic: impl AsRef<str>,
