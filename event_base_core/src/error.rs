@@ -113,7 +113,7 @@ pub enum CoreError {
         topic: String,
     },
     /// `to_worker` names a worker the topic does not have.
-    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` names a worker of another node: RedisQueueFactory::node_id() of that node)")]
+    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` names a worker of a node that runs its handler now, RedisQueueFactory::node_id() of that process; a node that stopped or was evicted has none: send the message again naming a running node, or delete its dead letter)")]
     UnknownWorker {
         /// The topic.
         topic: String,

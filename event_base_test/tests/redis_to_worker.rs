@@ -7,10 +7,12 @@
 //! name keeps its meaning: a worker of that name in whichever node claims the entry. A
 //! `send_batch` may mix addressed and plain messages: each goes where a `send` of it would,
 //! and a node named that does not read the stream refuses the whole batch before any of it
-//! is sent.
+//! is sent. An addressed dead letter is replayed to the same worker of the same node, and
+//! refused with `UnknownWorker` (it stays a dead letter) when that node is gone.
 //!
 //! Buses in one process with factories of their own stand for nodes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -309,10 +311,19 @@ async fn what_a_node_evicted_before_it_read_it_had_addressed_to_it_is_a_dead_let
         Some(0),
         "taken out of the delayed set"
     );
-    // Not replayed yet (it names its node): refused, and it stays a dead letter.
+    // Replayed to the same node, which is gone: refused, saying what to do, and both stay
+    // dead letters (one at a time, and all at once).
+    match a.replay_dead_letter(&ids[0]).await {
+        Err(e @ CoreError::UnknownWorker { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&to), "{text}");
+            assert!(text.contains("naming a running node"), "{text}");
+        }
+        other => panic!("expected UnknownWorker, got {other:?}"),
+    }
     assert!(matches!(
-        a.replay_dead_letter(&ids[0]).await,
-        Err(CoreError::NoHandler { .. })
+        a.replay_dead_letters().await,
+        Err(CoreError::UnknownWorker { .. })
     ));
     assert_eq!(a.dead_letters().await.unwrap().len(), 2);
     settled(&server, &[&a]).await;
@@ -494,4 +505,100 @@ async fn a_batch_naming_a_node_that_does_not_read_the_stream_is_refused_before_a
         a_probe.count_of(&ids[0].to_string()) + b_probe.count_of(&ids[0].to_string()),
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addressed_dead_letter_is_replayed_to_the_same_worker_of_the_same_node() {
+    let server = RedisServer::start();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let probes: Vec<Arc<Probe>> = (0..2).map(|_| Probe::new()).collect();
+    let mut nodes = Vec::new();
+    for p in &probes {
+        let fixed = fixed.clone();
+        let spec = p
+            .handler(HANDLER, TOPIC, move |m: &EMessage| {
+                match m.payload.0.starts_with(b"doomed") && !fixed.load(Ordering::SeqCst) {
+                    true => Ack::NoAck {
+                        retry_after: None,
+                        max_retries: 1,
+                    },
+                    false => Ack::Ack,
+                }
+            })
+            .workers(WORKERS);
+        nodes.push(node(&server, vec![spec]).await);
+    }
+    let (sender, _) = node(&server, vec![]).await;
+    let to_b = format!("{}/{HANDLER}-1", nodes[1].1);
+    let to_a = format!("{}/{HANDLER}-0", nodes[0].1);
+    let for_b = sender
+        .send(TOPIC, addressed(&to_b, "doomed-b"))
+        .await
+        .unwrap()
+        .to_string();
+    let for_a = sender
+        .send(TOPIC, addressed(&to_a, "doomed-a"))
+        .await
+        .unwrap()
+        .to_string();
+    let mut dead = Vec::new();
+    until("both dead letters written", async || {
+        dead = sender.dead_letters().await.unwrap();
+        dead.len() >= 2
+    })
+    .await;
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    for d in &dead {
+        assert_eq!(d.reason, DeadReason::MaxRetriesExceeded);
+        assert_eq!(d.handlers, vec![HANDLER.to_owned()]);
+    }
+    let attempts = |p: &Probe, id: &str| -> Vec<u32> {
+        p.seen()
+            .iter()
+            .filter(|s| s.id == id)
+            .map(|s| s.attempts)
+            .collect()
+    };
+    assert_eq!(
+        attempts(&probes[1], &for_b),
+        vec![1, 2],
+        "by node B, retried"
+    );
+    assert_eq!(
+        attempts(&probes[0], &for_a),
+        vec![1, 2],
+        "by node A, retried"
+    );
+    assert_eq!(probes[0].count_of(&for_b) + probes[1].count_of(&for_a), 0);
+
+    // Fixed, then replayed: from a bus with no handler of the topic, and (all at once) from
+    // a node running it; each to the worker it was addressed to, from its first attempt.
+    fixed.store(true, Ordering::SeqCst);
+    assert_eq!(
+        sender.replay_dead_letter(&for_b).await.unwrap().to_string(),
+        for_b
+    );
+    let replayed = nodes[1].0.replay_dead_letters().await.unwrap();
+    assert_eq!(
+        replayed.iter().map(|id| id.to_string()).collect::<Vec<_>>(),
+        vec![for_a.clone()]
+    );
+    probes[1].wait_for(3, WAIT).await;
+    probes[0].wait_for(3, WAIT).await;
+    let buses: Vec<&EventBus> = nodes.iter().map(|(b, _)| b).collect();
+    settled(&server, &buses).await;
+    assert_eq!(
+        attempts(&probes[1], &for_b),
+        vec![1, 2, 1],
+        "again by node B"
+    );
+    assert_eq!(
+        attempts(&probes[0], &for_a),
+        vec![1, 2, 1],
+        "again by node A"
+    );
+    assert_eq!(probes[0].count() + probes[1].count(), 6, "nothing else");
+    assert_eq!(processed(&nodes[1].0, "sync-0"), 0, "only the worker named");
+    assert_eq!(processed(&nodes[0].0, "sync-1"), 0, "only the worker named");
+    assert!(sender.dead_letters().await.unwrap().is_empty());
 }

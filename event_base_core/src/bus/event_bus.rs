@@ -187,6 +187,11 @@ impl EventBus {
     /// Cancel safety: the dead letter is only gone once the message is queued. Dropped before
     /// (waiting for room in a full queue, say), or refused, the replay puts the dead letter
     /// back as it was; nothing stays in flight.
+    ///
+    /// With a shared backend (Redis), a dead letter addressed to a worker of a node
+    /// (`to_worker: "<node id>/<worker>"`) goes to that worker of that node again, from any
+    /// process; when that node does not run the handler now (stopped, evicted) the replay is
+    /// refused with [`CoreError::UnknownWorker`] and the dead letter stays.
     pub async fn replay_dead_letter(&self, id: &str) -> Result<MessageId, CoreError> {
         let dead = self
             .shared

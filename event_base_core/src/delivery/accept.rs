@@ -418,6 +418,10 @@ impl BusShared {
         message.deliver_at = None;
         let topic = message.topic.0.clone();
         let (route, message) = self.admit(&topic, message, false)?;
+        if self.is_addressed(&message) {
+            // For a worker of a node: to that worker again (`addressed.rs`).
+            return self.replay_addressed(dead, message).await;
+        }
         if route.subs.is_empty() {
             // Handled only elsewhere: a replay goes through a process that runs a handler
             // (the dead letter stays as it is).
@@ -949,7 +953,7 @@ impl Drop for WithdrawOnDrop<'_> {
 
 impl BusShared {
     /// Puts a dead letter back after its replay was withdrawn, as it was but for its time.
-    fn restore_dead_letter(&self, dead: Option<&DeadLetterMessage>) {
+    pub(crate) fn restore_dead_letter(&self, dead: Option<&DeadLetterMessage>) {
         let Some(dead) = dead else { return };
         let message = Arc::new(dead.message.clone());
         if let Err(e) = self.wal.fail(&message, &dead.reason, &dead.handlers) {

@@ -21,6 +21,11 @@
 //!   still refuses its message: the batch then answers `UnknownWorker`, the plain messages
 //!   and the addressed ones before it are queued (and handled), it and the addressed ones
 //!   after it are not sent.
+//! - Its dead letter is replayed to the same worker of the same node
+//!   ([`replay_addressed`](BusShared::replay_addressed)), from any bus: the node is checked
+//!   first (gone: `UnknownWorker`, and the dead letter stays), then the dead letter is taken
+//!   out (not turned into a live record: the node named settles the message) and the
+//!   message sent; a refused or dropped send puts the dead letter back.
 //! - Not through a handler's outbox (refused with `CoreError::Config`: an outbox releases by
 //!   the topic's handlers here).
 //! - A worker name no handler of the topic can have is refused at once with `UnknownWorker`;
@@ -37,6 +42,7 @@ use crate::delivery::accept::prepare;
 use crate::delivery::elsewhere::{prepare_elsewhere, within};
 use crate::delivery::topic_table::Route;
 use crate::error::{CoreError, QueueError};
+use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
@@ -127,14 +133,56 @@ impl BusShared {
         Ok(id)
     }
 
-    /// Whether `messages` (a batch) holds one addressed to a worker of a node, on a bus with
-    /// a shared backend: such a batch goes through
-    /// [`send_batch_addressed`](Self::send_batch_addressed).
-    pub(crate) fn any_addressed(&self, messages: &[EMessage]) -> bool {
+    /// Whether `message` is addressed to a worker of a node (`<node>/<worker>`, on a bus
+    /// with a shared backend).
+    pub(crate) fn is_addressed(&self, message: &EMessage) -> bool {
         self.remote.is_some()
-            && messages
-                .iter()
-                .any(|m| m.to_worker.as_deref().and_then(node_and_worker).is_some())
+            && message
+                .to_worker
+                .as_deref()
+                .and_then(node_and_worker)
+                .is_some()
+    }
+
+    /// Whether `messages` (a batch) holds one addressed to a worker of a node: such a batch
+    /// goes through [`send_batch_addressed`](Self::send_batch_addressed).
+    pub(crate) fn any_addressed(&self, messages: &[EMessage]) -> bool {
+        messages.iter().any(|m| self.is_addressed(m))
+    }
+
+    /// Replays `dead`, a dead letter addressed to a worker of a node, as `message` (admitted,
+    /// `attempts` reset): to that worker of that node again. The node is checked first: one
+    /// that does not read the stream now (stopped, evicted) answers `UnknownWorker` and the
+    /// dead letter stays. Otherwise the dead letter is taken out and the message sent; a send
+    /// refused (the node evicted meanwhile) or dropped before it is queued puts the dead
+    /// letter back.
+    pub(crate) async fn replay_addressed(
+        &self,
+        dead: &DeadLetterMessage,
+        message: Arc<EMessage>,
+    ) -> Result<MessageId, CoreError> {
+        let producer = self.addressed_producer(&message.topic, &message).await?;
+        let to_worker = message.to_worker.as_deref().unwrap_or_default();
+        let node = node_and_worker(to_worker).map_or("", |(node, _)| node);
+        if !producer.reads_addressed(node).await? {
+            return Err(CoreError::UnknownWorker {
+                topic: message.topic.0.clone(),
+                worker: to_worker.to_owned(),
+            });
+        }
+        // Taken out, not replaced by a live record: once queued the message is the
+        // backend's, and the node named settles it (this bus's WAL would never see it end).
+        if self.wal.take_dead_letter(&message.id).await?.is_none() {
+            // Replayed or deleted meanwhile, by another caller.
+            return Err(CoreError::NotFound(message.id.clone()));
+        }
+        let mut restore = PutBack {
+            shared: self,
+            dead: Some(dead),
+        };
+        send_addressed(&*producer, message.clone()).await?;
+        restore.dead = None;
+        Ok(MessageId::from(&message.id))
     }
 
     /// [`send_batch`](Self::send_batch) of a batch with messages addressed to a worker of a
@@ -263,6 +311,18 @@ impl BusShared {
             .find(|s| &*s.handler == h)
             .map(|s| s.producer.clone())
             .ok_or_else(unknown)
+    }
+}
+
+/// Puts a dead letter taken out for a replay back, unless the replay's send went through.
+struct PutBack<'a> {
+    shared: &'a BusShared,
+    dead: Option<&'a DeadLetterMessage>,
+}
+
+impl Drop for PutBack<'_> {
+    fn drop(&mut self) {
+        self.shared.restore_dead_letter(self.dead);
     }
 }
 
