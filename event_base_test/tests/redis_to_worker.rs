@@ -500,9 +500,9 @@ async fn a_batch_naming_a_node_that_does_not_read_the_stream_is_refused_before_a
     .await;
     settled(&server, &[&a, &b]).await;
     assert_eq!(a_probe.count() + b_probe.count(), 2, "only the batch sent");
-    assert_eq!(b_probe.count_of(&ids[1].to_string()), 1);
+    assert_eq!(b_probe.count_of(ids[1].as_ref()), 1);
     assert_eq!(
-        a_probe.count_of(&ids[0].to_string()) + b_probe.count_of(&ids[0].to_string()),
+        a_probe.count_of(ids[0].as_ref()) + b_probe.count_of(ids[0].as_ref()),
         1
     );
 }
