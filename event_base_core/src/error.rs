@@ -74,15 +74,28 @@ pub enum QueueError {
     Closed(String),
     /// A message addressed to a worker of another node (`to_worker: "<node id>/<worker>"`)
     /// names a node that does not run the worker's handler now (never started it, stopped,
-    /// or was evicted).
-    #[error("no running node `{node}` reads handler `{handler}` of topic `{topic}`; address a node id that runs it now (RedisQueueFactory::node_id of that process), or leave the node out of to_worker")]
+    /// or was evicted), or a node name no running node of the handler has.
+    #[error("no running node `{node}` reads handler `{handler}` of topic `{topic}`; address a node that runs it now, by its id (RedisQueueFactory::node_id of that process) or its name if no other node running the handler has it, or leave the node out of to_worker")]
     UnknownNode {
         /// The topic.
         topic: String,
         /// The handler whose worker the message names.
         handler: String,
-        /// The node id named.
+        /// The node id (or name) named.
         node: String,
+    },
+    /// A message addressed to a worker of a node by the node's name
+    /// (`to_worker: "<node name>/<worker>"`) names several running nodes of the handler.
+    #[error("{} running nodes named `{name}` read handler `{handler}` of topic `{topic}` (ids {}); address one of them by its id (RedisQueueFactory::node_id of that process) instead of the name", .ids.len(), .ids.join(", "))]
+    AmbiguousNode {
+        /// The topic.
+        topic: String,
+        /// The handler whose worker the message names.
+        handler: String,
+        /// The node name given.
+        name: String,
+        /// The ids of the running nodes of that name that read the handler.
+        ids: Vec<String>,
     },
     /// A backend (e.g. Redis) failed; the source says how.
     #[error("queue backend error")]
@@ -113,7 +126,7 @@ pub enum CoreError {
         topic: String,
     },
     /// `to_worker` names a worker the topic does not have.
-    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` names a worker of a node that runs its handler now, RedisQueueFactory::node_id() of that process; a node that stopped or was evicted has none: send the message again naming a running node, or delete its dead letter)")]
+    #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` or `<node name>/<worker>` names a worker of a node that runs its handler now, RedisQueueFactory::node_id() of that process; a node that stopped or was evicted has none: send the message again naming a running node, or delete its dead letter)")]
     UnknownWorker {
         /// The topic.
         topic: String,

@@ -209,7 +209,9 @@ impl RedisQueueFactory {
     }
 
     /// This node's id in the cluster (unique per process start; its consumers' names start
-    /// with it).
+    /// with it). Its shape, `<pid>-<12 lowercase hex digits>`, tells it from a node name in
+    /// a `to_worker: "<node>/<worker>"` (anything else there is a name, resolved to the id of
+    /// the one running node of that name that runs the worker's handler).
     pub fn node_id(&self) -> &str {
         &self.incarnation
     }

@@ -186,6 +186,21 @@ impl Node {
         }
     }
 
+    /// The ids of the live nodes (their hash not expired) named `name`: script
+    /// `NODES_NAMED`.
+    pub(crate) async fn ids_named(&self, name: &str) -> Result<Vec<String>, RedisError> {
+        let cmd = scripts::evalsha(
+            &scripts::NODES_NAMED,
+            &[&self.zset],
+            (&self.hash_prefix, name),
+        );
+        let v = self.link.run("NODES_NAMED", cmd).await?;
+        reply::array("NODES_NAMED", &v)?
+            .iter()
+            .map(|id| reply::string("NODES_NAMED", id))
+            .collect()
+    }
+
     /// Keeps `workers` (this node's live workers, under its node name `name`) for the
     /// janitor; an empty list deletes what was kept.
     pub(crate) async fn list_workers(

@@ -146,6 +146,20 @@ pub(crate) fn addressed_node(to_worker: &str) -> Option<&str> {
         .map(|(node, _)| node)
 }
 
+/// Whether `node` has the shape of a node id, `<pid>-<12 lowercase hex digits>`
+/// ([`RedisQueueFactory::node_id`](crate::RedisQueueFactory::node_id)): anything else in
+/// the node part of a `to_worker` is a node name.
+pub(crate) fn is_node_id(node: &str) -> bool {
+    node.split_once('-').is_some_and(|(pid, short)| {
+        !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && short.len() == 12
+            && short
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
 /// The stream's length in a reply of `ADD_BROADCAST` (`{id, length}`) or `SCHEDULE`
 /// (length); `None` for a plain `XADD` (an id).
 fn length_of(v: &redis::Value) -> Option<i64> {
@@ -264,5 +278,49 @@ impl EProducer for RedisProducer {
             self.q.link.run("XADD", check).await?,
             redis::Value::Int(0)
         ))
+    }
+
+    /// A node id (`<pid>-<12 hex digits>`, [`is_node_id`]) as it is; a name, the id of the
+    /// one live node of that name (its hash in the nodes' registry not expired) that has a
+    /// group on the subscription's broadcast stream.
+    async fn resolve_node(&self, node: &str) -> Result<Option<String>, QueueError> {
+        if is_node_id(node) {
+            return Ok(None);
+        }
+        let mut reading = Vec::new();
+        for id in self.q.node.ids_named(node).await? {
+            if self.reads_addressed(&id).await? {
+                reading.push(id);
+            }
+        }
+        match reading.len() {
+            0 => Err(self.unknown_node(node)),
+            1 => Ok(reading.pop()),
+            _ => {
+                reading.sort();
+                Err(QueueError::AmbiguousNode {
+                    topic: self.q.topic.to_string(),
+                    handler: self.q.handler.clone(),
+                    name: node.to_owned(),
+                    ids: reading,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_node_id;
+
+    #[test]
+    fn a_node_id_is_a_pid_and_twelve_hex_digits_anything_else_a_name() {
+        assert!(is_node_id("4242-0123456789ab"));
+        assert!(!is_node_id("4242-0123456789a"), "eleven digits");
+        assert!(!is_node_id("4242-0123456789AB"), "upper case");
+        assert!(!is_node_id("-0123456789ab"), "no pid");
+        assert!(!is_node_id("web-1"));
+        assert!(!is_node_id("1-nobody"));
+        assert!(!is_node_id("host.example.com"));
     }
 }

@@ -8,7 +8,9 @@
 //! `send_batch` may mix addressed and plain messages: each goes where a `send` of it would,
 //! and a node named that does not read the stream refuses the whole batch before any of it
 //! is sent. An addressed dead letter is replayed to the same worker of the same node, and
-//! refused with `UnknownWorker` (it stays a dead letter) when that node is gone.
+//! refused with `UnknownWorker` (it stays a dead letter) when that node is gone. A node may
+//! be named by its name instead of its id, when exactly one running node of that name runs
+//! the handler.
 //!
 //! Buses in one process with factories of their own stand for nodes.
 
@@ -601,4 +603,73 @@ async fn an_addressed_dead_letter_is_replayed_to_the_same_worker_of_the_same_nod
     assert_eq!(processed(&nodes[1].0, "sync-0"), 0, "only the worker named");
     assert_eq!(processed(&nodes[0].0, "sync-1"), 0, "only the worker named");
     assert!(sender.dead_letters().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_name_stands_for_the_one_running_node_of_that_name_that_runs_the_handler() {
+    let server = RedisServer::start();
+    // Every node of this test process has the process's node name.
+    let name = event_base::node_name();
+    let (a_probe, b_probe) = (Probe::new(), Probe::new());
+    let (a, a_id) = syncing(&server, &a_probe).await;
+    // A node of that name that does not run the handler does not count.
+    let (sender, _) = node(&server, vec![]).await;
+    let to = format!("{name}/{HANDLER}-1");
+    let one = sender
+        .send(TOPIC, addressed(&to, "by name"))
+        .await
+        .unwrap()
+        .to_string();
+    let batch = sender
+        .send_batch(
+            TOPIC,
+            vec![
+                addressed(&to, "by name, in a batch"),
+                EMessage::new(TOPIC, b"plain".to_vec(), DeliveryMode::Standard, None),
+            ],
+        )
+        .await
+        .unwrap();
+    a_probe.wait_for(3, WAIT).await;
+    settled(&server, &[&a]).await;
+    assert_eq!(a_probe.count_of(&one), 1);
+    assert_eq!(a_probe.count_of(batch[0].as_ref()), 1);
+    assert_eq!(a_probe.count_of(batch[1].as_ref()), 1, "the plain one too");
+    // The two by name by `sync-1`; the plain one by either worker.
+    assert!(processed(&a, "sync-1") >= 2);
+    assert_eq!(processed(&a, "sync-0") + processed(&a, "sync-1"), 3);
+    // A second running node of that name with the handler: the name is ambiguous.
+    let (b, b_id) = syncing(&server, &b_probe).await;
+    let mut want = vec![a_id.clone(), b_id.clone()];
+    want.sort();
+    match sender.send(TOPIC, addressed(&to, "which?")).await {
+        Err(CoreError::Queue(e @ event_base::QueueError::AmbiguousNode { .. })) => {
+            let text = e.to_string();
+            assert!(text.contains("by its id"), "{text}");
+            match e {
+                event_base::QueueError::AmbiguousNode { ids, name: n, .. } => {
+                    assert_eq!((ids, n), (want, name.clone()));
+                }
+                _ => unreachable!(),
+            }
+        }
+        other => panic!("expected AmbiguousNode, got {other:?}"),
+    }
+    // Ids still name one node each; a name no running node has is refused as an unknown id.
+    let by_id = format!("{b_id}/{HANDLER}-0");
+    let id = sender
+        .send(TOPIC, addressed(&by_id, "by id"))
+        .await
+        .unwrap()
+        .to_string();
+    b_probe.wait_for(1, WAIT).await;
+    assert_eq!(b_probe.count_of(&id), 1);
+    let nobody = format!("{name}-gone/{HANDLER}-0");
+    assert!(matches!(
+        sender.send(TOPIC, addressed(&nobody, "x")).await,
+        Err(CoreError::UnknownWorker { worker, .. }) if worker == nobody
+    ));
+    settled(&server, &[&a, &b]).await;
+    assert_eq!(a_probe.count(), 3, "nothing more reached node A");
+    assert_eq!(b_probe.count(), 1);
 }

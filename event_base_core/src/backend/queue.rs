@@ -83,6 +83,16 @@ pub trait EProducer: Send + Sync + 'static {
         let _ = node;
         Ok(true)
     }
+
+    /// The id of the node that `node`, the node part of a `to_worker: "<node>/<worker>"`,
+    /// names when it is a node *name* rather than an id: the one running node of that name
+    /// that reads this subscription's addressed messages. `Ok(None)`: `node` is an id, to be
+    /// used as it is (the default, for backends without node names). None of that name:
+    /// [`QueueError::UnknownNode`]; several: [`QueueError::AmbiguousNode`].
+    async fn resolve_node(&self, node: &str) -> Result<Option<String>, QueueError> {
+        let _ = node;
+        Ok(None)
+    }
 }
 
 /// The claiming side of a topic's queue.

@@ -2,6 +2,12 @@
 //! `to_worker: Some("<node id>/<worker>")` (only when the bus has a shared backend,
 //! `QueueFactory::routes`; without one a `to_worker` is a worker name as it stands).
 //!
+//! - The node may be named by its name (`<node name>/<worker>`): the backend tells names
+//!   from ids and resolves a name to the id of the one running node of that name that runs
+//!   the worker's handler ([`EProducer::resolve_node`]; the Redis backend: ids are
+//!   `<pid>-<12 hex digits>`, anything else is a name), refusing none (`UnknownNode`, sent
+//!   back as `UnknownWorker`) or several (`QueueError::AmbiguousNode`). The message is then
+//!   sent with the id in its `to_worker` (a copy of it; a name is only resolved at send).
 //! - An unqualified name keeps its meaning: a worker of that name in whichever node handles
 //!   the copy (`accept.rs`, `consumer_router.rs`).
 //! - A qualified one goes to the subscription of the handler the worker belongs to (a worker
@@ -127,7 +133,8 @@ impl BusShared {
         let id = MessageId::from(&message.id);
         let work = async {
             let producer = self.addressed_producer(&topic, &message).await?;
-            send_addressed(&*producer, message.clone()).await
+            let message = by_node_id(&*producer, message.clone()).await?;
+            send_addressed(&*producer, message).await
         };
         within(&topic, timeout, work).await?;
         Ok(id)
@@ -162,6 +169,8 @@ impl BusShared {
         message: Arc<EMessage>,
     ) -> Result<MessageId, CoreError> {
         let producer = self.addressed_producer(&message.topic, &message).await?;
+        // (A dead letter names its node by id: a name was resolved when it was sent.)
+        let message = by_node_id(&*producer, message).await?;
         let to_worker = message.to_worker.as_deref().unwrap_or_default();
         let node = node_and_worker(to_worker).map_or("", |(node, _)| node);
         if !producer.reads_addressed(node).await? {
@@ -218,23 +227,37 @@ impl BusShared {
             }
         }
         let mut sends: Vec<(Arc<dyn EProducer>, Arc<EMessage>)> = Vec::new();
-        // (subscription, node) pairs asked: the producer's address stands for the former.
-        let mut asked: Vec<(usize, &str)> = Vec::new();
+        // (subscription, node) pairs asked, with the node's id when it was named by name:
+        // the producer's address stands for the subscription.
+        let mut asked: Vec<((usize, &str), Option<String>)> = Vec::new();
         for message in &addressed {
             let producer = self.addressed_producer(&message.topic, message).await?;
             let to_worker = message.to_worker.as_deref().unwrap_or_default();
-            let node = node_and_worker(to_worker).map_or("", |(node, _)| node);
+            let (node, worker) = node_and_worker(to_worker).unwrap_or_default();
             let key = (Arc::as_ptr(&producer) as *const () as usize, node);
-            if !asked.contains(&key) {
-                if !producer.reads_addressed(node).await? {
-                    return Err(CoreError::UnknownWorker {
-                        topic: topic.to_owned(),
-                        worker: to_worker.to_owned(),
-                    });
+            let id = match asked.iter().find(|(k, _)| *k == key) {
+                Some((_, id)) => id.clone(),
+                None => {
+                    // A name is resolved to a node that reads the stream; an id is asked.
+                    let id = producer
+                        .resolve_node(node)
+                        .await
+                        .map_err(|e| addressed_error(message, e))?;
+                    if id.is_none() && !producer.reads_addressed(node).await? {
+                        return Err(CoreError::UnknownWorker {
+                            topic: topic.to_owned(),
+                            worker: to_worker.to_owned(),
+                        });
+                    }
+                    asked.push((key, id.clone()));
+                    id
                 }
-                asked.push(key);
-            }
-            sends.push((producer, message.clone()));
+            };
+            let message = match id {
+                Some(id) => with_node_id(message, &id, worker),
+                None => message.clone(),
+            };
+            sends.push((producer, message));
         }
         let mut plain_ids = match plain.is_empty() {
             true => Vec::new(),
@@ -345,13 +368,46 @@ impl Drop for Sending {
 /// Sends an addressed message through `producer` (its worker's subscription), and answers
 /// `UnknownWorker` when the node named does not read it.
 async fn send_addressed(producer: &dyn EProducer, message: Arc<EMessage>) -> Result<(), CoreError> {
-    match producer.send(message.clone()).await {
-        Ok(()) => Ok(()),
-        Err(QueueError::UnknownNode { .. }) => Err(CoreError::UnknownWorker {
+    producer
+        .send(message.clone())
+        .await
+        .map_err(|e| addressed_error(&message, e))
+}
+
+/// `message` with its node named by id: a node name (`<node name>/<worker>`) resolved by
+/// the backend to the one running node of that name that runs the worker's handler
+/// ([`EProducer::resolve_node`]); an id, as it is.
+async fn by_node_id(
+    producer: &dyn EProducer,
+    message: Arc<EMessage>,
+) -> Result<Arc<EMessage>, CoreError> {
+    let to_worker = message.to_worker.as_deref().unwrap_or_default();
+    let Some((node, worker)) = node_and_worker(to_worker) else {
+        return Ok(message);
+    };
+    match producer.resolve_node(node).await {
+        Ok(None) => Ok(message),
+        Ok(Some(id)) => Ok(with_node_id(&message, &id, worker)),
+        Err(e) => Err(addressed_error(&message, e)),
+    }
+}
+
+/// A copy of `message` addressed to `worker` of the node `id`.
+fn with_node_id(message: &EMessage, id: &str, worker: &str) -> Arc<EMessage> {
+    let mut message = message.clone();
+    message.to_worker = Some(format!("{id}/{worker}"));
+    Arc::new(message)
+}
+
+/// The error of a queue refusing an addressed `message`: a node that does not read it is
+/// `UnknownWorker`, as a send answers for a worker no node has.
+fn addressed_error(message: &EMessage, e: QueueError) -> CoreError {
+    match e {
+        QueueError::UnknownNode { .. } => CoreError::UnknownWorker {
             topic: message.topic.0.clone(),
             worker: message.to_worker.clone().unwrap_or_default(),
-        }),
-        Err(e) => Err(CoreError::from(e)),
+        },
+        e => CoreError::from(e),
     }
 }
 

@@ -117,6 +117,10 @@ impl EProducer for Tracked {
     async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {
         self.inner.reads_addressed(node).await
     }
+
+    async fn resolve_node(&self, node: &str) -> Result<Option<String>, QueueError> {
+        self.inner.resolve_node(node).await
+    }
 }
 
 #[cfg(test)]
