@@ -186,19 +186,29 @@ impl Node {
         }
     }
 
-    /// The ids of the live nodes (their hash not expired) named `name`: script
-    /// `NODES_NAMED`.
+    /// The ids of the live nodes (their hash not expired) named `name`, in one round trip:
+    /// `SORT <nodes> BY nosort GET # GET <prefix>:{nodes}:n:*->name` pairs each node id
+    /// with the `name` of its hash (nil once the hash expired; the pattern keeps to the
+    /// `{nodes}` slot).
     pub(crate) async fn ids_named(&self, name: &str) -> Result<Vec<String>, RedisError> {
-        let cmd = scripts::evalsha(
-            &scripts::NODES_NAMED,
-            &[&self.zset],
-            (&self.hash_prefix, name),
-        );
-        let v = self.link.run("NODES_NAMED", cmd).await?;
-        reply::array("NODES_NAMED", &v)?
-            .iter()
-            .map(|id| reply::string("NODES_NAMED", id))
-            .collect()
+        let mut cmd = redis::cmd("SORT");
+        cmd.arg(&self.zset)
+            .arg("BY")
+            .arg("nosort")
+            .arg("GET")
+            .arg("#")
+            .arg("GET")
+            .arg(format!("{}*->name", self.hash_prefix));
+        let v = self.link.run("SORT", cmd).await?;
+        let mut ids = Vec::new();
+        for pair in reply::array("SORT", &v)?.chunks(2) {
+            if let [id, redis::Value::BulkString(n)] = pair {
+                if n.as_slice() == name.as_bytes() {
+                    ids.push(reply::string("SORT", id)?);
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// Keeps `workers` (this node's live workers, under its node name `name`) for the

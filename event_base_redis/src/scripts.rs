@@ -561,25 +561,9 @@ return n
     )
 });
 
-/// `KEYS[1]` the nodes' sorted set; `ARGV` the prefix of a node's hash (`<prefix>:{nodes}:n:`,
-/// the same slot), a node name. Returns the ids of the nodes of that name whose hash has not
-/// expired (live: beating), for a `to_worker` that names a node by its name.
-pub(crate) static NODES_NAMED: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  if redis.call('HGET', ARGV[1] .. id, 'name') == ARGV[2] then table.insert(out, id) end
-end
-return out
-",
-    )
-});
-
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 22] {
+fn all() -> [&'static Script; 21] {
     [
-        &*NODES_NAMED,
         &*RETRY,
         &*ADD_BROADCAST,
         &*ADD_ADDRESSED,
