@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `NotFound` | `NOT_FOUND` |
 //! | `InvalidTopic`, `ReservedTopic`, `InvalidId`, `Config`, `Encode`, `Decode`, `Wal(RecordTooLarge)` | `INVALID_ARGUMENT` |
-//! | `NoHandler`, `UnknownWorker`, `AlreadyStarted` | `FAILED_PRECONDITION` |
+//! | `NoHandler`, `UnknownWorker`, `AlreadyStarted`, `Queue(AmbiguousNode)` | `FAILED_PRECONDITION` |
 //! | `QueueFull`, `Queue(Full)` | `RESOURCE_EXHAUSTED` |
 //! | `Timeout`, `IdleTimeout` | `DEADLINE_EXCEEDED` |
 //! | `SystemShutdown`, `NotStarted`, `Queue(Closed)` | `UNAVAILABLE` |
@@ -34,7 +34,8 @@ pub fn code_for(error: &CoreError) -> Code {
         | CoreError::Wal(WalError::RecordTooLarge { .. }) => Code::InvalidArgument,
         CoreError::NoHandler { .. }
         | CoreError::UnknownWorker { .. }
-        | CoreError::AlreadyStarted => Code::FailedPrecondition,
+        | CoreError::AlreadyStarted
+        | CoreError::Queue(QueueError::AmbiguousNode { .. }) => Code::FailedPrecondition,
         CoreError::QueueFull { .. } | CoreError::Queue(QueueError::Full(_)) => {
             Code::ResourceExhausted
         }
@@ -95,6 +96,15 @@ mod tests {
                     topic: "t".into(),
                     worker: "w".into(),
                 },
+                Code::FailedPrecondition,
+            ),
+            (
+                CoreError::Queue(QueueError::AmbiguousNode {
+                    topic: "t".into(),
+                    handler: "h".into(),
+                    name: "b".into(),
+                    ids: vec!["1-aaaaaaaaaaaa".into(), "2-bbbbbbbbbbbb".into()],
+                }),
                 Code::FailedPrecondition,
             ),
             (
