@@ -298,4 +298,9 @@ impl Wal for RedisWal {
             ..WalStats::default()
         }
     }
+
+    /// The streams are the log: there is no record for a sender to complete.
+    fn keeps_own_records(&self) -> bool {
+        false
+    }
 }

@@ -333,6 +333,14 @@ pub trait Wal: Send + Sync + 'static {
 
     /// Counters.
     fn stats(&self) -> WalStats;
+
+    /// Whether this WAL keeps records of its own (the default), rather than being a view of
+    /// the queues' entries (`RedisWal`, whose `complete` does nothing). On shared queues the
+    /// sender completes a record of its own once the backend confirmed every copy of its
+    /// message; a WAL that answers `false` is spared that.
+    fn keeps_own_records(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait]
@@ -407,5 +415,8 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn stats(&self) -> WalStats {
         (**self).stats()
+    }
+    fn keeps_own_records(&self) -> bool {
+        (**self).keeps_own_records()
     }
 }

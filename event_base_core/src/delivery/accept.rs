@@ -186,6 +186,9 @@ impl BusShared {
                     queued += 1;
                 }
                 if queued == targets.len() {
+                    if route.claim_counted {
+                        self.copies_queued(targets, &message);
+                    }
                     return Ok(MessageId::from(&message.id));
                 }
             }
@@ -224,6 +227,10 @@ impl BusShared {
                     && (!due_later(&message) || entry.producer.keeps_delayed()) =>
             {
                 match entry.producer.try_send(message) {
+                    Ok(()) if entry.claim_counted => {
+                        self.complete_when_confirmed([id.as_str()]);
+                        return Ok(id);
+                    }
                     Ok(()) => return Ok(id),
                     Err(TrySendError::Full(message)) => (message, commit),
                     Err(TrySendError::Failed(e)) => {
@@ -331,8 +338,14 @@ impl BusShared {
         let Some(route) = self.topics.get(message.topic.as_str()) else {
             return;
         };
+        // Whether every copy is queued by the time this returns (then, on shared queues
+        // only, the record completes once the backend confirmed them). Copies for handlers
+        // elsewhere may wait for room on a task of their own: the record then waits for the
+        // local handlers.
+        let mut placed = true;
         if route.elsewhere.any() && message.to_worker.is_none() {
             copy_released(&route.elsewhere.subs(), &message, &self.in_flight);
+            placed = false;
         }
         let targets = targets(route, &message);
         self.accepted(route, targets, &message);
@@ -341,6 +354,7 @@ impl BusShared {
             match place_now(entry, &self.scheduler, message.clone(), now) {
                 Ok(None) => {}
                 Ok(Some(full)) => {
+                    placed = false;
                     let entry = entry.clone();
                     tokio::spawn(async move {
                         if let Err(e) = entry.producer.send(full).await {
@@ -349,9 +363,13 @@ impl BusShared {
                     });
                 }
                 Err(e) => {
+                    placed = false;
                     tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "a released message was not queued; it stays in the WAL for the next start")
                 }
             }
+        }
+        if placed && route.claim_counted {
+            self.copies_queued(targets, &message);
         }
     }
 
@@ -388,6 +406,41 @@ impl BusShared {
                 self.fan_outs.open(&message.id, here as u32);
             }
         }
+    }
+
+    /// Every copy of `message` went to `targets`' queues: if they are all shared queues, its
+    /// WAL record completes on this process once the backend confirmed them, whichever node
+    /// handles them (`sender_completions.rs`). A copy on an in-process queue completes the
+    /// record with its handler's ack instead; so does a copy due later that this process's
+    /// scheduler keeps.
+    pub(crate) fn copies_queued(&self, targets: &[Arc<TopicEntry>], message: &EMessage) {
+        let shared = !targets.is_empty() && targets.iter().all(|t| t.claim_counted);
+        let kept_here = due_later(message) && targets.iter().any(|t| !t.producer.keeps_delayed());
+        if shared && !kept_here {
+            self.complete_when_confirmed([message.id.as_str()]);
+        }
+    }
+
+    /// Completes the records of `ids` (every copy on a shared queue) once the backend
+    /// confirmed what it was handed so far; into the dedup window now, so that a send of
+    /// one of them meanwhile is no new message either (its record is still held).
+    pub(crate) fn complete_when_confirmed<'a, I>(&self, ids: I)
+    where
+        I: IntoIterator<Item = &'a str> + Clone,
+    {
+        let Some(remote) = self
+            .remote
+            .as_ref()
+            .filter(|_| self.wal.keeps_own_records())
+        else {
+            return;
+        };
+        for id in ids.clone() {
+            self.dedup.completed(id, None);
+        }
+        remote
+            .completions
+            .queued(ids, &self.wal, &remote.provider, &self.in_flight);
     }
 
     /// Counts a withdrawn message as refused, and closes its fan-out.
@@ -507,7 +560,12 @@ impl BusShared {
             .await;
         let id = guard.disarm();
         match outcome {
-            Ok(()) => Ok(id),
+            Ok(()) => {
+                if route.claim_counted {
+                    self.copies_queued(targets, &message);
+                }
+                Ok(id)
+            }
             Err(e) => {
                 let refused = self.refuse(route, targets, id, e, restore).await;
                 // A handler already has the message: it is accepted after all, and every
@@ -515,6 +573,9 @@ impl BusShared {
                 let done = queued.load(Ordering::Acquire);
                 if refused.is_ok() && done < targets.len() {
                     queue_copies(&targets[done..], &message).await?;
+                }
+                if refused.is_ok() && route.claim_counted {
+                    self.copies_queued(targets, &message);
                 }
                 refused
             }
@@ -633,6 +694,11 @@ impl BusShared {
                 // No runtime to hand the rest to: queue it here (dropping the call now leaves
                 // the unqueued rest in the WAL, for the next start).
                 Err(_) => rest.await?,
+            }
+        }
+        if route.claim_counted {
+            for message in &batch {
+                self.copies_queued(targets(route, message), message);
             }
         }
         Ok(ids)

@@ -13,19 +13,20 @@
 //! stay open for ever (and, on a file WAL, its record would be replayed at every start).
 //! Such a copy ends alone wherever it is claimed: an ack completes the message's record in
 //! that node's WAL (nothing, if it holds none), a death records a dead letter naming that
-//! handler. Nothing an accepted send promised is lost by not waiting: every copy was handed
-//! to the backend's queue before the send answered, and the backend is the log (Redis keeps
-//! the entry until its copy is settled, hands a dead node's entries to another, and the
-//! writer retries a command until Redis confirmed it). With `RedisWal` the record *is* the
-//! entries, so there is nothing else to complete. With a file WAL on shared queues, the
-//! record completes with the first copy that ends here; a worker then still delivers the
-//! sibling copies it claims (a claimed entry of a shared queue is live by its claim, even
-//! with no record left here), so none is skipped. What stays open (issue 16's note): a
-//! message none of whose copies ends on the sender keeps its file-WAL record, replayed at
-//! the next start; and a crash of the sender while a sibling copy's `XADD` still waits on
-//! its writer, after the first copy completed the record, loses that copy. Both close when
-//! the sender completes the record once the backend confirmed every copy (as
-//! `remote_routes.rs` does for records only other processes handle).
+//! handler (in that node's WAL, whether or not it holds a record). Nothing an accepted send
+//! promised is lost by not waiting: every copy was handed to the backend's queue before the
+//! send answered, and the backend is the log (Redis keeps the entry until its copy is
+//! settled, hands a dead node's entries to another, and the writer retries a command until
+//! Redis confirmed it). With `RedisWal` the record *is* the entries, so there is nothing else
+//! to complete. With a file WAL on shared queues, the sender completes the record itself
+//! once the backend confirmed every copy (`sender_completions.rs`), as `remote_routes.rs`
+//! does for records only other processes handle: a message none of whose copies ends on the
+//! sender is not sent again at its next start, and a crash before every copy is confirmed
+//! replays the message (at least once). A copy that ends on the sender before that (it
+//! claimed the entry before the writer heard the reply to a sibling copy's `XADD`) still
+//! completes the record at once, a window of about one round trip to Redis. A worker still
+//! delivers every copy it claims (a claimed entry of a shared queue is live by its claim,
+//! even with no record left here), so none is skipped.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;

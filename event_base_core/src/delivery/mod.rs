@@ -25,6 +25,10 @@
 //! of a local topic that only other processes run. Their copies are queued before the send
 //! answers (after the WAL append, ahead of the local copies: `elsewhere.rs` queues them).
 //!
+//! `sender_completions.rs` completes, on the sender, the WAL records of messages whose every
+//! copy went to a shared queue, once the backend confirmed those copies (another node may
+//! handle them all).
+//!
 //! `sent_to.rs` keeps the subscriptions of shared queues the bus sent to, for `wait_idle`
 //! to ask the backend about (`bus/idle.rs`).
 //!
@@ -55,6 +59,7 @@ pub(crate) mod remote_routes;
 pub(crate) mod remote_table;
 pub(crate) mod replay;
 pub(crate) mod scheduler;
+pub(crate) mod sender_completions;
 pub(crate) mod sent_to;
 pub(crate) mod settle;
 pub(crate) mod topic_hasher;

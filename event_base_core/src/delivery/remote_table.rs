@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::backend::routes::RemoteRoutes;
 use crate::delivery::elsewhere::RemoteSub;
+use crate::delivery::sender_completions::SenderCompletions;
 use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_table::{Route, TopicTable};
 use crate::error::CoreError;
@@ -23,6 +24,9 @@ pub(crate) struct RemoteTable {
     /// The shared subscriptions the bus sent to (its handlers' and those elsewhere), for
     /// `wait_idle`.
     pub(crate) sent_to: Arc<SentTo>,
+    /// Records of messages sent to shared queues only, completed once the backend confirmed
+    /// their copies.
+    pub(crate) completions: SenderCompletions,
 }
 
 impl RemoteTable {
@@ -32,6 +36,7 @@ impl RemoteTable {
             routes: RwLock::new(HashMap::new()),
             placeholder: Arc::new(Route::elsewhere_only(MessageTopic::from(""))),
             sent_to,
+            completions: SenderCompletions::default(),
         }
     }
 

@@ -94,6 +94,9 @@ impl BusShared {
                     _ => entry.producer.send(message.clone()).await?,
                 }
             }
+            if route.claim_counted {
+                self.copies_queued(targets, &message);
+            }
         }
         let (sent, unrouted) = self.send_recorded_elsewhere(elsewhere).await?;
         for message in unrouted {

@@ -3,6 +3,12 @@
 //! every handler's copy is (`fan_out.rs`). Then its WAL record completes, or, if some
 //! handler's copy died, it is recorded `Failed`, naming those handlers, and announced on
 //! `_system.dead_letter`. Either way the message stops counting as in flight.
+//!
+//! A copy on a shared queue (one other processes claim from too) is final alone, on the
+//! node that claimed it. Its sender completes the message's record once the backend
+//! confirmed every copy (`sender_completions.rs`), so the ack of such a copy usually finds
+//! no record to complete, and a death records the dead letter whether or not a record is
+//! left (every WAL keeps a dead letter of a message it holds no live record of).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -219,7 +225,8 @@ impl BusShared {
             message: message.clone(),
         });
         // A copy of a shared queue is final alone: its sender opened no fan-out for it, and
-        // the node that claimed it may not be the sender (`fan_out.rs`).
+        // the node that claimed it may not be the sender (`fan_out.rs`); the sender completes
+        // the record once the backend confirmed every copy.
         let failures = if entry.fan_out && !entry.claim_counted {
             match self.fan_outs.copy_ended(&message.id, failure) {
                 CopyEnded::Waiting => return None,
