@@ -257,6 +257,35 @@ pub async fn a_dead_letter_survives_begin_and_complete(b: &impl WalBackend) {
     assert_eq!(wal.stats().dead, 1);
 }
 
+/// `fail` of a message whose record is gone (completed: on shared queues the sender
+/// completes it once the backend confirmed the copies, and a copy may die later) or was never
+/// appended (a copy another node sent) makes a dead letter all the same, and it survives a
+/// reopen: a dead letter is never dropped for want of a record.
+pub async fn fail_without_a_live_record_keeps_the_dead_letter(b: &impl WalBackend) {
+    let (gone, never) = (msg(0), msg(1));
+    {
+        let wal = b.open();
+        append(&wal, &gone).await;
+        wal.complete(&gone.id).unwrap();
+        wal.fail(&gone, &DeadReason::Explicit, &["h2".to_owned()])
+            .unwrap();
+        wal.fail(&never, &DeadReason::Explicit, &["h1".to_owned()])
+            .unwrap();
+        assert!(wal.pending().await.unwrap().is_empty());
+        assert_eq!(
+            dead(&wal).await,
+            vec![(0, DeadReason::Explicit), (1, DeadReason::Explicit)]
+        );
+        wal.flush().await.unwrap();
+    }
+    let wal = b.open();
+    assert!(wal.pending().await.unwrap().is_empty(), "nothing to replay");
+    let mut letters = wal.dead_letters().await.unwrap();
+    letters.sort_by_key(|d| d.message.payload.0[0]);
+    let handlers: Vec<Vec<String>> = letters.iter().map(|d| d.handlers.clone()).collect();
+    assert_eq!(handlers, [vec!["h2".to_owned()], vec!["h1".to_owned()]]);
+}
+
 /// `cancel` of a `Pending` record answers a commit and removes it.
 pub async fn cancel_of_pending_removes_it(b: &impl WalBackend) {
     let wal = b.open();
@@ -558,6 +587,7 @@ macro_rules! wal_conformance {
                 retry_returns_to_pending_with_attempts,
                 fail_makes_a_dead_letter,
                 a_dead_letter_survives_begin_and_complete,
+                fail_without_a_live_record_keeps_the_dead_letter,
                 cancel_of_pending_removes_it,
                 cancel_of_a_non_pending_record_is_none,
                 take_dead_letter_removes_one,
