@@ -5,7 +5,6 @@
 //! afterwards is still a dead letter that survives a restart.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use event_base::backend::Wal;
@@ -76,7 +75,7 @@ async fn a_record_completes_on_the_sender_when_another_node_handles_its_copy() {
     // Redis has every copy: no record waits, neither for B nor for A's held handler.
     until(
         "A's records complete while its own handler is held",
-        async || pending(&*a.wal()).await == 0,
+        async || pending(a.wal()).await == 0,
     )
     .await;
     there
@@ -90,7 +89,7 @@ async fn a_record_completes_on_the_sender_when_another_node_handles_its_copy() {
     })
     .await;
     a.wait_idle(WAIT).await.unwrap();
-    assert_eq!(pending(&*a.wal()).await, 0, "no record left on A");
+    assert_eq!(pending(a.wal()).await, 0, "no record left on A");
     a.close().await.unwrap();
     let wal = PersistentWal::open(dir.path()).unwrap();
     assert_eq!(pending(&wal).await, 0, "a restart of A replays nothing");
@@ -125,7 +124,7 @@ async fn a_record_of_several_handlers_completes_once_every_copy_is_confirmed() {
     let ids = send_n(&a, "t").await;
     until(
         "A's records complete before any copy ends on A",
-        async || pending(&*a.wal()).await == 0,
+        async || pending(a.wal()).await == 0,
     )
     .await;
     assert!(here.finished().is_empty(), "no copy ended on A yet");
@@ -140,7 +139,7 @@ async fn a_record_of_several_handlers_completes_once_every_copy_is_confirmed() {
     })
     .await;
     a.wait_idle(WAIT).await.unwrap();
-    assert_eq!(pending(&*a.wal()).await, 0, "no record left on A");
+    assert_eq!(pending(a.wal()).await, 0, "no record left on A");
     a.close().await.unwrap();
     let wal = PersistentWal::open(dir.path()).unwrap();
     assert_eq!(pending(&wal).await, 0, "a restart of A replays nothing");
