@@ -582,6 +582,36 @@ impl BusShared {
         }
     }
 
+    /// Waits for a batch's WAL commit. Dropped before the commit is durable, the batch is
+    /// withdrawn whole (the caller never learned it was accepted), as a single send is; a
+    /// failed commit refuses every message of it.
+    async fn batch_committed(
+        &self,
+        route: &Route,
+        batch: &[Arc<EMessage>],
+        commit: WalCommit,
+    ) -> Result<(), CoreError> {
+        let guard = BatchWithdraw {
+            shared: self,
+            route,
+            batch,
+            armed: true,
+        };
+        let committed = commit.wait().await;
+        guard.disarm();
+        if let Err(e) = committed {
+            for message in batch {
+                let id = MessageId::from(&message.id);
+                let targets = targets(route, message);
+                let _ = self
+                    .refuse(route, targets, id, CoreError::SystemShutdown, None)
+                    .await;
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Accepts many messages for one topic with a single WAL commit, then queues them in
     /// order, waiting for room. Validation happens first: one invalid message refuses the
     /// whole batch before anything is written.
@@ -626,26 +656,7 @@ impl BusShared {
         for message in &batch {
             self.accepted(route, targets(route, message), message);
         }
-        // Dropped before the commit is durable, the batch is withdrawn whole (the caller never
-        // learned it was accepted), as a single send is.
-        let guard = BatchWithdraw {
-            shared: self,
-            route,
-            batch: &batch,
-            armed: true,
-        };
-        let committed = commit.wait().await;
-        guard.disarm();
-        if let Err(e) = committed {
-            for message in &batch {
-                let id = MessageId::from(&message.id);
-                let targets = targets(route, message);
-                let _ = self
-                    .refuse(route, targets, id, CoreError::SystemShutdown, None)
-                    .await;
-            }
-            return Err(e.into());
-        }
+        self.batch_committed(route, &batch, commit).await?;
         // Committed: every message is accepted. The copies for handlers only other processes
         // run first (as for one send), then the local ones. Queue what fits now; the rest
         // goes to a task of its own, which a dropped call does not cancel.
