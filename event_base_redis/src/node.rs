@@ -2,7 +2,9 @@
 //! a sorted set of nodes), and lists the consumers it made, so that once it falls silent a
 //! janitor can clean up after it.
 //!
-//! The janitor is whichever `Host` node holds the janitor lease (renewed with each beat).
+//! The node's name and type are those of the bus that built on it first
+//! ([`Node::describe`]; the process's `node_name()` / `node_type()` until one did). The
+//! janitor is whichever `Host` node holds the janitor lease (renewed with each beat).
 //! For every node silent for three beats it:
 //! - makes the silent node's pending entries claimable at once (`XCLAIM … IDLE <long>
 //!   JUSTID`, which neither moves nor counts a delivery), so the next sweep of a live
@@ -19,7 +21,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `<prefix>:{nodes}:z` | sorted set | node id → its last beat (server ms) |
-//! | `<prefix>:{nodes}:n:<id>` | hash | `name`, `type`, `pid`, `beat`; expires after three beats |
+//! | `<prefix>:{nodes}:n:<id>` | hash | `name`, `type` (the bus's, [`Node::describe`]), `pid`, `beat`; expires after three beats |
 //! | `<prefix>:{nodes}:subs:<id>` | set | the node's consumers, `<stream> US <group> US <consumer>` |
 //! | `<prefix>:{nodes}:janitor` | string | the id of the node holding the janitor lease |
 //! | `<prefix>:{nodes}:w:<id>` | string | the node's live workers as its bus listed them, JSON `{"name", "workers": [{"name", "topic"}]}`; none once they all stopped |
@@ -99,6 +101,9 @@ pub(crate) struct Node {
     kept: AtomicBool,
     /// Told each time this node finds it was taken for dead (its list taken) and runs again.
     revived: Mutex<Vec<RevivedListener>>,
+    /// The node name and type the first bus built on this node gave it
+    /// ([`describe`](Self::describe)); `None` until then (the process's are used).
+    identity: Mutex<Option<(String, NodeType)>>,
 }
 
 impl Node {
@@ -126,6 +131,7 @@ impl Node {
             evicted: Mutex::new(Vec::new()),
             kept: AtomicBool::new(false),
             revived: Mutex::new(Vec::new()),
+            identity: Mutex::new(None),
             subs: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
             registry: format!("{prefix}:registry"),
@@ -172,6 +178,36 @@ impl Node {
                 rt.spawn(beat_loop(Arc::downgrade(self), self.beat));
             }
         });
+    }
+
+    /// Gives this node the node name and type of a bus built on it, written with every beat
+    /// from then on (the hash's `name`, resolved by [`ids_named`](Self::ids_named), and
+    /// `type`; only a `Host` may take the janitor lease). The first bus's wins: several
+    /// buses on one factory share one node (one id, one hash), so a later bus described
+    /// otherwise is only logged.
+    pub(crate) fn describe(&self, name: &str, kind: NodeType) {
+        let mut identity = self.identity.lock().unwrap_or_else(|e| e.into_inner());
+        match &*identity {
+            None => *identity = Some((name.to_owned(), kind)),
+            Some((first, first_kind)) if first != name || *first_kind != kind => {
+                tracing::warn!(target: "event_base::redis", node = %self.id, kept = %first, kept_type = %first_kind, ignored = %name, ignored_type = %kind, "another bus was built on this Redis factory under another node name or type; the node keeps the first bus's (give each bus its own factory)");
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The node name and type written with each beat: the first bus's, else the process's.
+    fn identity(&self) -> (String, NodeType) {
+        self.identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| {
+                (
+                    event_base_core::node_name(),
+                    event_base_core::node_type(),
+                )
+            })
     }
 
     /// Records in the registry that this node runs `handler` (queued on the writer).
@@ -331,7 +367,7 @@ impl Node {
 
     /// One beat; with the janitor lease, the silent nodes.
     async fn beat(&self) -> Result<Beat, RedisError> {
-        let kind = event_base_core::node_type();
+        let (name, kind) = self.identity();
         let subs = self.subs.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let cmd = scripts::evalsha(
             &scripts::BEAT,
@@ -344,7 +380,7 @@ impl Node {
             (
                 &self.id,
                 self.ttl_ms(),
-                event_base_core::node_name(),
+                name,
                 kind.to_string(),
                 std::process::id(),
                 u8::from(kind == NodeType::Host),

@@ -19,7 +19,7 @@ use event_base_core::backend::{
     EProducer, EvictedListener, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
     RoutesListener,
 };
-use event_base_core::{MessageTopic, QueueError};
+use event_base_core::{MessageTopic, NodeType, QueueError};
 use tokio::time::Instant;
 
 use crate::error::RedisError;
@@ -261,6 +261,14 @@ impl RemoteRoutes for RedisRoutes {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(listener);
+    }
+
+    /// The node's hash holds `name` and `kind` from its next beat on. Buses sharing one
+    /// [`RedisQueueFactory`](crate::RedisQueueFactory) (or its clones) share one node: the
+    /// first bus built on it names it, and a later one described otherwise is logged and
+    /// ignored (give each bus its own factory to register it under its own name).
+    fn describe_node(&self, name: &str, kind: NodeType) {
+        self.node.describe(name, kind);
     }
 
     async fn list_workers(&self, node: &str, workers: Vec<NodeWorker>) -> Result<(), QueueError> {

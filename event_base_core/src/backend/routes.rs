@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::queue::EProducer;
 use crate::error::QueueError;
 use crate::message::topic::MessageTopic;
+use crate::node::NodeType;
 
 /// What the shared queues of some subscriptions still hold, in every process
 /// ([`RemoteRoutes::outstanding`]).
@@ -145,6 +146,18 @@ pub trait RemoteRoutes: Send + Sync + 'static {
     /// Calls `listener` after every refresh of the cache (and after a
     /// [`look_up`](Self::look_up) that changed it), until it returns `false`.
     fn on_refresh(&self, listener: RoutesListener);
+
+    /// Tells the backend the node name and type of a bus built on it (`EventBusBuilder::
+    /// node_name` / `node_type`, else the process's [`node_name`](crate::node_name) /
+    /// [`node_type`](crate::node_type)), once, at build, before any of the bus's queues is
+    /// made. A backend that keeps a record of each process writes these in it instead of the
+    /// process's (the Redis backend: the node hash's `name`, which a `to_worker:
+    /// "<node name>/<worker>"` resolves, and `type`, only a `Host` holding the janitor
+    /// lease). Several buses on one backend may each call it: the backend says whose wins.
+    /// The default keeps nothing.
+    fn describe_node(&self, name: &str, kind: NodeType) {
+        let _ = (name, kind);
+    }
 
     /// Keeps `workers`, this process's live workers under `node` (its node name), with the
     /// backend's record of the process, replacing what was listed before; an empty list
