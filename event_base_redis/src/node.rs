@@ -202,12 +202,7 @@ impl Node {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .unwrap_or_else(|| {
-                (
-                    event_base_core::node_name(),
-                    event_base_core::node_type(),
-                )
-            })
+            .unwrap_or_else(|| (event_base_core::node_name(), event_base_core::node_type()))
     }
 
     /// Records in the registry that this node runs `handler` (queued on the writer).

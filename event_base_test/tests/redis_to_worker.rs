@@ -10,7 +10,8 @@
 //! is sent. An addressed dead letter is replayed to the same worker of the same node, and
 //! refused with `UnknownWorker` (it stays a dead letter) when that node is gone. A node may
 //! be named by its name instead of its id, when exactly one running node of that name runs
-//! the handler.
+//! the handler; a bus's node is registered under the bus's builder name and type (a
+//! `Worker` never holds the janitor lease).
 //!
 //! Buses in one process with factories of their own stand for nodes.
 
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use event_base::{
     handler_fn, Ack, CoreError, DeadReason, DeliveryMode, EMessage, EventBus, HandlerSpec,
-    RedisQueueFactory, ShutdownStrategy,
+    NodeType, RedisQueueFactory, ShutdownStrategy,
 };
 use event_base_test::redis_cluster::until;
 use event_base_test::redis_server::RedisServer;
@@ -672,4 +673,80 @@ async fn a_node_name_stands_for_the_one_running_node_of_that_name_that_runs_the_
     settled(&server, &[&a, &b]).await;
     assert_eq!(a_probe.count(), 3, "nothing more reached node A");
     assert_eq!(b_probe.count(), 1);
+}
+
+/// A node whose bus is built with `.node_name(name)` and `.node_type(kind)` (a factory of
+/// its own), running `sync` of `jobs` with [`WORKERS`] workers into `probe`.
+async fn described(
+    server: &RedisServer,
+    name: &str,
+    kind: NodeType,
+    probe: &Arc<Probe>,
+) -> (EventBus, String) {
+    let queue = event_base_test::redis_cluster::node(server, Duration::from_millis(100)).await;
+    let id = queue.node_id().to_owned();
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .node_name(name)
+        .node_type(kind)
+        .handler(probe.handler(HANDLER, TOPIC, |_| Ack::Ack).workers(WORKERS))
+        .build()
+        .await
+        .unwrap();
+    (bus, id)
+}
+
+/// A field of the node hash of `id` (`$-1` while it has none).
+fn node_field(server: &RedisServer, id: &str, field: &str) -> String {
+    server.command(&["HGET", &format!("eb:{{nodes}}:n:{id}"), field])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_registers_its_node_under_its_own_builder_name_and_type() {
+    let server = RedisServer::start();
+    let (alpha_probe, beta_probe) = (Probe::new(), Probe::new());
+    // The process is a `Host` named otherwise; beta, a `Worker`, beats first, alone.
+    assert_eq!(event_base::node_type(), NodeType::Host);
+    let (beta, beta_id) = described(&server, "beta", NodeType::Worker, &beta_probe).await;
+    until("beta's hash names it beta", async || {
+        node_field(&server, &beta_id, "name") == "beta"
+    })
+    .await;
+    assert_eq!(node_field(&server, &beta_id, "type"), "worker");
+    assert_eq!(
+        server.command(&["GET", "eb:{nodes}:janitor"]),
+        "$-1",
+        "a Worker bus takes no janitor lease, whatever the process's type"
+    );
+    let (alpha, alpha_id) = described(&server, "alpha", NodeType::Host, &alpha_probe).await;
+    until("alpha's hash names it alpha", async || {
+        node_field(&server, &alpha_id, "name") == "alpha"
+    })
+    .await;
+    assert_eq!(node_field(&server, &alpha_id, "type"), "host");
+    // Both beat since alpha did: the lease is alpha's.
+    let beat = node_field(&server, &beta_id, "beat");
+    until("beta beats again", async || {
+        node_field(&server, &beta_id, "beat") != beat
+    })
+    .await;
+    assert_eq!(server.command(&["GET", "eb:{nodes}:janitor"]), alpha_id);
+    // Addressed by beta's builder name, from alpha: beta's worker handles it.
+    until("beta's broadcast group made", async || {
+        groups(&server).contains(&format!("n:{beta_id}"))
+    })
+    .await;
+    let to = format!("beta/{HANDLER}-1");
+    let id = alpha
+        .send(TOPIC, addressed(&to, "to beta by name"))
+        .await
+        .unwrap()
+        .to_string();
+    beta_probe.wait_for(1, WAIT).await;
+    settled(&server, &[&alpha, &beta]).await;
+    assert_eq!(beta_probe.count_of(&id), 1);
+    assert_eq!(processed(&beta, "sync-1"), 1, "by the worker named");
+    assert_eq!(alpha_probe.count(), 0, "not by alpha's");
+    assert_eq!(server.command(&["GET", "eb:{nodes}:janitor"]), alpha_id);
 }

@@ -278,7 +278,9 @@ impl EventBusBuilder {
         // With a shared backend, a send may reach the handlers other processes run.
         let routes = queue.routes();
         // Before any queue is made: the backend's record of the node carries the bus's name.
-        routes.iter().for_each(|r| r.describe_node(&node.name, node.kind));
+        routes
+            .iter()
+            .for_each(|r| r.describe_node(&node.name, node.kind));
         // A worker node leaves the `_system.` topics to a host, except that on a shared
         // backend it still obeys the cluster's shutdown commands (they fan out to every node).
         let cells = match node.kind {
