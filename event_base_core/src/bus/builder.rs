@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::queue_factory::QueueFactory;
+use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
@@ -276,11 +277,7 @@ impl EventBusBuilder {
         };
         let name = bus_name(self.name, &node);
         // With a shared backend, a send may reach the handlers other processes run.
-        let routes = queue.routes();
-        // Before any queue is made: the backend's record of the node carries the bus's name.
-        routes
-            .iter()
-            .for_each(|r| r.describe_node(&node.name, node.kind));
+        let routes = shared_routes(&*queue, &node);
         // A worker node leaves the `_system.` topics to a host, except that on a shared
         // backend it still obeys the cluster's shutdown commands (they fan out to every node).
         let cells = match node.kind {
@@ -379,6 +376,17 @@ fn bus_name(given: Option<String>, node: &NodeIdentity) -> Arc<str> {
         Some(name) => Arc::from(name),
         None => Arc::from(format!("{}-{nth}", node.name)),
     }
+}
+
+/// The shared backend's [`RemoteRoutes`] (`None` for one in the process), told the bus's node
+/// name and type before any of the bus's queues is made, so that its record of the node
+/// carries them from the first beat.
+fn shared_routes(queue: &dyn QueueFactory, node: &NodeIdentity) -> Option<Arc<dyn RemoteRoutes>> {
+    let routes = queue.routes();
+    if let Some(r) = &routes {
+        r.describe_node(&node.name, node.kind);
+    }
+    routes
 }
 
 /// The WAL and queue a build needs, and the checks that need nothing else.
