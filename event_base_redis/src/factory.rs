@@ -188,7 +188,8 @@ impl RedisQueueFactory {
     /// How often this node beats (default [`DEFAULT_HEARTBEAT`]; at least 50 ms). A node
     /// beats once it consumes (its first claim): its hash `<prefix>:{nodes}:n:<id>` expires
     /// after three beats, and its score in `<prefix>:{nodes}:z` is the time of its last beat.
-    /// One `Host` node (by [`event_base_core::set_node_type`]) holds the janitor lease and
+    /// One `Host` node (its bus's `EventBusBuilder::node_type`, else the process's
+    /// [`event_base_core::set_node_type`]) holds the janitor lease and
     /// cleans up after nodes silent for three beats: their entries are released for
     /// takeover at once, their consumers deleted once they hold nothing. So three beats,
     /// not the visibility timeout, is how long a whole node may stall before its entries

@@ -72,7 +72,8 @@ pub struct NodeWorker {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EvictedNode {
-    /// The process's node name ([`node_name`](crate::node_name)).
+    /// Its bus's node name, as it listed its workers ([`RemoteRoutes::list_workers`]):
+    /// `EventBusBuilder::node_name`, else the process's [`node_name`](crate::node_name).
     pub name: String,
     /// The workers it ran when it fell silent.
     pub workers: Vec<NodeWorker>,
