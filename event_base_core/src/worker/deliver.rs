@@ -20,13 +20,14 @@ impl Worker {
     /// the handler's timeout at the latest.
     /// `started` is when the delivery began, if the bus keeps time (latency metrics, audit).
     /// With an outbox, also the messages the handler sent, held until it acks; and, when
-    /// `started` is given, how long the delivery took (the one clock read after the handler,
-    /// which the handler-time histogram, the audit and the dedup window share).
+    /// `started` is given, when the delivery ended and how long it took (the one clock read
+    /// after the handler, which the handler-time histogram, the audit and the dedup window
+    /// share).
     pub(super) async fn deliver(
         &self,
         message: &Arc<EMessage>,
         started: Option<SystemTime>,
-    ) -> (Outcome, Vec<Arc<EMessage>>, Option<Duration>) {
+    ) -> (Outcome, Vec<Arc<EMessage>>, Option<(SystemTime, Duration)>) {
         let counters = &self.entry.counters;
         let latency = self.shared.latency_metrics;
         if let Some(now) = started.filter(|_| latency) {
@@ -103,12 +104,21 @@ impl Worker {
                 with_current(message.clone(), retries, bus, self.outbox, run).await
             }
         };
-        let elapsed = started.map(|t| t.elapsed());
-        if let Some(Ok(took)) = elapsed.as_ref().filter(|_| latency) {
+        // The one clock read after the handler: when it ended, and how long it took.
+        let ended = started.map(|t| {
+            let now = SystemTime::now();
+            (now, now.duration_since(t))
+        });
+        if let Some((_, Ok(took))) = ended.as_ref().filter(|_| latency) {
             counters.handler_time.record(*took);
         }
         let (outcome, held) = outcome;
-        // A clock that went back reads as zero time taken (the histogram skips it).
-        (outcome, held, elapsed.map(|e| e.unwrap_or_default()))
+        // A clock that went back reads as zero time taken (the histogram skips it), ended
+        // when it started.
+        let ended = ended.zip(started).map(|((now, took), t)| match took {
+            Ok(took) => (now, took),
+            Err(_) => (t, Duration::ZERO),
+        });
+        (outcome, held, ended)
     }
 }

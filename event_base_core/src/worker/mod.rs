@@ -322,7 +322,7 @@ impl Worker {
             (Some(stage), Some(at)) => Some(stage.started(&message.id, message.attempts, at)),
             _ => None,
         };
-        let (outcome, held, took) = self.deliver(&message, started).await;
+        let (outcome, held, end) = self.deliver(&message, started).await;
         // Not kept past the delivery: a completed message's last reference is the job's.
         drop(message);
         self.state.count_processed();
@@ -336,11 +336,11 @@ impl Worker {
         } else {
             WorkerStatus::Idle
         });
-        let took = took.unwrap_or_default();
+        let took = end.map_or(Duration::ZERO, |(_, took)| took);
         let decision = decide(outcome, job.message.attempts, self.policy);
         self.log_retry(&job, &decision);
-        // When the delivery ended, from the clock reads already made (for the dedup window).
-        let ended = started.map(|t| t + took);
+        // When the delivery ended, from the clock read already made (for the dedup window).
+        let ended = end.map(|(at, _)| at);
         let audit = (mark, took);
         self.apply(job, decision, audit, ended, held).await;
         true
