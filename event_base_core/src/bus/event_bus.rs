@@ -191,7 +191,10 @@ impl EventBus {
     /// With a shared backend (Redis), a dead letter addressed to a worker of a node
     /// (`to_worker: "<node id>/<worker>"`) goes to that worker of that node again, from any
     /// process; when that node does not run the handler now (stopped, evicted) the replay is
-    /// refused with [`CoreError::UnknownWorker`] and the dead letter stays.
+    /// refused with [`CoreError::UnknownWorker`] and the dead letter stays. A dead letter of
+    /// a topic only other processes handle goes to the handlers there whose copy died (the
+    /// registry's), from a process that runs none of them ([`CoreError::NoHandler`] if no
+    /// process runs them now).
     pub async fn replay_dead_letter(&self, id: &str) -> Result<MessageId, CoreError> {
         let dead = self
             .shared

@@ -476,9 +476,8 @@ impl BusShared {
             return self.replay_addressed(dead, message).await;
         }
         if route.subs.is_empty() {
-            // Handled only elsewhere: a replay goes through a process that runs a handler
-            // (the dead letter stays as it is).
-            return Err(CoreError::NoHandler { topic });
+            // Handled only elsewhere: to the handlers there (`remote_routes.rs`).
+            return self.replay_elsewhere(dead, message).await;
         }
         // To the handlers whose copy died, those the bus still has; all, if none is left.
         let named: Vec<Arc<TopicEntry>> = dead

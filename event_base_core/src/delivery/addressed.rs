@@ -337,10 +337,11 @@ impl BusShared {
     }
 }
 
-/// Puts a dead letter taken out for a replay back, unless the replay's send went through.
-struct PutBack<'a> {
-    shared: &'a BusShared,
-    dead: Option<&'a DeadLetterMessage>,
+/// Puts a dead letter taken out for a replay back, unless the replay's send went through
+/// (`dead` set to `None` then).
+pub(crate) struct PutBack<'a> {
+    pub(crate) shared: &'a BusShared,
+    pub(crate) dead: Option<&'a DeadLetterMessage>,
 }
 
 impl Drop for PutBack<'_> {

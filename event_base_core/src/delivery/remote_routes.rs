@@ -29,13 +29,14 @@ use std::time::Duration;
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
-use crate::delivery::addressed::node_and_worker;
+use crate::delivery::addressed::{node_and_worker, PutBack};
 use crate::delivery::elsewhere::{
     prepare_elsewhere, queue_all_elsewhere, queue_elsewhere, within, RemoteSub,
 };
 use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::topic_table::Route;
 use crate::error::CoreError;
+use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
@@ -144,6 +145,47 @@ impl BusShared {
         };
         within(&topic, timeout, work).await?;
         Ok(id)
+    }
+
+    /// A dead letter of a topic only other processes handle, sent again (`message`, as
+    /// admitted for the replay) to the handlers whose copy died, those the registry still
+    /// lists (all of the topic's, if it lists none of them); `NoHandler` if it lists none.
+    /// Taken out of the WAL rather than replaced by a live record, as an addressed replay
+    /// is: once queued the copies are the backend's, and the nodes that claim them settle
+    /// them. Put back if the send fails or the call is dropped first.
+    pub(crate) async fn replay_elsewhere(
+        &self,
+        dead: &DeadLetterMessage,
+        message: Arc<EMessage>,
+    ) -> Result<MessageId, CoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(CoreError::NoHandler {
+                topic: message.topic.0.clone(),
+            });
+        };
+        let route = remote_route(remote, &message.topic).await?;
+        let subs = route.elsewhere.subs();
+        let named: Vec<RemoteSub> = subs
+            .iter()
+            .filter(|s| dead.handlers.iter().any(|h| h.as_str() == &*s.handler))
+            .cloned()
+            .collect();
+        let targets = if named.is_empty() {
+            subs.to_vec()
+        } else {
+            named
+        };
+        if self.wal.take_dead_letter(&message.id).await?.is_none() {
+            // Replayed or deleted meanwhile, by another caller.
+            return Err(CoreError::NotFound(message.id.clone()));
+        }
+        let mut restore = PutBack {
+            shared: self,
+            dead: Some(dead),
+        };
+        queue_elsewhere(&targets, &message, false).await?;
+        restore.dead = None;
+        Ok(MessageId::from(&message.id))
     }
 
     /// [`send_batch`](Self::send_batch) to a topic with no handler in this process: every
