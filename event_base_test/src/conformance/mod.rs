@@ -3,14 +3,20 @@
 //! - [`wal`]: the [`Wal`](event_base::backend::Wal) contract, over a [`wal::WalBackend`].
 //! - [`queue`]: the [`QueueFactory`](event_base::backend::QueueFactory) contract, over a function
 //!   that makes a factory with a given bound.
+//! - [`bus`]: the bus's behaviour (delivery modes, retries, dead letters, delayed delivery,
+//!   backpressure, `Drain`) over a [`bus::BusBackend`] that builds an
+//!   [`EventBus`](event_base::EventBus) on its WAL and queues.
 //!
 //! Each case is a public `async fn` that panics on the first broken promise, so it can be
-//! called from any test. The [`wal_conformance!`](crate::wal_conformance) and
-//! [`queue_conformance!`](crate::queue_conformance) macros turn a list of backends into one
+//! called from any test. The [`wal_conformance!`](crate::wal_conformance),
+//! [`queue_conformance!`](crate::queue_conformance) and
+//! [`bus_conformance!`](crate::bus_conformance) macros turn a list of backends into one
 //! `#[tokio::test]` per case and backend (`tests/wal_conformance.rs`,
-//! `tests/queue_conformance.rs`): a new backend plugs in with one line there. A new case is
+//! `tests/queue_conformance.rs`, `tests/bus_conformance.rs`): a new backend plugs in with one
+//! line there. A new case is
 //! a function here plus its name in the macro's list.
 
+pub mod bus;
 pub mod queue;
 pub mod wal;
 
@@ -31,8 +37,9 @@ pub async fn finishes_at_once<F: Future + ?Sized>(fut: &mut Pin<Box<F>>) -> Opti
 }
 
 /// One module per backend with one `#[tokio::test]` per case of `suite`; the expansion of
-/// [`wal_conformance!`](crate::wal_conformance) and
-/// [`queue_conformance!`](crate::queue_conformance).
+/// [`wal_conformance!`](crate::wal_conformance),
+/// [`queue_conformance!`](crate::queue_conformance) and
+/// [`bus_conformance!`](crate::bus_conformance).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_cases {
