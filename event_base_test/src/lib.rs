@@ -4,9 +4,10 @@
 //! a [`Probe`] that records every delivery a handler sees and lets a test await a count
 //! instead of sleeping, a [`Gate`] that holds handlers until the test opens it, and a
 //! [`span_capture::SpanCapture`] layer that records what a span carried. [`conformance`] holds
-//! the cases every WAL and queue backend must pass. [`child_kill`] is the killing half of the
-//! crash tests, [`file_restart`] the restart half. [`redis_server::RedisServer`] starts a real
-//! `redis-server` for a test, and [`redis_cluster`] makes nodes and buses on it.
+//! the cases every WAL and queue backend must pass, and those every bus over them must.
+//! [`child_kill`] is the killing half of the crash tests, [`file_restart`] the restart half.
+//! [`redis_server::RedisServer`] starts a real `redis-server` for a test, and
+//! [`redis_cluster`] makes nodes and buses on it.
 
 #![deny(unsafe_code)]
 
