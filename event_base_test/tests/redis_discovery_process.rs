@@ -82,6 +82,22 @@ fn of<T: serde::de::DeserializeOwned>(seen: &[Seen], label: &str) -> Vec<T> {
         .collect()
 }
 
+/// The names of `b`'s workers announced with `event` in `seen`.
+fn of_b(seen: &[Seen], event: DiscoveryEvent) -> Vec<String> {
+    of::<WorkerDiscovery>(seen, "discovery")
+        .into_iter()
+        .filter(|d| d.worker.node == "b" && d.event == event)
+        .map(|d| d.worker.name)
+        .collect()
+}
+
+/// Whether `names` holds both of `b`'s workers.
+fn both(names: &[String]) -> bool {
+    ["work-0", "work-1"]
+        .iter()
+        .all(|w| names.iter().any(|n| n == w))
+}
+
 /// This test's bus, node `a` (beating every 200 ms), watching `topics` (label, topic) with
 /// `watch`; returns once its subscriptions are in the registry, so that `b` finds them when it
 /// starts (Redis offers nothing to wait on).
@@ -225,12 +241,7 @@ async fn the_workers_of_a_killed_process_are_announced_dead_by_the_janitor() {
     b.0.wait().unwrap();
     watch
         .wait_until("b's two workers announced dead", WAIT, |s| {
-            let dead: Vec<String> = of::<WorkerDiscovery>(s, "discovery")
-                .into_iter()
-                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Dead)
-                .map(|d| d.worker.name)
-                .collect();
-            dead.iter().any(|w| w == "work-0") && dead.iter().any(|w| w == "work-1")
+            both(&of_b(s, DiscoveryEvent::Dead))
         })
         .await;
     let dead: Vec<WorkerDiscovery> = of::<WorkerDiscovery>(&watch.seen(), "discovery")
@@ -260,17 +271,9 @@ async fn a_process_taken_for_dead_while_paused_announces_its_workers_again() {
 
     let (b, mut lines) = start_b(&server.url());
     expect_line(&mut lines, "ready").await;
-    let joined_by_b = |s: &[Seen]| -> Vec<String> {
-        of::<WorkerDiscovery>(s, "discovery")
-            .into_iter()
-            .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Joined)
-            .map(|d| d.worker.name)
-            .collect()
-    };
     watch
         .wait_until("b's two workers joined", WAIT, |s| {
-            let joined = joined_by_b(s);
-            joined.iter().any(|w| w == "work-0") && joined.iter().any(|w| w == "work-1")
+            both(&of_b(s, DiscoveryEvent::Joined))
         })
         .await;
 
@@ -278,12 +281,7 @@ async fn a_process_taken_for_dead_while_paused_announces_its_workers_again() {
     signal(&b, "-STOP");
     watch
         .wait_until("b's two workers announced dead", WAIT, |s| {
-            let dead: Vec<String> = of::<WorkerDiscovery>(s, "discovery")
-                .into_iter()
-                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Dead)
-                .map(|d| d.worker.name)
-                .collect();
-            dead.iter().any(|w| w == "work-0") && dead.iter().any(|w| w == "work-1")
+            both(&of_b(s, DiscoveryEvent::Dead))
         })
         .await;
     let after_dead = watch.seen().len();
@@ -292,8 +290,7 @@ async fn a_process_taken_for_dead_while_paused_announces_its_workers_again() {
     signal(&b, "-CONT");
     watch
         .wait_until("b's two workers joined again", WAIT, |s| {
-            let again = joined_by_b(&s[after_dead..]);
-            again.iter().any(|w| w == "work-0") && again.iter().any(|w| w == "work-1")
+            both(&of_b(&s[after_dead..], DiscoveryEvent::Joined))
         })
         .await;
     // And it lists them again, so that a later death is announced too.
