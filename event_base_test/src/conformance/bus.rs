@@ -241,7 +241,15 @@ pub async fn a_full_bus_makes_a_send_wait_until_released(b: &impl BusBackend) {
             BOUND,
         )
         .await;
-    let mut accepted = Vec::new();
+    // The handler holds one first: a worker that had not yet claimed when the queue filled
+    // would free a place later, and the waiting send would then go through.
+    let first = bus
+        .send("slow", b"first".to_vec())
+        .await
+        .unwrap()
+        .to_string();
+    probe.wait_for(1, WAIT).await;
+    let mut accepted = vec![first];
     let refused = || SendOptions::new().try_send();
     let (mut blocked, last) = loop {
         // Fill until the bus refuses.
