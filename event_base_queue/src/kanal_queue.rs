@@ -4,9 +4,18 @@
 //! it behaves as [`FlumeQueueFactory`](crate::FlumeQueueFactory) does, only over `kanal`: no
 //! acknowledgement (`ack`/`nack` do nothing, `claim_stale` finds nothing), `try_send` on a
 //! full queue hands the message back.
+//!
+//! The consumer never waits inside kanal. A kanal receive that waits is handed the message
+//! straight from the sender, and dropping it then drops the message (kanal's receive future
+//! is not cancel-safe), while the bus drops a worker's waiting claim whenever other work
+//! reaches the worker first. So a claim waits on a [`Notify`] that the producer rings after
+//! each send, and takes messages only with `try_recv`: what the queue holds stays in it
+//! until a claim returns it.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
@@ -49,14 +58,17 @@ impl MpmcQueueFactory {
 impl QueueFactory for MpmcQueueFactory {
     fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
         let (tx, rx) = kanal::bounded_async(self.bound);
+        let bell = Arc::new(Notify::new());
         Ok(TopicQueue {
             producer: Arc::new(KanalProducer {
                 tx,
                 topic: topic.clone(),
+                bell: Bell(bell.clone()),
             }),
             consumer: Arc::new(KanalConsumer {
                 rx,
                 topic: topic.clone(),
+                bell,
             }),
         })
     }
@@ -67,8 +79,19 @@ impl QueueFactory for MpmcQueueFactory {
 }
 
 struct KanalProducer {
+    // Dropped before `bell`: the waiting claims it wakes then find the queue closed.
     tx: kanal::AsyncSender<Arc<EMessage>>,
     topic: MessageTopic,
+    bell: Bell,
+}
+
+/// Rung after each send; wakes every waiting claim when the producer goes.
+struct Bell(Arc<Notify>);
+
+impl Drop for Bell {
+    fn drop(&mut self) {
+        self.0.notify_waiters();
+    }
 }
 
 #[async_trait]
@@ -76,10 +99,16 @@ impl EProducer for KanalProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
         let mut slot = Some(message);
         match self.tx.try_send_option(&mut slot) {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                self.bell.0.notify_one();
+                Ok(())
+            }
             Ok(false) => match slot {
                 Some(m) => Err(TrySendError::Full(m)),
-                None => Ok(()),
+                None => {
+                    self.bell.0.notify_one();
+                    Ok(())
+                }
             },
             Err(_) => Err(TrySendError::Failed(QueueError::Closed(
                 self.topic.0.clone(),
@@ -91,7 +120,9 @@ impl EProducer for KanalProducer {
         self.tx
             .send(message)
             .await
-            .map_err(|_| QueueError::Closed(self.topic.0.clone()))
+            .map_err(|_| QueueError::Closed(self.topic.0.clone()))?;
+        self.bell.0.notify_one();
+        Ok(())
     }
 
     fn len(&self) -> usize {
@@ -102,6 +133,7 @@ impl EProducer for KanalProducer {
 struct KanalConsumer {
     rx: kanal::AsyncReceiver<Arc<EMessage>>,
     topic: MessageTopic,
+    bell: Arc<Notify>,
 }
 
 impl KanalConsumer {
@@ -129,18 +161,20 @@ impl KanalConsumer {
 #[async_trait]
 impl EConsumer for KanalConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
-        let closed = || QueueError::Closed(self.topic.0.clone());
-        let first = match self.rx.try_recv() {
-            Ok(Some(m)) => m,
-            Ok(None) => self.rx.recv().await.map_err(|_| closed())?,
-            Err(_) => return Err(closed()),
-        };
-        out.push(Claimed {
-            message: first,
-            receipt: Receipt::default(),
-        });
-        // A queue closed after the first message only ends the batch.
-        Ok(1 + self.take_ready(max.saturating_sub(1), out).0)
+        loop {
+            // Listening before looking: a send after the look rings a bell already heard.
+            // Dropped unwoken, nothing is lost; dropped woken, tokio passes the wake on to
+            // another waiting claim.
+            let rung = self.bell.notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
+            match self.take_ready(max.max(1), out) {
+                // A queue closed after the first message only ends the batch.
+                (0, true) => return Err(QueueError::Closed(self.topic.0.clone())),
+                (0, false) => rung.await,
+                (n, _) => return Ok(n),
+            }
+        }
     }
 
     fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {

@@ -100,6 +100,15 @@ pub trait EProducer: Send + Sync + 'static {
 pub trait EConsumer: Send + Sync + 'static {
     /// Waits for at least one message, then appends up to `max` to `out` without waiting
     /// further. Returns how many were added.
+    ///
+    /// # Cancel safety
+    ///
+    /// Must be cancel-safe: a worker waits on it in a `select!` and drops it when work
+    /// reaches the worker another way first. Dropped before it returns, it loses nothing: a
+    /// message it had taken off the queue is claimed by a later call or, when claims must
+    /// be acknowledged, is found by [`claim_stale`](Self::claim_stale). (A channel whose
+    /// receive future drops what a sender handed it, as kanal's does, is waited on some
+    /// other way: `MpmcQueueFactory` waits on a `Notify` and takes with `try_recv`.)
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError>;
 
     /// Appends up to `max` messages that are ready now to `out`, without waiting. Returns how

@@ -5,10 +5,11 @@
 //! so the cases can make small queues to fill. What is checked is what
 //! `event_base::backend` promises: FIFO order from one producer, a bounded queue
 //! (`try_send` hands a message back when full, `send` waits), `claim_batch` waiting for one
-//! message then taking up to `max`, `try_claim` never waiting, acknowledgement as the backend
-//! declares it needs, one queue per topic, a queue whose producers are all dropped delivering
-//! what it holds and then reporting `Closed`, and many producers and consumers delivering
-//! every message exactly once.
+//! message then taking up to `max`, a `claim_batch` dropped while it waits losing nothing,
+//! `try_claim` never waiting, acknowledgement as the backend declares it needs, one queue per
+//! topic, a queue whose producers are all dropped delivering what it holds and then
+//! reporting `Closed`, and many producers and consumers delivering every message exactly
+//! once.
 //!
 //! Run them all over a backend with [`queue_conformance!`](crate::queue_conformance).
 
@@ -168,6 +169,44 @@ pub async fn claim_batch_waits_for_a_message<Q: QueueFactory>(make: &impl Fn(usi
     assert_eq!(n, 1);
     settle(&*q.consumer, &out).await;
     assert_eq!(origin(&out[0].message), (0, 7));
+}
+
+/// A `claim_batch` dropped while it waits (as `select!` drops the branch that lost, which a
+/// worker does when work reaches it another way first) loses nothing: the message sent
+/// while it waited is claimed by a later call or, on a backend that requires acks, is found
+/// by `claim_stale`. A message sent after it is claimed too, once.
+pub async fn a_dropped_claim_loses_nothing<Q: QueueFactory>(make: &impl Fn(usize) -> Q) {
+    let q = queue(make, 4);
+    let c = &*q.consumer;
+    let mut early = Vec::new();
+    {
+        let mut claim = Box::pin(c.claim_batch(1, &mut early));
+        assert!(
+            finishes_at_once(&mut claim).await.is_none(),
+            "claim_batch on an empty queue must wait"
+        );
+        q.producer.send(numbered(0, 1)).await.unwrap();
+        // Dropped without being polled again, though the message may already be its.
+    }
+    q.producer.send(numbered(0, 2)).await.unwrap();
+    settle(c, &early).await;
+    let mut got: Vec<_> = early.into_iter().map(|e| e.message).collect();
+    // A queue hands out in order: once the second message is claimed, the first was
+    // claimed before it, by the dropped call or by these.
+    while !got.iter().any(|m| origin(m) == (0, 2)) {
+        got.extend(claim_exactly(c, 1).await);
+    }
+    if c.requires_ack() && !got.iter().any(|m| origin(m) == (0, 1)) {
+        let mut stale = Vec::new();
+        c.claim_stale(Duration::ZERO, 8, &mut stale).await.unwrap();
+        settle(c, &stale).await;
+        got.extend(stale.into_iter().map(|s| s.message));
+    }
+    assert_eq!(
+        seqs(&got),
+        vec![1, 2],
+        "the message sent while a dropped claim waited was lost or came twice"
+    );
 }
 
 /// `try_claim` never waits: nothing on an empty queue, else at most `max` of the oldest
@@ -381,6 +420,7 @@ macro_rules! queue_conformance {
                 send_waits_while_the_queue_is_full,
                 claim_batch_takes_up_to_max,
                 claim_batch_waits_for_a_message,
+                a_dropped_claim_loses_nothing,
                 try_claim_never_waits,
                 acks_as_the_backend_requires,
                 each_topic_has_its_own_queue,
