@@ -1351,7 +1351,12 @@ async fn drive_fan_out(
 /// The fan-out alone (no peer programs needed, so a profiler can run it): 4 handlers on one
 /// topic, each receiving every message, with the CPU time per message.
 async fn fan_out(opts: &Opts) {
-    let n = opts.scale(200_000, 20_000);
+    // `EB_BENCH_FAN_OUT_MSGS=n` sets the count, so that the difference of two profiled runs
+    // cancels the start-up and the warm-up (`docs/benchmarks.md`, fifth round).
+    let n = std::env::var("EB_BENCH_FAN_OUT_MSGS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| opts.scale(200_000, 20_000));
     let counter = Counter::new(0);
     let fan = fan_out_bus(&counter, 1).await;
     drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
