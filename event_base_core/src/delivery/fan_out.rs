@@ -28,6 +28,7 @@
 //! delivers every copy it claims (a claimed entry of a shared queue is live by its claim,
 //! even with no record left here), so none is skipped.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -128,18 +129,19 @@ impl FanOuts {
     /// One copy of message `id` ended (`failure`: as a dead letter).
     pub(crate) fn copy_ended(&self, id: &str, failure: Option<Failure>) -> CopyEnded {
         let (key, mut open) = self.lock(id);
-        let Some(o) = open.get_mut(&key) else {
+        // One probe of the table, whether the entry stays or goes.
+        let Entry::Occupied(mut o) = open.entry(key) else {
             return CopyEnded::Alone(failure);
         };
-        o.failures.extend(failure);
-        o.remaining = o.remaining.saturating_sub(1);
-        if o.remaining > 0 {
+        let entry = o.get_mut();
+        if let Some(failure) = failure {
+            entry.failures.push(failure);
+        }
+        entry.remaining = entry.remaining.saturating_sub(1);
+        if entry.remaining > 0 {
             return CopyEnded::Waiting;
         }
-        match open.remove(&key) {
-            Some(o) => CopyEnded::Last(o.failures),
-            None => CopyEnded::Last(Vec::new()),
-        }
+        CopyEnded::Last(o.remove().failures)
     }
 
     /// Messages with copies still out.
