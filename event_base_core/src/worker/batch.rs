@@ -274,7 +274,7 @@ impl Worker {
                 }
             })
             .collect();
-        let outcomes = self.deliver_batch(spec, &messages, started).await;
+        let (outcomes, end) = self.deliver_batch(spec, &messages, started).await;
         drop(messages);
         let batch = self.state.take_current_batch();
         if batch.len() != n {
@@ -287,8 +287,8 @@ impl Worker {
         } else {
             WorkerStatus::Idle
         });
-        let took = started.and_then(|t| t.elapsed().ok()).unwrap_or_default();
-        let ended = started.map(|t| t + took);
+        let took = end.map_or(Duration::ZERO, |(_, took)| took);
+        let ended = end.map(|(at, _)| at);
         let mut acked: Vec<Job> = Vec::with_capacity(n);
         for ((job, outcome), mark) in batch.into_iter().zip(outcomes).zip(marks) {
             self.state.count_processed();
@@ -314,16 +314,19 @@ impl Worker {
 
     /// Runs the batch handler once for `messages` and says how the call ended for each of
     /// them, in order. Never panics, and returns by the handler's timeout at the latest.
+    /// With `started` (the bus keeps time), also when the call ended and how long it took:
+    /// the one clock read after the handler, which the handler-time histogram, the audit and
+    /// the dedup window share (as for one message, `deliver.rs`).
     async fn deliver_batch(
         &self,
         spec: &BatchSpec,
         messages: &[EMessage],
         started: Option<SystemTime>,
-    ) -> Vec<Outcome> {
+    ) -> (Vec<Outcome>, Option<(SystemTime, Duration)>) {
         let n = messages.len();
         let counters = &self.entry.counters;
-        let started = started.filter(|_| self.shared.latency_metrics);
-        if let Some(now) = started {
+        let latency = self.shared.latency_metrics;
+        if let Some(now) = started.filter(|_| latency) {
             for m in messages.iter().filter(|m| m.attempts <= 1) {
                 let since = m
                     .deliver_at
@@ -359,12 +362,21 @@ impl Worker {
         } else {
             with_current_batch(retries, bus, run.instrument(span)).await
         };
-        if let Some(t) = started {
-            if let Ok(took) = t.elapsed() {
-                counters.handler_time.record(took);
+        // A clock that went back reads as zero time taken (the histogram skips it), ended
+        // when it started.
+        let end = started.map(|t| {
+            let now = SystemTime::now();
+            match now.duration_since(t) {
+                Ok(took) => {
+                    if latency {
+                        counters.handler_time.record(took);
+                    }
+                    (now, took)
+                }
+                Err(_) => (t, Duration::ZERO),
             }
-        }
-        outcomes(answer, failure, n)
+        });
+        (outcomes(answer, failure, n), end)
     }
 }
 
