@@ -342,8 +342,40 @@ impl Worker {
         // When the delivery ended, from the clock read already made (for the dedup window).
         let ended = end.map(|(at, _)| at);
         let audit = (mark, took);
+        // The common answer settles without waiting: handled here, so that `apply`'s larger
+        // future (retries and dead letters wait) is not built and moved for every message.
+        if decision == Decision::Complete {
+            if let Some(dead) = self.complete(job, audit, ended, held) {
+                self.shared.settle_dead(&self.entry, dead).await;
+            }
+            return true;
+        }
         self.apply(job, decision, audit, ended, held).await;
         true
+    }
+
+    /// A delivery answered `Ack`: counters, audit, and the record's completion; gives back
+    /// what must still be settled as dead (a delivery group another copy of which failed).
+    #[inline]
+    fn complete(
+        &self,
+        job: Job,
+        audit: (Option<StartMark>, Duration),
+        ended: Option<SystemTime>,
+        held: Vec<Arc<EMessage>>,
+    ) -> Option<crate::delivery::settle::Dead> {
+        let (mark, took) = audit;
+        self.entry.counters.acked();
+        TopicCounters::add(&self.state.acked);
+        self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
+        match self.shared.finish_ok(&self.entry, &job, ended, held) {
+            Some(dead) => Some(dead),
+            None => {
+                // Its allocation carries a later send, if this was its last reference.
+                self.shared.pool.recycle(job.message);
+                None
+            }
+        }
     }
 
     /// A retry is a normal path, logged here; a dead letter is logged once, as a warning,
@@ -379,13 +411,8 @@ impl Worker {
         }
         match decision {
             Decision::Complete => {
-                self.entry.counters.acked();
-                TopicCounters::add(&self.state.acked);
-                self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-                match self.shared.finish_ok(&self.entry, &job, ended, held) {
-                    Some(dead) => self.shared.settle_dead(&self.entry, dead).await,
-                    // Its allocation carries a later send, if this was its last reference.
-                    None => self.shared.pool.recycle(job.message),
+                if let Some(dead) = self.complete(job, (mark, took), ended, held) {
+                    self.shared.settle_dead(&self.entry, dead).await;
                 }
             }
             Decision::Retry { delay, reason } => {
