@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `persistent_wal.rs` | [`PersistentWal`] and its builder: the `Wal` impl, the directory lock, open/close |
 //! | `sync_policy.rs` | [`SyncPolicy`]: when a write is made durable |
+//! | `inbox.rs` | the queue from the senders to the writer: state changes under `Always` do not wake it |
 //! | `wal_writer.rs` | the writer thread that owns the active segment: batching, syncing, deleting and compacting segments |
 //! | `group_commit.rs` | how long the writer waits for more senders before one shared `fdatasync` |
 //! | `sync_thread.rs` | the thread that runs those `fdatasync`s while the writer writes the next batch |
@@ -30,6 +31,7 @@ pub mod codec_bench;
 mod completion_log;
 mod fs;
 mod group_commit;
+mod inbox;
 mod persistent_wal;
 mod record_codec;
 mod recovery;

@@ -14,6 +14,7 @@ use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 use super::backlog::{read_back, Backlog, Damaged, ReadBack, Slot};
 use super::completion_log::CompletionLog;
 use super::fs::{StdFs, WalFs};
+use super::inbox::Inbox;
 use super::record_codec::{message_body_bound, Entry};
 use super::recovery::{recover, Recovered, RecoveryReport};
 use super::segment::{self, io_err};
@@ -59,7 +60,8 @@ const MAX_REASON_BYTES: usize = 4096;
 /// ```
 pub struct PersistentWal {
     index: Arc<MemoryWal>,
-    tx: Option<flume::Sender<WriterOp>>,
+    /// The writer's queue; closed when the WAL is dropped.
+    inbox: Arc<Inbox<WriterOp>>,
     thread: Option<JoinHandle<()>>,
     policy: SyncPolicy,
     max_record_bytes: usize,
@@ -255,14 +257,15 @@ impl PersistentWalBuilder {
             sync_thread: SyncThread::start(syncs.clone(), self.overlap_syncs)
                 .map_err(|e| io_err(&dir, e))?,
         };
-        let (tx, rx) = flume::unbounded();
+        let inbox = Arc::new(Inbox::new());
+        let rx = inbox.clone();
         let thread = std::thread::Builder::new()
             .name("event_base-wal".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| io_err(&dir, e))?;
         Ok(PersistentWal {
             index,
-            tx: Some(tx),
+            inbox,
             thread: Some(thread),
             policy: self.policy,
             max_record_bytes: self.max_record_bytes,
@@ -465,21 +468,25 @@ impl PersistentWal {
         })
     }
 
+    /// Hands `op` to the writer, waking it (a request someone waits for, or one the
+    /// writer must see before what follows).
     fn op(&self, op: WriterOp) -> Result<(), WalError> {
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
-        tx.send(op)
+        self.inbox
+            .send(op, true)
             .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
+    /// Whether a record nobody waits on should wake the writer: not under `Always`, where it
+    /// rides along with the next append's write or the idle sync (see `inbox`); under the
+    /// other policies the writer's own batching decides as before.
+    fn quiet_wakes(&self) -> bool {
+        self.policy != SyncPolicy::Always
+    }
+
     fn send(&self, entry: Entry, waiter: Option<WalCommitter>) -> Result<(), WalError> {
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
-        tx.send(WriterOp::Write { entry, waiter })
+        let urgent = waiter.is_some() || self.quiet_wakes();
+        self.inbox
+            .send(WriterOp::Write { entry, waiter }, urgent)
             .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
@@ -488,11 +495,8 @@ impl PersistentWal {
         if entries.is_empty() {
             return Ok(());
         }
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
-        tx.send(WriterOp::WriteAll(entries))
+        self.inbox
+            .send(WriterOp::WriteAll(entries), self.quiet_wakes())
             .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
     }
 
@@ -522,8 +526,8 @@ impl PersistentWal {
 
 impl Drop for PersistentWal {
     fn drop(&mut self) {
-        // Closing the channel lets the writer finish its queue, sync, and release the lock.
-        drop(self.tx.take());
+        // Closing the inbox lets the writer finish its queue, sync, and release the lock.
+        self.inbox.close();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -688,13 +692,8 @@ impl Wal for PersistentWal {
         &self,
         since: SystemTime,
     ) -> Result<Vec<(String, SystemTime)>, WalError> {
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
         let (reply, answer) = flume::bounded(1);
-        tx.send(WriterOp::Completions { since, reply })
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))?;
+        self.op(WriterOp::Completions { since, reply })?;
         answer
             .recv_async()
             .await
@@ -836,13 +835,8 @@ impl Wal for PersistentWal {
     }
 
     async fn flush(&self) -> Result<(), WalError> {
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| WalError::Closed("the WAL is closed".into()))?;
         let (commit, done) = WalCommit::pending();
-        tx.send(WriterOp::Flush(done))
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))?;
+        self.op(WriterOp::Flush(done))?;
         commit.wait().await
     }
 

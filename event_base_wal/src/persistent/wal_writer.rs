@@ -1,13 +1,14 @@
 //! The single writer of a `PersistentWal`: a dedicated thread that owns the active segment.
 //!
-//! Senders hand it records over a channel. It takes every record waiting (so concurrent
+//! Senders hand it records through an [`Inbox`]. It takes every record waiting (so concurrent
 //! senders share one write and one `fdatasync`), encodes them into one reusable buffer, writes
 //! them with one `write`, syncs when the [`SyncPolicy`] asks for it, and only then answers the
 //! senders waiting for durability. With `overlap_syncs` those syncs run on the [`SyncThread`]
 //! (a lone sender's on this thread): while one runs, the writer waits for it and takes in what
 //! arrives, and writes all of it as the next batch when it returns. State changes need no
-//! answer and never force a sync; when the writer goes idle with unsynced data it syncs after
-//! a short pause.
+//! answer and never force a sync; under `Always` they do not even wake the writer (they
+//! ride along in the next append's write). When the writer goes idle with state changes
+//! queued or unsynced data, it writes and syncs them after a short pause (`idle_sync`).
 //!
 //! It also keeps the disk bounded. Every live or dead message has an *anchor*: the segment
 //! holding its newest full record. A sealed segment is deleted once it is the oldest and no
@@ -35,6 +36,7 @@ use event_base_core::{EMessage, WalError};
 use super::backlog::{read_back, Backlog, Loc};
 use super::completion_log::CompletionLog;
 use super::fs::{DirLock, WalFile, WalFs, WalSyncer};
+use super::inbox::{Inbox, Woke};
 use super::record_codec::{encode, Entry, FRAME_HEADER};
 use super::segment::{self, io_err, path_of, HEADER_LEN};
 use super::sync_policy::SyncPolicy;
@@ -42,7 +44,7 @@ use super::sync_thread::SyncThread;
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
 
-/// Most records taken into one write.
+/// Past this many requests in hand the writer stops gathering more for the batch.
 const MAX_BATCH: usize = 4096;
 /// Past this many segment files the oldest is rewritten if its live records fill at most
 /// half a segment, so that small segments holding a few long-lived records cannot pile up.
@@ -126,31 +128,33 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn run(mut self, rx: flume::Receiver<WriterOp>) {
+    pub(crate) fn run(mut self, inbox: Arc<Inbox<WriterOp>>) {
+        /// Refuses later sends once the writer is gone, however it ends.
+        struct Stop<'a>(&'a Inbox<WriterOp>);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.stop();
+            }
+        }
+        let _stop = Stop(&inbox);
         self.compact();
         let mut ops: Vec<WriterOp> = Vec::with_capacity(64);
+        // Under `Never` nothing is synced when idle, so nothing waits for the timer either.
+        let idle = (self.policy != SyncPolicy::Never).then_some(self.idle_sync);
         loop {
-            let first = if self.unsynced && self.policy != SyncPolicy::Never {
-                match rx.recv_timeout(self.idle_sync) {
-                    Ok(op) => op,
-                    Err(flume::RecvTimeoutError::Timeout) => {
-                        self.sync_quietly();
-                        continue;
+            match inbox.wait(&mut ops, idle, self.unsynced) {
+                Woke::Closed => break,
+                Woke::Timeout => {
+                    // Idle: write the state changes that came quietly, and sync.
+                    if !ops.is_empty() {
+                        self.process(&mut ops);
                     }
-                    Err(flume::RecvTimeoutError::Disconnected) => break,
+                    if self.unsynced {
+                        self.sync_quietly();
+                    }
+                    continue;
                 }
-            } else {
-                match rx.recv() {
-                    Ok(op) => op,
-                    Err(_) => break,
-                }
-            };
-            ops.push(first);
-            while ops.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(op) => ops.push(op),
-                    Err(_) => break,
-                }
+                Woke::Taken => {}
             }
             if self.policy == SyncPolicy::Always {
                 // Gather the group the last sync answered, so many senders share one sync.
@@ -161,14 +165,10 @@ impl Writer {
                     // need gathering, and a sleep oversleeps by the timer slack (50 us),
                     // longer than the whole wait. The wait is bounded by one sync's time.
                     loop {
-                        while ops.len() < MAX_BATCH {
-                            match rx.try_recv() {
-                                Ok(op) => {
-                                    have += usize::from(is_waiter(&op));
-                                    ops.push(op);
-                                }
-                                Err(_) => break,
-                            }
+                        if ops.len() < MAX_BATCH {
+                            let from = ops.len();
+                            inbox.take(&mut ops);
+                            have += waiting(&ops[from..]);
                         }
                         let now = Instant::now();
                         if have >= target || ops.len() >= MAX_BATCH || now >= until {
@@ -189,9 +189,8 @@ impl Writer {
                 let gap = (max_delay / 8).max(Duration::from_micros(50));
                 while waiting(&ops) < max_records && ops.len() < MAX_BATCH {
                     let next = (Instant::now() + gap).min(deadline);
-                    match rx.recv_deadline(next) {
-                        Ok(op) => ops.push(op),
-                        Err(_) => break,
+                    if !inbox.wait_until(&mut ops, next) {
+                        break;
                     }
                 }
             }
@@ -201,12 +200,7 @@ impl Writer {
                 // blocked on the channel), so the next write holds all of it and goes to the
                 // disk the moment the disk is free.
                 self.sync_thread.wait_idle();
-                while ops.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(op) => ops.push(op),
-                        Err(_) => break,
-                    }
-                }
+                inbox.take(&mut ops);
             }
             self.process(&mut ops);
         }
