@@ -159,8 +159,13 @@ impl PersistentWalBuilder {
         self
     }
 
-    /// How long the writer waits, idle, before syncing state changes that no sender waited
-    /// for (default 50 ms).
+    /// How long the writer waits, idle, before writing and syncing state changes that no
+    /// sender waited for (default 50 ms). Such a change (a record marked processing,
+    /// complete, retried or dead) does not wake the writer: it goes out with the next
+    /// append's write, or at this timer when no append comes. A process killed within this
+    /// interval of its last handled message may therefore deliver those messages again
+    /// after its restart (at least once; nothing a `send` accepted is lost). `flush` and a
+    /// clean drop write and sync everything at once.
     pub fn idle_sync(mut self, interval: Duration) -> Self {
         self.idle_sync = interval;
         self
