@@ -778,53 +778,104 @@ async fn observability(opts: &Opts) {
 /// 1,000 topics against the single-topic memory path, in interleaved rounds: each round
 /// drives the one-topic bus and then the 1,000-topic bus, and each reports its best, so both
 /// see the same machine.
+///
+/// For profiling (`docs/benchmarks.md`, sixth round): `EB_BENCH_TOPICS_MSGS=n` sets both
+/// shapes' counts (so two runs of different sizes cancel start-up and warm-up),
+/// `EB_BENCH_TOPICS_SHAPE=x1` or `fan_out4` runs one shape, and `EB_BENCH_TOPICS_SIDE=one` or
+/// `many` drives only the one-topic or only the 1,000-topic bus (its line then has no ratio).
 async fn topics(opts: &Opts, n: u64) {
+    let env = |name: &str| std::env::var(name).ok();
+    let sized = env("EB_BENCH_TOPICS_MSGS").and_then(|v| v.parse::<u64>().ok());
+    let shape = env("EB_BENCH_TOPICS_SHAPE");
+    let side = env("EB_BENCH_TOPICS_SIDE");
+    let runs = |s: &str| shape.as_deref().is_none_or(|x| x == s);
+    let (drive_one, drive_many) = match side.as_deref() {
+        Some("one") => (true, false),
+        Some("many") => (false, true),
+        _ => (true, true),
+    };
     let counter = Counter::new(0);
-    let reference = memory_bus(&counter, 1).await;
-    let bus = memory_bus(&counter, 1000).await;
-    drive(&reference, &counter, n / 10, PAYLOAD, 1).await;
-    drive(&bus, &counter, n / 10, PAYLOAD, 1000).await;
-    let (mut one, mut many) = (Best::default(), Best::default());
-    for _ in 0..opts.scale(3, 1) {
-        one.add(
-            drive(&reference, &counter, n, PAYLOAD, 1).await.0,
-            Duration::ZERO,
-        );
-        many.add(
-            drive(&bus, &counter, n, PAYLOAD, 1000).await.0,
-            Duration::ZERO,
-        );
+    if runs("x1") {
+        let n = sized.unwrap_or(n);
+        let reference = memory_bus(&counter, 1).await;
+        let bus = memory_bus(&counter, 1000).await;
+        if drive_one {
+            drive(&reference, &counter, n / 10, PAYLOAD, 1).await;
+        }
+        if drive_many {
+            drive(&bus, &counter, n / 10, PAYLOAD, 1000).await;
+        }
+        let (mut one, mut many) = (Best::default(), Best::default());
+        for _ in 0..opts.scale(3, 1) {
+            if drive_one {
+                let secs = drive(&reference, &counter, n, PAYLOAD, 1).await.0;
+                one.add(secs, Duration::ZERO);
+            }
+            if drive_many {
+                let secs = drive(&bus, &counter, n, PAYLOAD, 1000).await.0;
+                many.add(secs, Duration::ZERO);
+            }
+        }
+        if drive_one && drive_many {
+            line(
+                "topics_1000x1",
+                n,
+                many.secs,
+                n as f64 / one.secs,
+                " floor=memory_path_same_rounds shape=one_handler_per_topic target_ratio=0.8",
+            );
+        } else {
+            side_line("topics_1000x1", n, one.secs.max(many.secs), drive_one);
+        }
+        drop((reference, bus));
     }
-    line(
-        "topics_1000x1",
-        n,
-        many.secs,
-        n as f64 / one.secs,
-        " floor=memory_path_same_rounds shape=one_handler_per_topic target_ratio=0.8",
-    );
-    drop((reference, bus));
 
     // The shape: 4 handlers on each topic, each receiving every message, over 1,000
     // topics (4,000 workers) against the same on one topic.
-    let m = opts.scale(200_000, 4_000);
-    let one = fan_out_bus(&counter, 1).await;
-    let many = fan_out_bus(&counter, 1000).await;
-    drive_fan_out(&one, &counter, m / 10, 1, PAYLOAD).await;
-    drive_fan_out(&many, &counter, m / 10, 1000, PAYLOAD).await;
-    let (mut one_best, mut many_best) = (Best::default(), Best::default());
-    for _ in 0..opts.scale(3, 1) {
-        let secs = drive_fan_out(&one, &counter, m, 1, PAYLOAD).await;
-        one_best.add(secs, Duration::ZERO);
-        let secs = drive_fan_out(&many, &counter, m, 1000, PAYLOAD).await;
-        many_best.add(secs, Duration::ZERO);
+    if runs("fan_out4") {
+        let m = sized.unwrap_or_else(|| opts.scale(200_000, 4_000));
+        let one = fan_out_bus(&counter, 1).await;
+        let many = fan_out_bus(&counter, 1000).await;
+        if drive_one {
+            drive_fan_out(&one, &counter, m / 10, 1, PAYLOAD).await;
+        }
+        if drive_many {
+            drive_fan_out(&many, &counter, m / 10, 1000, PAYLOAD).await;
+        }
+        let (mut one_best, mut many_best) = (Best::default(), Best::default());
+        for _ in 0..opts.scale(3, 1) {
+            if drive_one {
+                let secs = drive_fan_out(&one, &counter, m, 1, PAYLOAD).await;
+                one_best.add(secs, Duration::ZERO);
+            }
+            if drive_many {
+                let secs = drive_fan_out(&many, &counter, m, 1000, PAYLOAD).await;
+                many_best.add(secs, Duration::ZERO);
+            }
+        }
+        if drive_one && drive_many {
+            fan_out_line(
+                "topics_1000_fan_out4",
+                m,
+                many_best.secs,
+                one_best.secs,
+                " floor=fan_out4_one_topic_same_rounds target_ratio=0.8",
+            );
+        } else {
+            let secs = one_best.secs.max(many_best.secs);
+            side_line("topics_1000_fan_out4", m, secs, drive_one);
+        }
     }
-    fan_out_line(
-        "topics_1000_fan_out4",
-        m,
-        many_best.secs,
-        one_best.secs,
-        " floor=fan_out4_one_topic_same_rounds target_ratio=0.8",
+}
+
+/// A topics scenario run with one side only (`EB_BENCH_TOPICS_SIDE`): its rate, no ratio.
+fn side_line(name: &str, n: u64, secs: f64, one_topic: bool) {
+    let side = if one_topic { "one" } else { "many" };
+    println!(
+        "scenario={name} msgs={n} secs={secs:.3} msgs_per_sec={:.0} side={side} (profiling run: no ratio)",
+        n as f64 / secs
     );
+    let _ = std::io::stdout().flush();
 }
 
 /// A fan-out scenario's line: deliveries per second (4 per message) against its floor's.
@@ -889,7 +940,11 @@ async fn payload_64k(opts: &Opts) {
 async fn latency(opts: &Opts) {
     // Alternating message by message, so both see the same machine: how fast a
     // parked thread wakes here changes from one minute to the next.
-    let m = opts.scale(20_000, 1_000) as usize;
+    // `EB_BENCH_LATENCY_MSGS=n` sets the count, so two profiled runs cancel start-up.
+    let m = std::env::var("EB_BENCH_LATENCY_MSGS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| opts.scale(20_000, 1_000) as usize);
     let counter = Counter::new(u64::MAX);
     let bus = memory_bus(&counter, 1).await;
     let bare = LatencyFloor::new();
