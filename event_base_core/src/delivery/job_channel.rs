@@ -11,23 +11,50 @@
 //! The count is raised before a job is sent and lowered after one is received, so it is
 //! never lower than what the channel holds: a zero means the channel really is empty (a job
 //! sent a moment later is seen by the worker's next look or wakes it where it parks).
+//!
+//! A worker may also park on a bell of its own (a `Notify`) instead of on the channel
+//! ([`JobReceiver::ring_on`]): every job sent rings the channel's bells, after the job is in
+//! the channel. Parking on a channel with flume registers a hook (an allocation and the
+//! channel's lock, twice: to register and to withdraw it) every time; a worker with 1,000
+//! topics' worth of siblings parks after nearly every message, and its inbox and its topic's
+//! work channel are nearly always empty, so one bell for both and for its stop signal costs
+//! much less (`docs/benchmarks.md`, "Issue 14, sixth round"). A bell keeps one permit, so a
+//! job sent between a worker's last look and its park wakes it at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::Notify;
 
 use crate::delivery::job::Job;
+
+/// The bells rung when a job is sent: one per worker that parks on its bell instead of on
+/// the channel (the topic's workers, for its work channel; the worker, for its inbox).
+type Bells = Arc<RwLock<Vec<Arc<Notify>>>>;
 
 /// Makes a bounded job channel.
 pub(crate) fn job_channel(capacity: usize) -> (JobSender, JobReceiver) {
     let (tx, rx) = flume::bounded(capacity);
     let queued = Arc::new(AtomicUsize::new(0));
+    let bells = Bells::default();
     (
         JobSender {
             tx,
             queued: queued.clone(),
+            bells: bells.clone(),
         },
-        JobReceiver { rx, queued },
+        JobReceiver { rx, queued, bells },
     )
+}
+
+/// Wakes every worker that parks on its bell for this channel (a job was just sent).
+#[inline]
+fn ring(bells: &Bells) {
+    if let Ok(bells) = bells.read() {
+        for bell in bells.iter() {
+            bell.notify_one();
+        }
+    }
 }
 
 /// The sending side.
@@ -35,6 +62,7 @@ pub(crate) fn job_channel(capacity: usize) -> (JobSender, JobReceiver) {
 pub(crate) struct JobSender {
     tx: flume::Sender<Job>,
     queued: Arc<AtomicUsize>,
+    bells: Bells,
 }
 
 impl JobSender {
@@ -42,7 +70,10 @@ impl JobSender {
     pub(crate) fn try_send(&self, job: Job) -> Result<(), Job> {
         self.queued.fetch_add(1, Ordering::AcqRel);
         match self.tx.try_send(job) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                ring(&self.bells);
+                Ok(())
+            }
             Err(flume::TrySendError::Full(job) | flume::TrySendError::Disconnected(job)) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
                 Err(job)
@@ -55,7 +86,10 @@ impl JobSender {
     pub(crate) async fn send(&self, job: Job) -> Result<(), ()> {
         self.queued.fetch_add(1, Ordering::AcqRel);
         match self.tx.send_async(job).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                ring(&self.bells);
+                Ok(())
+            }
             Err(_) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
                 Err(())
@@ -69,6 +103,7 @@ impl JobSender {
 pub(crate) struct JobReceiver {
     rx: flume::Receiver<Job>,
     queued: Arc<AtomicUsize>,
+    bells: Bells,
 }
 
 impl JobReceiver {
@@ -81,6 +116,18 @@ impl JobReceiver {
         let job = self.rx.try_recv().ok()?;
         self.queued.fetch_sub(1, Ordering::AcqRel);
         Some(job)
+    }
+
+    /// From now on, every job sent on this channel rings `bell` (after the job is in the
+    /// channel), so a worker may park on its bell instead of on [`recv`](Self::recv). A
+    /// shared channel rings every bell rung on it: each worker wakes, looks, and one takes
+    /// the job.
+    pub(crate) fn ring_on(&self, bell: &Arc<Notify>) {
+        if let Ok(mut bells) = self.bells.write() {
+            if !bells.iter().any(|b| Arc::ptr_eq(b, bell)) {
+                bells.push(bell.clone());
+            }
+        }
     }
 
     /// Waits for a job; `None` once every sender is gone.
@@ -117,6 +164,36 @@ mod tests {
         drop(rx);
         assert!(tx.try_send(job()).is_err(), "closed");
         assert!(tx.send(job()).await.is_err(), "closed");
+    }
+
+    #[tokio::test]
+    async fn a_job_sent_rings_the_bells_rung_on_the_channel() {
+        let (tx, rx) = job_channel(4);
+        let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        rx.ring_on(&a);
+        rx.clone().ring_on(&b);
+        rx.ring_on(&a);
+        assert!(tx.try_send(job()).is_ok());
+        // Each bell holds its permit: a worker that looked before the job was sent and parks
+        // only now still wakes.
+        a.notified().await;
+        b.notified().await;
+        assert!(rx.try_recv().is_some());
+        tx.send(job()).await.expect("room");
+        a.notified().await;
+        assert!(rx.try_recv().is_some());
+        // Rung once per job, though `a` was rung on twice: no permit is left over.
+        let spare = a.notified();
+        tokio::pin!(spare);
+        assert!(futures_poll_once(spare.as_mut()).is_pending());
+    }
+
+    /// Polls `f` once with a waker that does nothing.
+    fn futures_poll_once<F: std::future::Future>(
+        f: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        f.poll(&mut cx)
     }
 
     #[tokio::test]

@@ -79,9 +79,10 @@ impl Worker {
 
 /// What woke a worker.
 enum Source {
-    Job(Option<Job>),
+    /// Its bell: a job in its inbox or its topic's work channel, or a stop request.
+    Rung,
+    /// Its queue: the messages claimed.
     Claimed,
-    Stop,
 }
 
 /// One worker of a topic: a task that runs its handler's pipeline, one message at a time.
@@ -174,7 +175,8 @@ impl Worker {
     /// Sources, in order of priority: the private inbox, the topic's shared work channel
     /// (retries and repeated copies), and, when `router` is given (in-memory queues), the
     /// topic's queue itself, claimed one message at a time. Each is tried without waiting
-    /// first; only when all are empty does the worker park on all of them at once.
+    /// first; only when all are empty does the worker park: on its queue, and on its bell,
+    /// which its inbox, the work channel and a stop request ring.
     pub(crate) async fn run(self, router: Option<Arc<ConsumerRouter>>) {
         if let Some(spec) = self.batch.clone() {
             return self.run_batch(spec, router).await;
@@ -192,6 +194,11 @@ impl Worker {
     async fn run_loop(self, router: Option<Arc<ConsumerRouter>>) {
         let work = self.entry.work_rx.clone();
         let consumer = self.entry.consumer.clone();
+        // A job for this worker (its inbox) or for any of the topic's workers (the work
+        // channel) rings the worker's bell, which a stop request rings too: it parks on that
+        // one bell and its queue, not on both channels as well (`delivery/job_channel.rs`).
+        self.inbox.ring_on(self.state.bell());
+        work.ring_on(self.state.bell());
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
         loop {
             if let Some(job) = self.inbox.try_recv() {
@@ -211,6 +218,8 @@ impl Worker {
                 }
                 continue;
             }
+            // The bell keeps a ring that came after the looks above: the park then ends at
+            // once, and the next turn finds what was sent.
             let got = match &router {
                 Some(_) => {
                     claimed.clear();
@@ -220,15 +229,13 @@ impl Worker {
                             self.idle();
                             tokio::select! {
                             biased;
-                            _ = self.state.stop_signal() => Source::Stop,
-                            j = self.inbox.recv() => Source::Job(j),
-                            j = work.recv() => Source::Job(j),
+                            _ = self.state.stop_signal() => Source::Rung,
                             r = consumer.claim_batch(1, &mut claimed) => match r {
                                 Ok(_) => Source::Claimed,
                                 Err(QueueError::Closed(_)) => break,
                                 Err(e) => {
                                     tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
-                                    Source::Job(None)
+                                    Source::Rung
                                 }
                             },
                             }
@@ -237,21 +244,14 @@ impl Worker {
                 }
                 None => {
                     self.idle();
-                    tokio::select! {
-                        biased;
-                        _ = self.state.stop_signal() => Source::Stop,
-                        j = self.inbox.recv() => Source::Job(j),
-                        j = work.recv() => Source::Job(j),
-                    }
+                    self.state.stop_signal().await;
+                    Source::Rung
                 }
             };
             match got {
-                Source::Stop | Source::Job(None) => {}
-                Source::Job(Some(job)) => {
-                    if !self.process(job).await {
-                        return;
-                    }
-                }
+                // Looked at again on the next turn: the inbox, a stop request, the work
+                // channel.
+                Source::Rung => {}
                 Source::Claimed => {
                     if let Some(router) = &router {
                         for c in claimed.drain(..) {

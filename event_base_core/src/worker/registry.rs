@@ -71,7 +71,9 @@ pub(crate) struct WorkerState {
     pub(crate) retried: AtomicU64,
     pub(crate) dead: AtomicU64,
     stop_requested: AtomicBool,
-    stop: Notify,
+    /// Rung by a stop request; a plain worker also has its inbox and its topic's work
+    /// channel ring it (`JobReceiver::ring_on`), so that it parks on this and its queue only.
+    stop: Arc<Notify>,
     /// The job being handled. Whoever takes it out owns its outcome: the worker when the
     /// handler returns, or the monitor when it declares the worker dead.
     current: Mutex<Option<Job>>,
@@ -101,7 +103,7 @@ impl WorkerState {
             retried: AtomicU64::new(0),
             dead: AtomicU64::new(0),
             stop_requested: AtomicBool::new(false),
-            stop: Notify::new(),
+            stop: Arc::new(Notify::new()),
             current: Mutex::new(None),
             batch: Mutex::new(Vec::new()),
             last_heartbeat_ms: AtomicU64::new(now_ms()),
@@ -146,8 +148,14 @@ impl WorkerState {
         self.stop_requested.load(Ordering::Acquire)
     }
 
+    /// Wakes on a stop request, and on whatever else rings the worker's [`bell`](Self::bell).
     pub(crate) async fn stop_signal(&self) {
         self.stop.notified().await
+    }
+
+    /// The bell [`stop_signal`](Self::stop_signal) waits for, for job channels to ring too.
+    pub(crate) fn bell(&self) -> &Arc<Notify> {
+        &self.stop
     }
 
     pub(crate) fn set_current(&self, job: Job) {
