@@ -15,10 +15,10 @@
 //! A worker may also park on a bell of its own (a `Notify`) instead of on the channel
 //! ([`JobReceiver::ring_on`]): every job sent rings the channel's bells, after the job is in
 //! the channel. Parking on a channel with flume registers a hook (an allocation and the
-//! channel's lock, twice: to register and to withdraw it) every time; a worker with 1,000
-//! topics' worth of siblings parks after nearly every message, and its inbox and its topic's
-//! work channel are nearly always empty, so one bell for both and for its stop signal costs
-//! much less (`docs/benchmarks.md`, "Issue 14, sixth round"). A bell keeps one permit, so a
+//! channel's lock, twice: to register and to withdraw it) every time; a worker whose queue is
+//! often empty (1,000 topics fed in turn, or one message at a time) parks after nearly every
+//! message, and its inbox and its topic's work channel are nearly always empty, so one bell
+//! for both and for its stop signal costs much less (`docs/benchmarks.md`, "Issue 14, sixth round"). A bell keeps one permit, so a
 //! job sent between a worker's last look and its park wakes it at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
