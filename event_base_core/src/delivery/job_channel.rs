@@ -18,8 +18,9 @@
 //! channel's lock, twice: to register and to withdraw it) every time; a worker whose queue is
 //! often empty (1,000 topics fed in turn, or one message at a time) parks after nearly every
 //! message, and its inbox and its topic's work channel are nearly always empty, so one bell
-//! for both and for its stop signal costs much less (`docs/benchmarks.md`, "Issue 14, sixth round"). A bell keeps one permit, so a
-//! job sent between a worker's last look and its park wakes it at once.
+//! for both and for its stop signal costs much less (`docs/benchmarks.md`, "Issue 14, sixth
+//! round"). A bell keeps one permit, so a job sent between a worker's last look and its park
+//! wakes it at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -168,30 +169,38 @@ mod tests {
 
     #[tokio::test]
     async fn a_job_sent_rings_the_bells_rung_on_the_channel() {
-        let (tx, rx) = job_channel(4);
-        let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (tx, rx) = job_channel(2);
+        let (a, b, other) = (
+            Arc::new(Notify::new()),
+            Arc::new(Notify::new()),
+            Arc::new(Notify::new()),
+        );
         rx.ring_on(&a);
         rx.clone().ring_on(&b);
         rx.ring_on(&a);
+        assert_eq!(
+            rx.bells.read().map(|v| v.len()).ok(),
+            Some(2),
+            "a bell once"
+        );
         assert!(tx.try_send(job()).is_ok());
         // Each bell holds its permit: a worker that looked before the job was sent and parks
-        // only now still wakes.
+        // only now still wakes. A bell not rung on this channel stays quiet.
         a.notified().await;
         b.notified().await;
+        assert!(poll_once(std::pin::pin!(other.notified())).is_pending());
         assert!(rx.try_recv().is_some());
         tx.send(job()).await.expect("room");
         a.notified().await;
-        assert!(rx.try_recv().is_some());
-        // Rung once per job, though `a` was rung on twice: no permit is left over.
-        let spare = a.notified();
-        tokio::pin!(spare);
-        assert!(futures_poll_once(spare.as_mut()).is_pending());
+        // A job the channel refuses (full) rings nothing.
+        assert!(tx.try_send(job()).is_ok());
+        a.notified().await;
+        assert!(tx.try_send(job()).is_err(), "full");
+        assert!(poll_once(std::pin::pin!(a.notified())).is_pending());
     }
 
     /// Polls `f` once with a waker that does nothing.
-    fn futures_poll_once<F: std::future::Future>(
-        f: std::pin::Pin<&mut F>,
-    ) -> std::task::Poll<F::Output> {
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         f.poll(&mut cx)
     }
