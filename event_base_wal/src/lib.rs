@@ -43,5 +43,5 @@ pub mod sim {
 #[cfg_attr(docsrs, doc(cfg(feature = "persistent")))]
 pub use persistent::{
     PersistentWal, PersistentWalBuilder, RecoveryReport, SyncPolicy, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_BYTES, DEFAULT_WRITER_SPIN,
 };

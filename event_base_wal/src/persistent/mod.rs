@@ -44,6 +44,7 @@ mod wal_writer;
 pub use fs::sim_fs::{PowerCut, SimFs};
 pub use persistent_wal::{
     PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
+    DEFAULT_WRITER_SPIN,
 };
 pub use recovery::RecoveryReport;
 pub use sync_policy::SyncPolicy;

@@ -28,6 +28,11 @@ use crate::record_id::RecordId;
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 /// Default largest record body accepted (on write and on recovery).
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 << 20;
+/// Default of [`PersistentWalBuilder::writer_spin`]: off. On the benchmark machine a spin
+/// of 50 µs removed about one futex call a message for a lone sender but no throughput
+/// could be told from the shared disk's noise, and it costs CPU (`docs/benchmarks.md`,
+/// "Issue 14, sixth round").
+pub const DEFAULT_WRITER_SPIN: Duration = Duration::ZERO;
 const LOCK_FILE: &str = "LOCK";
 /// Most backlog records `pending` reads back at once.
 const READ_BACK_WINDOW: usize = 4096;
@@ -99,6 +104,7 @@ pub struct PersistentWalBuilder {
     max_record_bytes: usize,
     skip_corrupt: bool,
     idle_sync: Duration,
+    writer_spin: Duration,
     completion_retention: Duration,
     overlap_syncs: bool,
     fs: Arc<dyn WalFs>,
@@ -168,6 +174,19 @@ impl PersistentWalBuilder {
     /// clean drop write and sync everything at once.
     pub fn idle_sync(mut self, interval: Duration) -> Self {
         self.idle_sync = interval;
+        self
+    }
+
+    /// Under [`SyncPolicy::Always`], how long the writer thread keeps looking for the next
+    /// append after it answered senders, before it sleeps (default [`DEFAULT_WRITER_SPIN`],
+    /// off: it sleeps at once; some tens of microseconds is the range to try). A sender that was just answered and sends again
+    /// within this time hands its record over without waking the writer, and the writer
+    /// takes it without going to sleep: for one sender at a time that saves a thread
+    /// wake-up a message. The price is this much CPU of the writer after each answered
+    /// batch; an idle WAL spins once, after its last answer, then sleeps. Durability and
+    /// order are the same either way.
+    pub fn writer_spin(mut self, spin: Duration) -> Self {
+        self.writer_spin = spin;
         self
     }
 
@@ -244,6 +263,7 @@ impl PersistentWalBuilder {
             policy: self.policy,
             segment_bytes: self.segment_bytes,
             idle_sync: self.idle_sync,
+            spin: self.writer_spin,
             index: index.clone(),
             file,
             file_syncer: None,
@@ -334,6 +354,7 @@ impl PersistentWal {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             skip_corrupt: false,
             idle_sync: Duration::from_millis(50),
+            writer_spin: DEFAULT_WRITER_SPIN,
             completion_retention: event_base_core::constant::DEFAULT_DEDUP_WINDOW,
             overlap_syncs: false,
             fs: Arc::new(StdFs),

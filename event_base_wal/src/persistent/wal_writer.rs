@@ -85,6 +85,9 @@ pub(crate) struct Writer {
     pub(crate) policy: SyncPolicy,
     pub(crate) segment_bytes: u64,
     pub(crate) idle_sync: Duration,
+    /// Under `Always`, how long the writer spins after answering senders before it sleeps
+    /// (see `Inbox::wait`): the answered sender's next append then needs no wake-up.
+    pub(crate) spin: Duration,
     pub(crate) index: Arc<MemoryWal>,
     /// The pending messages recovery left on disk (shared with the `PersistentWal`, which
     /// reads them back). Their slots are their anchors: counted in `live`, not in `anchors`.
@@ -141,8 +144,14 @@ impl Writer {
         let mut ops: Vec<WriterOp> = Vec::with_capacity(64);
         // Under `Never` nothing is synced when idle, so nothing waits for the timer either.
         let idle = (self.policy != SyncPolicy::Never).then_some(self.idle_sync);
+        // Whether the last batch answered a sender under `Always`: its next append is likely
+        // close, so the writer spins for it before sleeping. Only then: an idle writer (woken
+        // by its timer, or by state changes alone) sleeps at once.
+        let mut answered = false;
         loop {
-            match inbox.wait(&mut ops, idle, self.unsynced) {
+            let spin = if answered { self.spin } else { Duration::ZERO };
+            answered = false;
+            match inbox.wait(&mut ops, idle, self.unsynced, spin) {
                 Woke::Closed => break,
                 Woke::Timeout => {
                     // Idle: write the state changes that came quietly, and sync.
@@ -202,6 +211,7 @@ impl Writer {
                 self.sync_thread.wait_idle();
                 inbox.take(&mut ops);
             }
+            answered = self.policy == SyncPolicy::Always && waiting(&ops) > 0;
             self.process(&mut ops);
         }
         self.sync_thread.wait_idle();
