@@ -207,6 +207,8 @@ thread_local! {
     /// Whether the WALs this test thread opens run their syncs on the sync thread
     /// (`overlap_syncs`). Per thread: each test runs on its own, with a current-thread runtime.
     static OVERLAP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The `writer_spin` of the WALs this test thread opens (zero: the writer sleeps at once).
+    static SPIN: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
 }
 
 fn open(fs: &SimFs, policy: SyncPolicy, idle: Duration) -> Result<PersistentWal, WalError> {
@@ -214,6 +216,7 @@ fn open(fs: &SimFs, policy: SyncPolicy, idle: Duration) -> Result<PersistentWal,
         .sim_fs(fs.clone())
         .sync_policy(policy)
         .overlap_syncs(OVERLAP.with(|o| o.get()))
+        .writer_spin(SPIN.with(|s| s.get()))
         .segment_bytes(4096)
         .idle_sync(idle)
         .open()
@@ -498,6 +501,14 @@ fn batch() {
 fn always_overlapped() {
     OVERLAP.with(|o| o.set(true));
     simulate("always_overlapped", SyncPolicy::Always);
+}
+
+/// `Always` with a writer that spins after each answer (`writer_spin`): the senders' next
+/// appends are handed over while it spins, without waking it.
+#[test]
+fn always_spinning() {
+    SPIN.with(|s| s.set(Duration::from_millis(2)));
+    simulate("always_spinning", SyncPolicy::Always);
 }
 
 /// `Batch` with the syncs on their own thread.

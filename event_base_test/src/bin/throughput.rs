@@ -436,14 +436,19 @@ struct DurableRun {
 async fn durable(policy: SyncPolicy, overlap: bool, senders: usize, per_sender: u64) -> DurableRun {
     let dir = tempdir();
     let counter = Counter::new(senders as u64 * per_sender);
+    let mut wal = PersistentWal::builder(&dir)
+        .sync_policy(policy)
+        .overlap_syncs(overlap);
+    // `EB_BENCH_WRITER_SPIN_US=n` sets `writer_spin` (default: the builder's), so one binary
+    // can compare spins in one sitting.
+    if let Some(us) = std::env::var("EB_BENCH_WRITER_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        wal = wal.writer_spin(Duration::from_micros(us));
+    }
     let bus = EventBus::builder()
-        .wal(
-            PersistentWal::builder(&dir)
-                .sync_policy(policy)
-                .overlap_syncs(overlap)
-                .open()
-                .unwrap(),
-        )
+        .wal(wal.open().unwrap())
         .queue(FlumeQueueFactory::bounded(BOUND))
         .handler(HandlerSpec::new("bench", "bench", counter.clone()).workers(WORKERS))
         .build()
