@@ -173,7 +173,7 @@ impl<T> Inbox<T> {
         let mut round = 0u32;
         while !self.ready.load(Ordering::Acquire) {
             round = round.wrapping_add(1);
-            if round % 16 == 0 {
+            if round.is_multiple_of(16) {
                 if Instant::now() >= until {
                     return;
                 }
