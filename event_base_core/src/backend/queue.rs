@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
 
 use crate::error::QueueError;
 use crate::message::emessage::EMessage;
@@ -116,6 +117,48 @@ pub trait EConsumer: Send + Sync + 'static {
     fn try_claim(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         let _ = (max, out);
         Ok(0)
+    }
+
+    /// A bell the queue rings ([`Notify::notify_one`]) after every message it accepts, and
+    /// for every waiter ([`Notify::notify_waiters`]) when it closes, so that a
+    /// [`try_claim`](Self::try_claim) made after the ring finds the message (or the queue
+    /// closed). `None` (the default): the bus waits in [`claim_batch`](Self::claim_batch).
+    ///
+    /// A worker of a queue with a bell parks on the bell and claims with `try_claim`: it
+    /// listens, looks once more, and only then waits, so a ring between its look and its
+    /// wait is not missed. Waiting on a bell allocates nothing, where each call of the
+    /// boxed `claim_batch` future allocates (and a channel's own wait may register a hook):
+    /// a worker whose queue is often empty parks after nearly every message. Only queues
+    /// that also answer [`requires_ack`](Self::requires_ack) with `false` are waited on
+    /// this way.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use event_base_core::backend::{Claimed, EConsumer};
+    /// use event_base_core::QueueError;
+    /// # use std::time::Duration;
+    /// use tokio::sync::Notify;
+    ///
+    /// struct Rung {
+    ///     bell: Arc<Notify>,
+    /// }
+    ///
+    /// #[async_trait::async_trait]
+    /// impl EConsumer for Rung {
+    ///     fn bell(&self) -> Option<&Notify> {
+    ///         Some(&self.bell)
+    ///     }
+    ///     # async fn claim_batch(&self, _: usize, _: &mut Vec<Claimed>) -> Result<usize, QueueError> { Ok(0) }
+    ///     # async fn ack(&self, _: &[Claimed]) -> Result<(), QueueError> { Ok(()) }
+    ///     # async fn nack(&self, _: &[Claimed]) -> Result<(), QueueError> { Ok(()) }
+    ///     # async fn claim_stale(&self, _: Duration, _: usize, _: &mut Vec<Claimed>) -> Result<usize, QueueError> { Ok(0) }
+    ///     // ... claim_batch, try_claim, ack, nack, claim_stale
+    /// }
+    /// let q = Rung { bell: Arc::new(Notify::new()) };
+    /// assert!(q.bell().is_some());
+    /// ```
+    fn bell(&self) -> Option<&Notify> {
+        None
     }
 
     /// Whether claims must be acknowledged. `false` (in-memory channels) lets each worker

@@ -111,6 +111,8 @@ pub struct Worker {
     batch: Option<crate::handler::batch::BatchSpec>,
     /// Where this worker stages its audit records (`None`: not audited).
     audit: Option<Arc<AuditStage>>,
+    /// The side of the bus's message pool it gives finished messages back to.
+    pool_side: usize,
 }
 
 impl std::fmt::Debug for Worker {
@@ -143,6 +145,7 @@ impl Worker {
             })
         };
         Worker {
+            pool_side: shared.pool.side(),
             index: state.index,
             state,
             pipeline: handler.pipeline.clone(),
@@ -175,8 +178,9 @@ impl Worker {
     /// Sources, in order of priority: the private inbox, the topic's shared work channel
     /// (retries and repeated copies), and, when `router` is given (in-memory queues), the
     /// topic's queue itself, claimed one message at a time. Each is tried without waiting
-    /// first; only when all are empty does the worker park: on its queue, and on its bell,
-    /// which its inbox, the work channel and a stop request ring.
+    /// first; only when all are empty does the worker park: on its queue (on the queue's
+    /// bell when it has one, [`EConsumer::bell`](crate::backend::EConsumer::bell)), and on
+    /// its own bell, which its inbox, the work channel and a stop request ring.
     pub(crate) async fn run(self, router: Option<Arc<ConsumerRouter>>) {
         if let Some(spec) = self.batch.clone() {
             return self.run_batch(spec, router).await;
@@ -225,19 +229,27 @@ impl Worker {
                     claimed.clear();
                     match consumer.try_claim(1, &mut claimed) {
                         Ok(n) if n > 0 => Source::Claimed,
+                        Err(QueueError::Closed(_)) => break,
                         _ => {
                             self.idle();
-                            tokio::select! {
-                            biased;
-                            _ = self.state.stop_signal() => Source::Rung,
-                            r = consumer.claim_batch(1, &mut claimed) => match r {
-                                Ok(_) => Source::Claimed,
-                                Err(QueueError::Closed(_)) => break,
-                                Err(e) => {
-                                    tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
-                                    Source::Rung
+                            if let Some(bell) = consumer.bell() {
+                                match self.park_on(bell, consumer.as_ref(), &mut claimed).await {
+                                    Ok(got) => got,
+                                    Err(()) => break,
                                 }
-                            },
+                            } else {
+                                tokio::select! {
+                                biased;
+                                _ = self.state.stop_signal() => Source::Rung,
+                                r = consumer.claim_batch(1, &mut claimed) => match r {
+                                    Ok(_) => Source::Claimed,
+                                    Err(QueueError::Closed(_)) => break,
+                                    Err(e) => {
+                                        tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
+                                        Source::Rung
+                                    }
+                                },
+                                }
                             }
                         }
                     }
@@ -282,6 +294,37 @@ impl Worker {
             }
         }
         self.stopped().await;
+    }
+
+    /// Parks on the queue's bell and the worker's own (its inbox, its topic's work channel,
+    /// a stop request), without the boxed `claim_batch` future or a channel's waiter hook:
+    /// it listens on the queue's bell, looks once more, and waits only if that finds
+    /// nothing, so a message sent between the worker's last look and its wait wakes it.
+    /// `Err(())`: the queue is closed.
+    async fn park_on(
+        &self,
+        bell: &tokio::sync::Notify,
+        consumer: &dyn crate::backend::EConsumer,
+        claimed: &mut Vec<Claimed>,
+    ) -> Result<Source, ()> {
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        match consumer.try_claim(1, claimed) {
+            Ok(n) if n > 0 => return Ok(Source::Claimed),
+            Err(QueueError::Closed(_)) => return Err(()),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
+            }
+        }
+        tokio::select! {
+            biased;
+            _ = self.state.stop_signal() => {}
+            _ = rung => {}
+        }
+        // Looked at on the next turn, the queue included.
+        Ok(Source::Rung)
     }
 
     /// The worker's loop has ended: say so.
@@ -372,7 +415,7 @@ impl Worker {
             Some(dead) => Some(dead),
             None => {
                 // Its allocation carries a later send, if this was its last reference.
-                self.shared.pool.recycle(job.message);
+                self.shared.pool.recycle(job.message, self.pool_side);
                 None
             }
         }
