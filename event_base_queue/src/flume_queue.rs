@@ -8,6 +8,7 @@ use event_base_core::backend::{
     Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
 };
 use event_base_core::{EMessage, MessageTopic, QueueError};
+use tokio::sync::Notify;
 
 use crate::DEFAULT_QUEUE_BOUND;
 
@@ -55,14 +56,17 @@ impl QueueFactory for FlumeQueueFactory {
             Some(n) => flume::bounded(n),
             None => flume::unbounded(),
         };
+        let bell = Arc::new(Notify::new());
         Ok(TopicQueue {
             producer: Arc::new(FlumeProducer {
                 tx,
                 topic: topic.clone(),
+                bell: Bell(bell.clone()),
             }),
             consumer: Arc::new(FlumeConsumer {
                 rx,
                 topic: topic.clone(),
+                bell,
             }),
         })
     }
@@ -73,15 +77,30 @@ impl QueueFactory for FlumeQueueFactory {
 }
 
 struct FlumeProducer {
+    // Dropped before `bell`: the workers it wakes then find the queue closed.
     tx: flume::Sender<Arc<EMessage>>,
     topic: MessageTopic,
+    bell: Bell,
+}
+
+/// The consumer's bell ([`EConsumer::bell`]): rung after each message sent, and for every
+/// parked worker when the producer goes.
+struct Bell(Arc<Notify>);
+
+impl Drop for Bell {
+    fn drop(&mut self) {
+        self.0.notify_waiters();
+    }
 }
 
 #[async_trait]
 impl EProducer for FlumeProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
         match self.tx.try_send(message) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.bell.0.notify_one();
+                Ok(())
+            }
             Err(flume::TrySendError::Full(m)) => Err(TrySendError::Full(m)),
             Err(flume::TrySendError::Disconnected(_)) => Err(TrySendError::Failed(
                 QueueError::Closed(self.topic.0.clone()),
@@ -93,7 +112,9 @@ impl EProducer for FlumeProducer {
         self.tx
             .send_async(message)
             .await
-            .map_err(|_| QueueError::Closed(self.topic.0.clone()))
+            .map_err(|_| QueueError::Closed(self.topic.0.clone()))?;
+        self.bell.0.notify_one();
+        Ok(())
     }
 
     fn len(&self) -> usize {
@@ -104,6 +125,7 @@ impl EProducer for FlumeProducer {
 struct FlumeConsumer {
     rx: flume::Receiver<Arc<EMessage>>,
     topic: MessageTopic,
+    bell: Arc<Notify>,
 }
 
 impl FlumeConsumer {
@@ -152,6 +174,10 @@ impl EConsumer for FlumeConsumer {
             (0, true) => Err(QueueError::Closed(self.topic.0.clone())),
             (n, _) => Ok(n),
         }
+    }
+
+    fn bell(&self) -> Option<&Notify> {
+        Some(&self.bell)
     }
 
     fn requires_ack(&self) -> bool {

@@ -184,6 +184,10 @@ impl EConsumer for KanalConsumer {
         }
     }
 
+    fn bell(&self) -> Option<&Notify> {
+        Some(&self.bell)
+    }
+
     fn requires_ack(&self) -> bool {
         false
     }

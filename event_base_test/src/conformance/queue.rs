@@ -8,8 +8,8 @@
 //! message then taking up to `max`, a `claim_batch` dropped while it waits losing nothing,
 //! `try_claim` never waiting, acknowledgement as the backend declares it needs, one queue per
 //! topic, a queue whose producers are all dropped delivering what it holds and then
-//! reporting `Closed`, and many producers and consumers delivering every message exactly
-//! once.
+//! reporting `Closed`, many producers and consumers delivering every message exactly
+//! once, and a queue's bell, if it has one, rung for each message and when it closes.
 //!
 //! Run them all over a backend with [`queue_conformance!`](crate::queue_conformance).
 
@@ -385,6 +385,122 @@ pub async fn many_producers_and_consumers_deliver_each_message_once<Q: QueueFact
     assert!(times_seen.values().all(|&n| n == 1), "a message came twice");
 }
 
+/// A queue that offers a bell ([`EConsumer::bell`]) rings it after each message it takes,
+/// so a consumer that listened and found nothing wakes and finds the message with
+/// `try_claim`; it rings every listener when the last producer goes; and consumers that
+/// park on it as the bus's workers do (listen, look, wait) claim every message exactly
+/// once, none left waiting. A queue without a bell has nothing to check here.
+pub async fn a_bell_rings_for_each_message_and_when_closed<Q: QueueFactory>(
+    make: &impl Fn(usize) -> Q,
+) {
+    let TopicQueue { producer, consumer } = queue(make, 8);
+    let Some(bell) = consumer.bell() else {
+        return;
+    };
+    let mut out = Vec::new();
+    let mut rung = Box::pin(bell.notified());
+    rung.as_mut().enable();
+    assert!(
+        finishes_at_once(&mut rung).await.is_none(),
+        "rung with nothing sent"
+    );
+    assert_eq!(consumer.try_claim(8, &mut out).unwrap(), 0);
+    assert!(matches!(producer.try_send(numbered(0, 0)), Ok(())));
+    assert!(
+        finishes_at_once(&mut rung).await.is_some(),
+        "try_send did not ring the bell"
+    );
+    assert_eq!(consumer.try_claim(8, &mut out).unwrap(), 1);
+    let mut rung = Box::pin(bell.notified());
+    rung.as_mut().enable();
+    producer.send(numbered(0, 1)).await.unwrap();
+    assert!(
+        finishes_at_once(&mut rung).await.is_some(),
+        "send did not ring the bell"
+    );
+    assert_eq!(consumer.try_claim(8, &mut out).unwrap(), 1);
+    // Closing rings every listener, and they find the queue closed.
+    let mut listeners: Vec<_> = (0..2).map(|_| Box::pin(bell.notified())).collect();
+    for l in &mut listeners {
+        l.as_mut().enable();
+    }
+    drop(producer);
+    for l in &mut listeners {
+        assert!(
+            finishes_at_once(l).await.is_some(),
+            "closing did not ring a listener"
+        );
+    }
+    assert!(matches!(
+        consumer.try_claim(8, &mut out),
+        Err(QueueError::Closed(_))
+    ));
+
+    // Three consumers parked on the bell, four producers: each message claimed once.
+    const PRODUCERS: u8 = 4;
+    const PER_PRODUCER: u32 = 500;
+    let TopicQueue { producer, consumer } = queue(make, 8);
+    let consumers: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(park_until_closed(consumer.clone())))
+        .collect();
+    drop(consumer);
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let producer = producer.clone();
+            tokio::spawn(async move {
+                for i in 0..PER_PRODUCER {
+                    producer.send(numbered(p, i)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(producer);
+    for p in producers {
+        tokio::time::timeout(crate::WAIT, p).await.unwrap().unwrap();
+    }
+    let mut times_seen: HashMap<(u8, u32), usize> = HashMap::new();
+    for c in consumers {
+        let seen = tokio::time::timeout(crate::WAIT, c)
+            .await
+            .expect("a consumer parked on the bell was left waiting")
+            .unwrap();
+        for o in seen {
+            *times_seen.entry(o).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        times_seen.len(),
+        usize::from(PRODUCERS) * PER_PRODUCER as usize
+    );
+    assert!(times_seen.values().all(|&n| n == 1), "a message came twice");
+}
+
+/// Claims one message at a time as a worker does on a queue with a bell: listen, look, and
+/// wait on the bell only when the look found nothing.
+async fn park_until_closed(consumer: Arc<dyn EConsumer>) -> Vec<(u8, u32)> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    let Some(bell) = consumer.bell() else {
+        return seen;
+    };
+    loop {
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        out.clear();
+        match consumer.try_claim(1, &mut out) {
+            Ok(0) => rung.await,
+            Ok(_) => {
+                seen.extend(out.iter().map(|c| origin(&c.message)));
+                // Let the producers and the other consumers run between claims.
+                tokio::task::yield_now().await;
+            }
+            Err(QueueError::Closed(_)) => return seen,
+            Err(e) => panic!("claim failed: {e}"),
+        }
+    }
+}
+
 async fn consume_until_closed(consumer: Arc<dyn EConsumer>) -> Vec<(u8, u32)> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
@@ -427,6 +543,7 @@ macro_rules! queue_conformance {
                 a_closed_queue_drains_then_reports_closed,
                 closing_wakes_a_waiting_consumer,
                 many_producers_and_consumers_deliver_each_message_once,
+                a_bell_rings_for_each_message_and_when_closed,
             );
         )*
     };
