@@ -343,11 +343,24 @@ pub async fn closing_wakes_a_waiting_consumer<Q: QueueFactory>(make: &impl Fn(us
 pub async fn many_producers_and_consumers_deliver_each_message_once<Q: QueueFactory>(
     make: &impl Fn(usize) -> Q,
 ) {
+    each_message_once(make, consume_until_closed, "a consumer").await;
+}
+
+/// Four producers send 500 messages each into a queue of bound 8 that three consumers,
+/// each running `consume` until the queue closes, read: every message is claimed exactly
+/// once, and each consumer sees each producer's messages in the order sent. `who` names
+/// the consumers in the failure messages.
+async fn each_message_once<Q, F, Fut>(make: &impl Fn(usize) -> Q, consume: F, who: &str)
+where
+    Q: QueueFactory,
+    F: Fn(Arc<dyn EConsumer>) -> Fut,
+    Fut: std::future::Future<Output = Vec<(u8, u32)>> + Send + 'static,
+{
     const PRODUCERS: u8 = 4;
     const PER_PRODUCER: u32 = 500;
     let TopicQueue { producer, consumer } = queue(make, 8);
     let consumers: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(consume_until_closed(consumer.clone())))
+        .map(|_| tokio::spawn(consume(consumer.clone())))
         .collect();
     drop(consumer);
     let producers: Vec<_> = (0..PRODUCERS)
@@ -366,12 +379,15 @@ pub async fn many_producers_and_consumers_deliver_each_message_once<Q: QueueFact
     }
     let mut times_seen: HashMap<(u8, u32), usize> = HashMap::new();
     for c in consumers {
-        let seen = tokio::time::timeout(crate::WAIT, c).await.unwrap().unwrap();
+        let seen = tokio::time::timeout(crate::WAIT, c)
+            .await
+            .unwrap_or_else(|_| panic!("{who} was left waiting"))
+            .unwrap();
         for p in 0..PRODUCERS {
             let mine: Vec<u32> = seen.iter().filter(|o| o.0 == p).map(|o| o.1).collect();
             assert!(
                 mine.windows(2).all(|w| w[0] < w[1]),
-                "a consumer saw producer {p} out of order"
+                "{who} saw producer {p} out of order"
             );
         }
         for o in seen {
@@ -437,42 +453,7 @@ pub async fn a_bell_rings_for_each_message_and_when_closed<Q: QueueFactory>(
     ));
 
     // Three consumers parked on the bell, four producers: each message claimed once.
-    const PRODUCERS: u8 = 4;
-    const PER_PRODUCER: u32 = 500;
-    let TopicQueue { producer, consumer } = queue(make, 8);
-    let consumers: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(park_until_closed(consumer.clone())))
-        .collect();
-    drop(consumer);
-    let producers: Vec<_> = (0..PRODUCERS)
-        .map(|p| {
-            let producer = producer.clone();
-            tokio::spawn(async move {
-                for i in 0..PER_PRODUCER {
-                    producer.send(numbered(p, i)).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    drop(producer);
-    for p in producers {
-        tokio::time::timeout(crate::WAIT, p).await.unwrap().unwrap();
-    }
-    let mut times_seen: HashMap<(u8, u32), usize> = HashMap::new();
-    for c in consumers {
-        let seen = tokio::time::timeout(crate::WAIT, c)
-            .await
-            .expect("a consumer parked on the bell was left waiting")
-            .unwrap();
-        for o in seen {
-            *times_seen.entry(o).or_default() += 1;
-        }
-    }
-    assert_eq!(
-        times_seen.len(),
-        usize::from(PRODUCERS) * PER_PRODUCER as usize
-    );
-    assert!(times_seen.values().all(|&n| n == 1), "a message came twice");
+    each_message_once(make, park_until_closed, "a consumer parked on the bell").await;
 }
 
 /// Claims one message at a time as a worker does on a queue with a bell: listen, look, and
