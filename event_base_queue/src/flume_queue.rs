@@ -10,6 +10,8 @@ use event_base_core::backend::{
 use event_base_core::{EMessage, MessageTopic, QueueError};
 use tokio::sync::Notify;
 
+use crate::bell::Bell;
+
 use crate::DEFAULT_QUEUE_BOUND;
 
 /// Makes one bounded `flume` channel per topic.
@@ -56,12 +58,12 @@ impl QueueFactory for FlumeQueueFactory {
             Some(n) => flume::bounded(n),
             None => flume::unbounded(),
         };
-        let bell = Arc::new(Notify::new());
+        let (ring, bell) = Bell::new();
         Ok(TopicQueue {
             producer: Arc::new(FlumeProducer {
                 tx,
                 topic: topic.clone(),
-                bell: Bell(bell.clone()),
+                bell: ring,
             }),
             consumer: Arc::new(FlumeConsumer {
                 rx,
@@ -83,22 +85,12 @@ struct FlumeProducer {
     bell: Bell,
 }
 
-/// The consumer's bell ([`EConsumer::bell`]): rung after each message sent, and for every
-/// parked worker when the producer goes.
-struct Bell(Arc<Notify>);
-
-impl Drop for Bell {
-    fn drop(&mut self) {
-        self.0.notify_waiters();
-    }
-}
-
 #[async_trait]
 impl EProducer for FlumeProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
         match self.tx.try_send(message) {
             Ok(()) => {
-                self.bell.0.notify_one();
+                self.bell.ring();
                 Ok(())
             }
             Err(flume::TrySendError::Full(m)) => Err(TrySendError::Full(m)),
@@ -113,7 +105,7 @@ impl EProducer for FlumeProducer {
             .send_async(message)
             .await
             .map_err(|_| QueueError::Closed(self.topic.0.clone()))?;
-        self.bell.0.notify_one();
+        self.bell.ring();
         Ok(())
     }
 

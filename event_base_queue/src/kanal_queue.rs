@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::bell::Bell;
+
 use async_trait::async_trait;
 use event_base_core::backend::{
     Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
@@ -58,12 +60,12 @@ impl MpmcQueueFactory {
 impl QueueFactory for MpmcQueueFactory {
     fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
         let (tx, rx) = kanal::bounded_async(self.bound);
-        let bell = Arc::new(Notify::new());
+        let (ring, bell) = Bell::new();
         Ok(TopicQueue {
             producer: Arc::new(KanalProducer {
                 tx,
                 topic: topic.clone(),
-                bell: Bell(bell.clone()),
+                bell: ring,
             }),
             consumer: Arc::new(KanalConsumer {
                 rx,
@@ -85,28 +87,19 @@ struct KanalProducer {
     bell: Bell,
 }
 
-/// Rung after each send; wakes every waiting claim when the producer goes.
-struct Bell(Arc<Notify>);
-
-impl Drop for Bell {
-    fn drop(&mut self) {
-        self.0.notify_waiters();
-    }
-}
-
 #[async_trait]
 impl EProducer for KanalProducer {
     fn try_send(&self, message: Arc<EMessage>) -> Result<(), TrySendError> {
         let mut slot = Some(message);
         match self.tx.try_send_option(&mut slot) {
             Ok(true) => {
-                self.bell.0.notify_one();
+                self.bell.ring();
                 Ok(())
             }
             Ok(false) => match slot {
                 Some(m) => Err(TrySendError::Full(m)),
                 None => {
-                    self.bell.0.notify_one();
+                    self.bell.ring();
                     Ok(())
                 }
             },
@@ -121,7 +114,7 @@ impl EProducer for KanalProducer {
             .send(message)
             .await
             .map_err(|_| QueueError::Closed(self.topic.0.clone()))?;
-        self.bell.0.notify_one();
+        self.bell.ring();
         Ok(())
     }
 

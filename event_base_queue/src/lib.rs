@@ -15,6 +15,7 @@
 // docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bell;
 mod flume_queue;
 #[cfg(feature = "kanal")]
 mod kanal_queue;
