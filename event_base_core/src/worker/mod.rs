@@ -245,7 +245,7 @@ impl Worker {
                                     Ok(_) => Source::Claimed,
                                     Err(QueueError::Closed(_)) => break,
                                     Err(e) => {
-                                        tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
+                                        self.claim_failed(&e);
                                         Source::Rung
                                     }
                                 },
@@ -314,9 +314,7 @@ impl Worker {
             Ok(n) if n > 0 => return Ok(Source::Claimed),
             Err(QueueError::Closed(_)) => return Err(()),
             Ok(_) => {}
-            Err(e) => {
-                tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
-            }
+            Err(e) => self.claim_failed(&e),
         }
         tokio::select! {
             biased;
@@ -325,6 +323,12 @@ impl Worker {
         }
         // Looked at on the next turn, the queue included.
         Ok(Source::Rung)
+    }
+
+    /// A claim from the queue failed (other than closed): logged, and the worker parks and
+    /// looks again.
+    fn claim_failed(&self, e: &QueueError) {
+        tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
     }
 
     /// The worker's loop has ended: say so.
