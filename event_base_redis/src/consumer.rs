@@ -249,6 +249,11 @@ impl Inner {
         if self.group_ready.load(Ordering::Acquire) {
             return Ok(());
         }
+        if self.q.lane == Lane::Broadcast {
+            // The group makes the node addressable: be found by name first, or a send by
+            // name in between misses this node (or picks its namesake as the only one).
+            self.q.node.beat_now().await?;
+        }
         let mut cmd = redis::cmd("XGROUP");
         cmd.arg("CREATE")
             .arg(&self.q.key)

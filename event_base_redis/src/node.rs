@@ -356,6 +356,14 @@ impl Node {
         Ok(())
     }
 
+    /// Writes one beat now, before the beat loop's first: the node's hash (its name) and its
+    /// place in the nodes' set. Called before the node's group on a broadcast stream is made,
+    /// so that a node another node can address is already found by its name
+    /// ([`ids_named`](Self::ids_named)). A janitor's list of silent nodes is left to the loop.
+    pub(crate) async fn beat_now(&self) -> Result<(), RedisError> {
+        self.beat().await.map(drop)
+    }
+
     fn ttl_ms(&self) -> u64 {
         (self.beat * SILENT_BEATS).as_millis() as u64
     }

@@ -68,6 +68,13 @@ async fn node_beating(
             groups(server).contains(&group)
         })
         .await;
+        // An addressable node is found by name: its first beat comes before its group.
+        let hash = format!("eb:{{nodes}}:n:{id}");
+        assert_eq!(
+            server.command(&["HGET", &hash, "name"]),
+            event_base::node_name(),
+            "the node's hash names it once its group exists"
+        );
     }
     (bus, id)
 }
