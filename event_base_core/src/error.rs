@@ -33,6 +33,20 @@ pub enum WalError {
     /// The WAL's writer stopped (e.g. after an earlier I/O error) and accepts nothing more.
     #[error("the WAL writer has stopped: {0}; restart the bus to recover from the log")]
     Closed(String),
+    /// A write or sync of the WAL failed (a full disk, an I/O error, a failed `fdatasync`),
+    /// and the WAL stopped for good: it accepts nothing more, under every sync policy.
+    /// Nothing it acknowledged before is lost; what it refused was never accepted.
+    ///
+    /// It does not go on after such a failure: on Linux a failed `fdatasync` drops the dirty
+    /// pages and the next one succeeds, so records written before it could vanish while
+    /// later ones were acknowledged. [`WalStats::failed`](crate::backend::WalStats::failed)
+    /// and `Wal::failure` report the state.
+    #[error("the WAL failed and accepts nothing more: {cause}; free disk space or repair the device, then restart the process: every message the WAL acknowledged is recovered from its files")]
+    Failed {
+        /// What failed, with the file and the operating system's reason (e.g. "write of
+        /// /var/lib/app/wal/00000003.log failed: No space left on device (os error 28)").
+        cause: String,
+    },
     /// Another `PersistentWal` (in this process or another) has the directory open.
     #[error("the WAL directory {dir} is in use by another PersistentWal (another process, or one not yet dropped or closed); stop that one first, or use another directory")]
     InUse {

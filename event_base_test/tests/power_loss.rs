@@ -20,6 +20,15 @@
 //!   such a dead-lettering keeps it a dead letter (this is all `Never` promises);
 //! - a second, clean reopen finds the same state and nothing more to repair.
 //!
+//! The `*_faults` runs do not cut the power mid-work: they fail one random operation with
+//! `ENOSPC` or `EIO` while the disk goes on (a failed write may leave part of its bytes, a
+//! failed sync drops the dirty pages as Linux does, see `SimFs::fail_at`), let the senders
+//! run on, then cut the power at the end. The same checks hold: a WAL that went on writing
+//! after such a failure would acknowledge records behind bytes that never reach the disk,
+//! and recovery would find damage, or lose them. They also check that the WAL said so:
+//! after a failed write or sync of the log, it reports `failed` and refuses new records
+//! with `WalError::Failed`.
+//!
 //! The seed fixes the workload, the cut point and the tearing; the interleaving of the
 //! senders with the WAL's writer thread is up to the scheduler, so a failing seed usually,
 //! not always, fails again. A failure names its seed:
@@ -32,7 +41,7 @@ use std::time::Duration;
 
 use event_base::backend::Wal;
 use event_base::{DeadReason, EMessage, PersistentWal, SyncPolicy, WalError};
-use event_base_wal::sim::SimFs;
+use event_base_wal::sim::{Fault, SimFs};
 
 const DIR: &str = "/sim/wal";
 const SENDERS: usize = 4;
@@ -54,6 +63,12 @@ struct Ledger {
     failed: HashMap<String, u64>,
     /// Everything below this was covered by a sync that returned `Ok`.
     durable_below: u64,
+    /// Requests refused with `WalError::Failed` (the WAL failed on a write or sync).
+    refused_failed: u64,
+    /// Requests started after one was refused with `WalError::Failed` that returned `Ok`.
+    ok_after_failed: u64,
+    /// Whether the WAL reported `failed` in its stats at the end of the workload.
+    stats_failed: bool,
 }
 
 impl Ledger {
@@ -110,6 +125,8 @@ async fn sender(
     let mut n = 0;
     for _ in 0..rng.usize(20..60) {
         let step = rng.u8(..100);
+        // Whether a request was refused as failed before this one started.
+        let after_failure = ledger(&shared).refused_failed > 0;
         let result = if step < 60 {
             let count = if step < 40 { 1 } else { rng.usize(2..9) };
             let batch: Vec<Arc<EMessage>> = (0..count)
@@ -127,8 +144,17 @@ async fn sender(
         } else {
             flush(&wal, &shared).await
         };
-        if result.is_err() {
-            return;
+        {
+            let mut l = ledger(&shared);
+            match result {
+                Err(WalError::Failed { .. }) => {
+                    l.refused_failed += 1;
+                    return;
+                }
+                Err(_) => return,
+                Ok(()) if after_failure => l.ok_after_failed += 1,
+                Ok(()) => {}
+            }
         }
         tokio::task::yield_now().await;
     }
@@ -257,6 +283,7 @@ async fn workload(fs: &SimFs, seed: u64, policy: SyncPolicy, idle: Duration) -> 
         for t in tasks {
             t.await.unwrap();
         }
+        ledger(&shared).stats_failed = wal.stats().failed;
         // Power off before the WAL is dropped: dropping it would sync.
         fs.cut_power();
         drop(wal);
@@ -280,16 +307,33 @@ struct Coverage {
     durable_deaths: u64,
     /// Messages recovered that were never promised (unsynced but kept, or synced anyway).
     unpromised_kept: u64,
+    /// Fault runs whose fault was met, and those where it stopped the WAL (it reported
+    /// `failed` and refused a request with `WalError::Failed`).
+    faults_met: u64,
+    wal_failed: u64,
 }
 
-/// One seed: workload, cut, recovery (maybe cut too), checks. `Err` says what broke.
-async fn run(seed: u64, policy: SyncPolicy, max_op: u64, cov: &mut Coverage) -> Result<(), String> {
+/// One seed: workload, cut (or, with `fault`, a fault the disk survives and a cut at the
+/// end), recovery (maybe cut too), checks. `Err` says what broke.
+async fn run(
+    seed: u64,
+    policy: SyncPolicy,
+    max_op: u64,
+    fault: Option<Fault>,
+    cov: &mut Coverage,
+) -> Result<(), String> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let idle = Duration::from_micros(rng.u64(100..5000));
     let fs = SimFs::new(seed);
     let cut_at = rng.u64(1..=max_op);
-    fs.cut_power_at(cut_at);
+    match fault {
+        None => fs.cut_power_at(cut_at),
+        Some(fault) => fs.fail_at(cut_at, fault),
+    }
     let l = workload(&fs, seed, policy, idle).await;
+    if fault.is_some() {
+        check_failed_state(&fs, &l, cov)?;
+    }
     let cut = fs.last_cut();
     if cut
         .as_ref()
@@ -352,6 +396,33 @@ async fn run(seed: u64, policy: SyncPolicy, max_op: u64, cov: &mut Coverage) -> 
     let keys = |m: &HashMap<String, Arc<EMessage>>| m.keys().cloned().collect::<HashSet<_>>();
     if keys(&pending) != keys(&pending2) || keys(&dead) != keys(&dead2) {
         return Err("a clean reopen changed the state".into());
+    }
+    Ok(())
+}
+
+/// After a fault run: a fault on a write or sync of the log stopped the WAL, which said so
+/// (`failed` in its stats) and refused from then on; any other fault (a failed delete, say)
+/// did not stop it.
+fn check_failed_state(fs: &SimFs, l: &Ledger, cov: &mut Coverage) -> Result<(), String> {
+    let Some((_, _, what)) = fs.faults().into_iter().next() else {
+        return Ok(());
+    };
+    cov.faults_met += 1;
+    let stops =
+        what.starts_with("write") || what.starts_with("fdatasync") || what.starts_with("fsync");
+    if l.ok_after_failed > 0 {
+        return Err(format!(
+            "after a request was refused with WalError::Failed ({what}), {} later ones returned Ok",
+            l.ok_after_failed
+        ));
+    }
+    if l.refused_failed > 0 && !l.stats_failed {
+        return Err(format!(
+            "requests were refused as failed ({what}) but WalStats::failed is false"
+        ));
+    }
+    if stops && l.stats_failed {
+        cov.wal_failed += 1;
     }
     Ok(())
 }
@@ -437,6 +508,12 @@ fn env(name: &str) -> Option<u64> {
 
 /// Runs every seed for `policy` and fails with the seeds that broke a promise.
 fn simulate(name: &str, policy: SyncPolicy) {
+    simulate_with(name, policy, None);
+}
+
+/// [`simulate`] with, for `Some(fault)`, a fault at a random operation instead of a power
+/// cut mid-work (half the seeds `fault`, half the other kind).
+fn simulate_with(name: &str, policy: SyncPolicy, fault: Option<Fault>) {
     let rt = runtime();
     // How many operations an uncut run makes: cut points are drawn from a little past it,
     // so some runs lose power only at the end, idle.
@@ -451,7 +528,12 @@ fn simulate(name: &str, policy: SyncPolicy) {
     let mut failures = Vec::new();
     let mut cov = Coverage::default();
     for &seed in &seeds {
-        if let Err(e) = rt.block_on(run(seed, policy, max_op, &mut cov)) {
+        let fault = fault.map(|f| match (f, seed % 2) {
+            (_, 0) => f,
+            (Fault::NoSpace, _) => Fault::Io,
+            _ => Fault::NoSpace,
+        });
+        if let Err(e) = rt.block_on(run(seed, policy, max_op, fault, &mut cov)) {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
@@ -467,7 +549,15 @@ fn simulate(name: &str, policy: SyncPolicy) {
         seeds.len(),
         failures[..failures.len().min(5)].join("\n")
     );
-    if seeds.len() as u64 >= RUNS {
+    if seeds.len() as u64 >= RUNS && fault.is_some() {
+        // Most faults land in the workload, and many of them on a write or sync of the log.
+        assert!(cov.faults_met > seeds.len() as u64 / 2, "{cov:?}");
+        assert!(cov.wal_failed > seeds.len() as u64 / 4, "{cov:?}");
+        assert!(
+            cov.must_survive > 0 && cov.durable_completions > 0,
+            "{cov:?}"
+        );
+    } else if seeds.len() as u64 >= RUNS {
         // The runs must keep exercising what they check.
         assert!(cov.cut_mid_work > seeds.len() as u64 / 2, "{cov:?}");
         assert!(cov.torn > 0 && cov.truncated > 0, "{cov:?}");
@@ -527,4 +617,41 @@ fn batch_overlapped() {
 #[test]
 fn never() {
     simulate("never", SyncPolicy::Never);
+}
+
+/// `Always`, with a full disk or a failing device at a random operation instead of a cut.
+#[test]
+fn always_faults() {
+    simulate_with("always_faults", SyncPolicy::Always, Some(Fault::NoSpace));
+}
+
+/// `Always` with overlapped syncs: a sync that fails on the sync thread while the writer
+/// writes the next batch.
+#[test]
+fn always_overlapped_faults() {
+    OVERLAP.with(|o| o.set(true));
+    simulate_with(
+        "always_overlapped_faults",
+        SyncPolicy::Always,
+        Some(Fault::Io),
+    );
+}
+
+#[test]
+fn batch_faults() {
+    simulate_with(
+        "batch_faults",
+        SyncPolicy::Batch {
+            max_records: 4,
+            max_delay: Duration::from_micros(400),
+        },
+        Some(Fault::Io),
+    );
+}
+
+/// `Never`: nothing is synced but at `flush`, and a failed write stops the WAL all the same
+/// (before the fix, sends went on returning `Ok` on a full disk).
+#[test]
+fn never_faults() {
+    simulate_with("never_faults", SyncPolicy::Never, Some(Fault::NoSpace));
 }

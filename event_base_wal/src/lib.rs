@@ -37,7 +37,7 @@ pub use persistent::codec_bench;
 /// nothing (not compiled at all) while staying documented for the tests that use it.
 #[cfg(feature = "sim")]
 pub mod sim {
-    pub use crate::persistent::{PowerCut, SimFs};
+    pub use crate::persistent::{Fault, PowerCut, SimFs};
 }
 #[cfg(feature = "persistent")]
 #[cfg_attr(docsrs, doc(cfg(feature = "persistent")))]

@@ -85,6 +85,11 @@ pub struct WalStats {
     /// `flush`. Fewer syncs than appended records is group commit at work.
     #[serde(default)]
     pub syncs: u64,
+    /// Whether the WAL has failed (a write or sync failed) and refuses every new record
+    /// ([`WalError::Failed`]); [`Wal::failure`] says why. Restart the process once the
+    /// cause is fixed: the files hold everything the WAL acknowledged.
+    #[serde(default)]
+    pub failed: bool,
 }
 
 /// Resolves when an appended record is durable: what [`Wal::append`] answers.
@@ -334,6 +339,13 @@ pub trait Wal: Send + Sync + 'static {
     /// Counters.
     fn stats(&self) -> WalStats;
 
+    /// Why the WAL failed, once a write or sync of it has (then [`WalStats::failed`] is set
+    /// and every new record is refused with [`WalError::Failed`]); `None` while it works.
+    /// Backends that cannot fail this way answer `None` (the default).
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
     /// Whether this WAL keeps records of its own (the default), rather than being a view of
     /// the queues' entries (`RedisWal`, whose `complete` does nothing). On shared queues the
     /// sender completes a record of its own once the backend confirmed every copy of its
@@ -415,6 +427,9 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn stats(&self) -> WalStats {
         (**self).stats()
+    }
+    fn failure(&self) -> Option<String> {
+        (**self).failure()
     }
     fn keeps_own_records(&self) -> bool {
         (**self).keeps_own_records()

@@ -137,15 +137,14 @@ impl<T> Inbox<T> {
         self.wake.notify_one();
     }
 
-    /// The writer has stopped: later sends fail, and what is queued is dropped (its waiters
-    /// hear that their record was not written).
-    pub(crate) fn stop(&self) {
-        let dropped = {
-            let mut q = self.lock();
-            q.stopped = true;
-            std::mem::take(&mut q.items)
-        };
-        drop(dropped);
+    /// The writer takes nothing more: later sends fail, and what is queued is handed back
+    /// (for the writer to answer its waiters; dropped, they hear that their record was not
+    /// written).
+    pub(crate) fn stop(&self) -> Vec<T> {
+        let mut q = self.lock();
+        q.stopped = true;
+        q.urgent = 0;
+        std::mem::take(&mut q.items)
     }
 
     /// Moves every queued item into `into`, without waiting; returns how many.

@@ -15,6 +15,7 @@
 //! | `sync_policy.rs` | [`SyncPolicy`]: when a write is made durable |
 //! | `inbox.rs` | the queue from the senders to the writer: state changes under `Always` do not wake it |
 //! | `wal_writer.rs` | the writer thread that owns the active segment: batching, syncing, deleting and compacting segments |
+//! | `failure.rs` | the failed state: set at the first failed write or sync, after which nothing more is accepted |
 //! | `group_commit.rs` | how long the writer waits for more senders before one shared `fdatasync` |
 //! | `sync_thread.rs` | the thread that runs those `fdatasync`s while the writer writes the next batch |
 //! | `record_codec.rs` | the byte format of one record, its encoder and decoder |
@@ -29,6 +30,7 @@ mod backlog;
 #[doc(hidden)]
 pub mod codec_bench;
 mod completion_log;
+mod failure;
 mod fs;
 mod group_commit;
 mod inbox;
@@ -41,7 +43,7 @@ mod sync_thread;
 mod wal_writer;
 
 #[cfg(feature = "sim")]
-pub use fs::sim_fs::{PowerCut, SimFs};
+pub use fs::sim_fs::{Fault, PowerCut, SimFs};
 pub use persistent_wal::{
     PersistentWal, PersistentWalBuilder, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_BYTES,
     DEFAULT_WRITER_SPIN,

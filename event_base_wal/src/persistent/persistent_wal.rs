@@ -13,6 +13,7 @@ use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use super::backlog::{read_back, Backlog, Damaged, ReadBack, Slot};
 use super::completion_log::CompletionLog;
+use super::failure::Failure;
 use super::fs::{StdFs, WalFs};
 use super::inbox::Inbox;
 use super::record_codec::{message_body_bound, Entry};
@@ -83,6 +84,9 @@ pub struct PersistentWal {
     backlog_len: AtomicU64,
     /// Backlog records found damaged when read back, and skipped (`skip_corrupt`).
     skipped: AtomicU64,
+    /// Set at the first failed write or sync (by the writer or the sync thread): from then
+    /// on every new record is refused.
+    failure: Arc<Failure>,
 }
 
 impl std::fmt::Debug for PersistentWal {
@@ -253,6 +257,7 @@ impl PersistentWalBuilder {
             }
         }
         let side = CompletionLog::load(&*fs, &dir, self.max_record_bytes)?;
+        let failure = Arc::new(Failure::default());
         let writer = Writer {
             completions,
             side,
@@ -278,16 +283,11 @@ impl PersistentWalBuilder {
             buf: Vec::with_capacity(64 << 10),
             unsynced: false,
             max_body: self.max_record_bytes,
-            failed: None,
-            sync_thread: SyncThread::start(syncs.clone(), self.overlap_syncs)
+            failure: failure.clone(),
+            sync_thread: SyncThread::start(syncs.clone(), self.overlap_syncs, failure.clone())
                 .map_err(|e| io_err(&dir, e))?,
         };
-        let inbox = Arc::new(Inbox::new());
-        let rx = inbox.clone();
-        let thread = std::thread::Builder::new()
-            .name("event_base-wal".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| io_err(&dir, e))?;
+        let (inbox, thread) = start_writer(writer, &dir)?;
         Ok(PersistentWal {
             index,
             inbox,
@@ -303,8 +303,23 @@ impl PersistentWalBuilder {
             backlog,
             backlog_len: AtomicU64::new(backlog_len),
             skipped: AtomicU64::new(0),
+            failure,
         })
     }
+}
+
+/// Starts the writer thread, with the inbox the senders hand it records through.
+fn start_writer(
+    writer: Writer,
+    dir: &Path,
+) -> Result<(Arc<Inbox<WriterOp>>, JoinHandle<()>), WalError> {
+    let inbox = Arc::new(Inbox::new());
+    let rx = inbox.clone();
+    let thread = std::thread::Builder::new()
+        .name("event_base-wal".into())
+        .spawn(move || writer.run(rx))
+        .map_err(|e| io_err(dir, e))?;
+    Ok((inbox, thread))
 }
 
 /// How many messages recovery found anchored in each segment: those held in memory and
@@ -497,9 +512,30 @@ impl PersistentWal {
     /// Hands `op` to the writer, waking it (a request someone waits for, or one the
     /// writer must see before what follows).
     fn op(&self, op: WriterOp) -> Result<(), WalError> {
-        self.inbox
-            .send(op, true)
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+        self.inbox.send(op, true).map_err(|_| self.refused())
+    }
+
+    /// Why the writer takes nothing: it failed ([`WalError::Failed`]), or it is gone.
+    fn refused(&self) -> WalError {
+        self.failure
+            .error()
+            .unwrap_or_else(|| WalError::Closed("the WAL writer thread has stopped".into()))
+    }
+
+    /// Refuses a new record once the WAL has failed, before anything is recorded for it.
+    fn check_working(&self) -> Result<(), WalError> {
+        match self.failure.error() {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes back from the in-memory index the messages of a send the writer refused, so
+    /// that nothing the caller was told is refused stays live.
+    fn withdraw(&self, messages: &[Arc<EMessage>]) {
+        for m in messages {
+            let _ = self.index.cancel_record(&m.id);
+        }
     }
 
     /// Whether a record nobody waits on should wake the writer: not under `Always`, where it
@@ -510,10 +546,12 @@ impl PersistentWal {
     }
 
     fn send(&self, entry: Entry, waiter: Option<WalCommitter>) -> Result<(), WalError> {
+        // A failed writer takes nothing, though its inbox may not be closed yet.
+        self.check_working()?;
         let urgent = waiter.is_some() || self.quiet_wakes();
         self.inbox
             .send(WriterOp::Write { entry, waiter }, urgent)
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+            .map_err(|_| self.refused())
     }
 
     /// Sends several records that nobody waits on, to be written together.
@@ -521,9 +559,10 @@ impl PersistentWal {
         if entries.is_empty() {
             return Ok(());
         }
+        self.check_working()?;
         self.inbox
             .send(WriterOp::WriteAll(entries), self.quiet_wakes())
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+            .map_err(|_| self.refused())
     }
 
     /// Sends a record whose durability the caller waits for (per the policy).
@@ -564,10 +603,12 @@ impl Drop for PersistentWal {
 impl Wal for PersistentWal {
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         self.check_size(message)?;
+        self.check_working()?;
         self.warm(&message.id)?;
         // The in-memory index is durable at once; the log decides the commit.
         let _ = self.index.append(message)?;
         self.send_durable(Entry::Append(message.clone()))
+            .inspect_err(|_| self.withdraw(std::slice::from_ref(message)))
     }
 
     /// The whole batch goes to the writer in order, and only the last record carries a
@@ -575,17 +616,23 @@ impl Wal for PersistentWal {
     fn append_batch(&self, messages: &[Arc<EMessage>]) -> Result<WalCommit, WalError> {
         for m in messages {
             self.check_size(m)?;
+        }
+        self.check_working()?;
+        for m in messages {
             self.warm(&m.id)?;
         }
         let Some((last, rest)) = messages.split_last() else {
             return Ok(WalCommit::durable());
         };
-        for m in rest {
-            let _ = self.index.append(m)?;
-            self.send(Entry::Append(m.clone()), None)?;
-        }
-        let _ = self.index.append(last)?;
-        self.send_durable(Entry::Append(last.clone()))
+        let sent = || -> Result<WalCommit, WalError> {
+            for m in rest {
+                let _ = self.index.append(m)?;
+                self.send(Entry::Append(m.clone()), None)?;
+            }
+            let _ = self.index.append(last)?;
+            self.send_durable(Entry::Append(last.clone()))
+        };
+        sent().inspect_err(|_| self.withdraw(messages))
     }
 
     fn begin(&self, id: &str) -> Result<bool, WalError> {
@@ -660,6 +707,7 @@ impl Wal for PersistentWal {
             self.check_size(m)?;
             self.warm(&m.id)?;
         }
+        self.check_working()?;
         self.warm(id)?;
         let Some(done) = self.index.complete_live_record(id) else {
             // Not live (withdrawn, or finished already): the messages go alone.
@@ -677,14 +725,18 @@ impl Wal for PersistentWal {
             at: SystemTime::now(),
             messages: messages.to_vec(),
         })
+        .inspect_err(|_| self.withdraw(messages))
     }
 
     fn append_unique(&self, message: &Arc<EMessage>) -> Result<Option<WalCommit>, WalError> {
         self.check_size(message)?;
+        self.check_working()?;
         if self.in_backlog(&message.id) || !self.index.put_new(message) {
             return Ok(None);
         }
-        self.send_durable(Entry::Append(message.clone())).map(Some)
+        self.send_durable(Entry::Append(message.clone()))
+            .inspect_err(|_| self.withdraw(std::slice::from_ref(message)))
+            .map(Some)
     }
 
     /// As `append_batch`: only the last record appended carries a waiter.
@@ -695,6 +747,7 @@ impl Wal for PersistentWal {
         for m in messages {
             self.check_size(m)?;
         }
+        self.check_working()?;
         let appended: Vec<bool> = messages
             .iter()
             .map(|m| !self.in_backlog(&m.id) && self.index.put_new(m))
@@ -705,10 +758,21 @@ impl Wal for PersistentWal {
             if !appended[i] {
                 continue;
             }
-            if Some(i) == last {
-                commit = self.send_durable(Entry::Append(m.clone()))?;
+            let sent = if Some(i) == last {
+                self.send_durable(Entry::Append(m.clone()))
+                    .map(|c| commit = c)
             } else {
-                self.send(Entry::Append(m.clone()), None)?;
+                self.send(Entry::Append(m.clone()), None)
+            };
+            if let Err(e) = sent {
+                let ours: Vec<Arc<EMessage>> = messages
+                    .iter()
+                    .zip(&appended)
+                    .filter(|(_, a)| **a)
+                    .map(|(m, _)| m.clone())
+                    .collect();
+                self.withdraw(&ours);
+                return Err(e);
             }
         }
         Ok((commit, appended))
@@ -720,10 +784,7 @@ impl Wal for PersistentWal {
     ) -> Result<Vec<(String, SystemTime)>, WalError> {
         let (reply, answer) = flume::bounded(1);
         self.op(WriterOp::Completions { since, reply })?;
-        answer
-            .recv_async()
-            .await
-            .map_err(|_| WalError::Closed("the WAL writer thread has stopped".into()))
+        answer.recv_async().await.map_err(|_| self.refused())
     }
 
     fn retry(&self, message: &Arc<EMessage>) -> Result<(), WalError> {
@@ -872,7 +933,14 @@ impl Wal for PersistentWal {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
             live: index.live + self.backlog_len.load(Ordering::Acquire),
+            failed: self.failure.is_set(),
             ..index
         }
+    }
+
+    /// What failed, once a write or sync has: the operation, the file and the operating
+    /// system's reason. From then on every new record is refused ([`WalError::Failed`]).
+    fn failure(&self) -> Option<String> {
+        self.failure.cause().map(str::to_owned)
     }
 }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use event_base_core::backend::WalCommitter;
 use event_base_core::WalError;
 
+use super::failure::Failure;
 use super::fs::WalSyncer;
 use super::group_commit::GroupCommit;
 
@@ -46,8 +47,6 @@ struct State {
     next: Option<Request>,
     /// Whether a sync is running.
     busy: bool,
-    /// Why an earlier sync failed; from then on nothing is acknowledged.
-    failed: Option<String>,
     /// The writer is done: finish what was handed over, then stop.
     closing: bool,
     /// The size and time of the last group synced, for the writer's gathering wait.
@@ -62,6 +61,9 @@ struct Shared {
     done: Condvar,
     /// `fdatasync` calls made (what `WalStats::syncs` reports; shared with the writer).
     syncs: Arc<AtomicU64>,
+    /// The WAL's failure (shared with the writer): set by a failed sync here, or by the
+    /// writer; from then on nothing is acknowledged.
+    failure: Arc<Failure>,
 }
 
 impl Shared {
@@ -79,12 +81,17 @@ pub(crate) struct SyncThread {
 impl SyncThread {
     /// Starts the thread; `syncs` counts the syncs it makes. With `overlap` false no thread
     /// starts and every sync is made inline (`PersistentWalBuilder::overlap_syncs`).
-    pub(crate) fn start(syncs: Arc<AtomicU64>, overlap: bool) -> std::io::Result<SyncThread> {
+    pub(crate) fn start(
+        syncs: Arc<AtomicU64>,
+        overlap: bool,
+        failure: Arc<Failure>,
+    ) -> std::io::Result<SyncThread> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             done: Condvar::new(),
             syncs,
+            failure,
         });
         let thread = if overlap {
             let run = shared.clone();
@@ -97,11 +104,6 @@ impl SyncThread {
             None
         };
         Ok(SyncThread { shared, thread })
-    }
-
-    /// Why a sync failed, once one has.
-    pub(crate) fn failed(&self) -> Option<String> {
-        self.shared.lock().failed.clone()
     }
 
     /// Whether a batch with `waiters` waiting should be synced on the writer thread: nothing
@@ -140,7 +142,7 @@ impl SyncThread {
     /// batch, with everything that arrived meanwhile.
     pub(crate) fn wait_idle(&self) {
         let mut st = self.shared.lock();
-        while (st.busy || st.next.is_some()) && st.failed.is_none() {
+        while (st.busy || st.next.is_some()) && !self.shared.failure.is_set() {
             st = self
                 .shared
                 .done
@@ -157,14 +159,13 @@ impl SyncThread {
         path: PathBuf,
         mut waiters: Vec<WalCommitter>,
     ) {
-        let mut st = self.shared.lock();
-        if let Some(reason) = st.failed.clone() {
-            drop(st);
+        if self.shared.failure.is_set() {
             for w in waiters {
-                w.answer(Err(WalError::Closed(reason.clone())));
+                w.answer(Err(refusal(&self.shared.failure)));
             }
             return;
         }
+        let mut st = self.shared.lock();
         match st.next.as_mut() {
             // The newer file: a batch on the older one was synced when it was sealed.
             Some(next) => {
@@ -197,12 +198,12 @@ impl Drop for SyncThread {
 
 fn run_syncs(shared: &Shared) {
     loop {
-        let (request, failed) = {
+        let request = {
             let mut st = shared.lock();
             loop {
                 if let Some(r) = st.next.take() {
                     st.busy = true;
-                    break (r, st.failed.clone());
+                    break r;
                 }
                 if st.closing {
                     return;
@@ -211,39 +212,40 @@ fn run_syncs(shared: &Shared) {
             }
         };
         let started = Instant::now();
-        let result = match failed {
-            Some(reason) => Err(reason),
-            None => match request.file.sync_data() {
+        if !shared.failure.is_set() {
+            match request.file.sync_data() {
                 Ok(()) => {
                     shared.syncs.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
                 }
                 Err(e) => {
-                    let reason =
-                        format!("an earlier sync of {} failed ({e})", request.path.display());
-                    tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL sync failed; the WAL stops accepting records until it is reopened");
-                    Err(reason)
+                    let what = format!("syncing {}", request.path.display());
+                    shared.failure.set(&what, &e);
                 }
-            },
-        };
+            }
+        }
         {
             let mut st = shared.lock();
             st.busy = false;
             st.group.synced(request.waiters.len(), started.elapsed());
-            if let Err(reason) = &result {
-                st.failed.get_or_insert_with(|| reason.clone());
-            }
         }
         // The writer may write the next batch while these are answered.
         shared.done.notify_all();
+        let failed = shared.failure.is_set();
         for w in request.waiters {
-            w.answer(
-                result
-                    .clone()
-                    .map_err(|reason| WalError::Closed(format!("{reason}; the writer stops"))),
-            );
+            w.answer(if failed {
+                Err(refusal(&shared.failure))
+            } else {
+                Ok(())
+            });
         }
     }
+}
+
+/// What a waiter gets once the WAL has failed.
+fn refusal(failure: &Failure) -> WalError {
+    failure
+        .error()
+        .unwrap_or_else(|| WalError::Closed("the WAL writer has stopped".into()))
 }
 
 #[cfg(test)]
@@ -275,7 +277,7 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_is_answered_only_after_a_sync_covers_its_write() {
         let syncs = Arc::new(AtomicU64::new(0));
-        let thread = SyncThread::start(syncs.clone(), true).expect("starts");
+        let thread = SyncThread::start(syncs.clone(), true, Arc::default()).expect("starts");
         let file = Arc::new(Counted::default());
         for n in 1..=200u64 {
             file.written.store(n, Ordering::SeqCst);
@@ -312,7 +314,7 @@ mod tests {
     #[tokio::test]
     async fn batches_handed_over_during_a_sync_share_the_next_one() {
         let syncs = Arc::new(AtomicU64::new(0));
-        let thread = SyncThread::start(syncs.clone(), true).expect("starts");
+        let thread = SyncThread::start(syncs.clone(), true, Arc::default()).expect("starts");
         let (entered_tx, entered) = std::sync::mpsc::channel();
         let (release, release_rx) = std::sync::mpsc::channel();
         let file = Arc::new(Gated {
@@ -344,7 +346,9 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_failed_sync_nothing_is_acknowledged() {
-        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), true).expect("starts");
+        let failure = Arc::new(Failure::default());
+        let thread =
+            SyncThread::start(Arc::new(AtomicU64::new(0)), true, failure.clone()).expect("starts");
         let file = Arc::new(Counted::default());
         file.fail.store(true, Ordering::SeqCst);
         let (commit, committer) = WalCommit::pending();
@@ -353,7 +357,7 @@ mod tests {
         // The disk answers again, but what the failed sync dropped is gone: still no.
         file.fail.store(false, Ordering::SeqCst);
         thread.wait_idle();
-        assert!(thread.failed().is_some());
+        assert!(failure.cause().is_some_and(|c| c.contains("disk gone")));
         let (commit, committer) = WalCommit::pending();
         thread.submit(file.clone(), PathBuf::from("f"), vec![committer]);
         assert!(commit.wait().await.is_err());
@@ -361,14 +365,16 @@ mod tests {
 
     #[test]
     fn without_overlap_every_sync_is_inline() {
-        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), false).expect("starts");
+        let thread =
+            SyncThread::start(Arc::new(AtomicU64::new(0)), false, Arc::default()).expect("starts");
         thread.synced_inline(64, Duration::from_micros(100));
         assert!(thread.inline(64));
     }
 
     #[test]
     fn a_lone_sender_syncs_inline() {
-        let thread = SyncThread::start(Arc::new(AtomicU64::new(0)), true).expect("starts");
+        let thread =
+            SyncThread::start(Arc::new(AtomicU64::new(0)), true, Arc::default()).expect("starts");
         assert!(thread.inline(1));
         thread.synced_inline(1, Duration::from_micros(100));
         assert!(thread.inline(1));

@@ -20,9 +20,14 @@
 //! more than 16 segment files and the oldest one's survivors fill at most half a segment. Disk use so stays within about twice the live data (pending
 //! messages and dead letters) plus a few segments.
 //!
-//! A failed write or `fdatasync` stops the writer for good: every later request fails with
-//! `WalError::Closed`. After a failed sync the kernel may have dropped the data, so going on
-//! could acknowledge records that never reached the disk; reopening recovers from what did.
+//! A failed write or `fdatasync` (compaction's, a sealed segment's and the idle sync's
+//! included) stops the writer for good ([`Failure`]): the request that met it and every one
+//! queued or sent after it fail with `WalError::Failed`, and nothing more is written, so the
+//! files end in whole synced records and at most a torn tail, which reopening truncates.
+//! After a failed sync the kernel may have dropped the data, so going on could acknowledge
+//! records that never reached the disk; reopening recovers from what did. A compaction that
+//! fails puts its bookkeeping back first, so that no segment is ever deleted for records
+//! whose copies did not reach the disk.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -35,6 +40,7 @@ use event_base_core::{EMessage, WalError};
 
 use super::backlog::{read_back, Backlog, Loc};
 use super::completion_log::CompletionLog;
+use super::failure::Failure;
 use super::fs::{DirLock, WalFile, WalFs, WalSyncer};
 use super::inbox::{Inbox, Woke};
 use super::record_codec::{encode, Entry, FRAME_HEADER};
@@ -115,11 +121,12 @@ pub(crate) struct Writer {
     pub(crate) unsynced: bool,
     /// Largest record body the log may hold (recovery treats longer ones as corruption).
     pub(crate) max_body: usize,
-    /// Set after a failed write or sync. From then on nothing more is written and every
-    /// request fails: after a failed `fdatasync` the kernel may have dropped the data, so
-    /// carrying on could acknowledge records that are not on disk. Reopening the WAL
-    /// recovers from what is.
-    pub(crate) failed: Option<String>,
+    /// Set at the first failed write or sync (here or on the sync thread). From then on
+    /// nothing more is written and every request fails: after a failed `fdatasync` the
+    /// kernel may have dropped the data, so carrying on could acknowledge records that are
+    /// not on disk. Reopening the WAL recovers from what is. Shared with the `PersistentWal`,
+    /// which refuses new records once it is set.
+    pub(crate) failure: Arc<Failure>,
     /// How long completions are kept in the log, for a bus's dedup window after a restart
     /// (zero: not kept past their segment).
     pub(crate) retention: Duration,
@@ -141,6 +148,9 @@ impl Writer {
         }
         let _stop = Stop(&inbox);
         self.compact();
+        // Whether the inbox was stopped after a failure (once; the thread then sleeps until
+        // the WAL is dropped, holding the directory's lock).
+        let mut stopped = false;
         let mut ops: Vec<WriterOp> = Vec::with_capacity(64);
         // Under `Never` nothing is synced when idle, so nothing waits for the timer either.
         let idle = (self.policy != SyncPolicy::Never).then_some(self.idle_sync);
@@ -149,6 +159,13 @@ impl Writer {
         // by its timer, or by state changes alone) sleeps at once.
         let mut answered = false;
         loop {
+            if !stopped && self.failure.is_set() {
+                stopped = true;
+                self.unsynced = false;
+                // Sends from now on are refused by the inbox; those queued are answered.
+                let mut left = inbox.stop();
+                self.process(&mut left);
+            }
             let spin = if answered { self.spin } else { Duration::ZERO };
             answered = false;
             match inbox.wait(&mut ops, idle, self.unsynced, spin) {
@@ -218,8 +235,20 @@ impl Writer {
         self.sync_quietly();
     }
 
+    /// Records a failed write or sync of `what`: the writer stops for good.
+    fn fail(&mut self, what: &str, error: &WalError) {
+        self.failure.set(what, error);
+    }
+
+    /// What a request gets once the writer has failed.
+    fn refusal(&self) -> WalError {
+        self.failure
+            .error()
+            .unwrap_or_else(|| WalError::Closed("the WAL writer has stopped".into()))
+    }
+
     fn process(&mut self, ops: &mut Vec<WriterOp>) {
-        if let Some(reason) = &self.failed {
+        if self.failure.is_set() {
             for op in ops.drain(..) {
                 let waiter = match op {
                     WriterOp::Write { waiter, .. } => waiter,
@@ -232,16 +261,10 @@ impl Writer {
                     }
                 };
                 if let Some(w) = waiter {
-                    w.answer(Err(WalError::Closed(reason.clone())));
+                    w.answer(Err(self.refusal()));
                 }
             }
             return;
-        }
-        if self.failed.is_none() {
-            self.failed = self.sync_thread.failed();
-            if self.failed.is_some() {
-                return self.process(ops);
-            }
         }
         self.buf.clear();
         let mut waiters = Vec::new();
@@ -302,19 +325,13 @@ impl Writer {
             });
         }
         if let Err(e) = &result {
-            tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL write failed; the WAL stops accepting records until it is reopened");
-            self.failed = Some(format!("an earlier write failed ({e})"));
+            self.fail("writing the log", e);
         }
+        let failed = self.failure.is_set();
         for w in waiters {
-            let answer = match &result {
-                Ok(()) => Ok(()),
-                Err(e) => Err(WalError::Closed(format!(
-                    "the write failed ({e}); the writer stops"
-                ))),
-            };
-            w.answer(answer);
+            w.answer(if failed { Err(self.refusal()) } else { Ok(()) });
         }
-        if result.is_ok() {
+        if !failed {
             self.compact();
         }
     }
@@ -397,12 +414,14 @@ impl Writer {
         Ok(())
     }
 
+    /// The idle sync (and the last one at close): nobody waits on it, but a failure is a
+    /// failure all the same (the pages it could not write are gone).
     fn sync_quietly(&mut self) {
-        if self.failed.is_some() {
+        if self.failure.is_set() {
             return;
         }
         if let Err(e) = self.sync() {
-            tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL sync failed");
+            self.fail("syncing the log", &e);
         }
     }
 
@@ -474,6 +493,9 @@ impl Writer {
                 return;
             }
             let live = self.live.get(&oldest).copied().unwrap_or(0);
+            if self.failure.is_set() {
+                return;
+            }
             if live == 0 {
                 if !self.carry_completions(oldest) {
                     return;
@@ -534,8 +556,9 @@ impl Writer {
         match self.side.append(&*self.fs, recent, self.retention) {
             Ok(()) => true,
             Err(e) => {
-                // Only dedup information is at stake: keep the segment, and try again later.
-                tracing::warn!(target: event_base_core::constant::target::WAL, error = %e, "could not write the completion log; the segment is kept for now");
+                // Only dedup information is at stake, but a failed write or sync is final
+                // all the same; the segment is kept.
+                self.fail("writing the completion log", &e);
                 false
             }
         }
@@ -567,6 +590,9 @@ impl Writer {
             .collect();
         self.buf.clear();
         let mut moved = 0;
+        // The messages whose anchor moves to the active segment, to move back if the write
+        // fails: until their copies are on disk, `seq` is where they are.
+        let mut anchored = Vec::new();
         for id in ids {
             if let Some(rec) = self.index.record(id.as_str()) {
                 let entry = Entry::Snapshot {
@@ -578,6 +604,7 @@ impl Writer {
                 };
                 encode(&entry, &mut self.buf);
                 self.account(&entry);
+                anchored.push(id);
                 moved += 1;
             }
         }
@@ -589,13 +616,37 @@ impl Writer {
         match self.write_buf().and_then(|()| self.sync()) {
             Ok(()) => true,
             Err(e) => {
+                // Undo the move, so that nothing counts `seq` as empty: the copies written
+                // (in part, or not synced) are not where these messages are.
                 for (id, old) in relocated {
                     backlog.relocate(&id, old);
+                    self.unmove(seq);
                 }
-                tracing::error!(target: event_base_core::constant::target::WAL, error = %e, "WAL compaction write failed");
+                for id in anchored {
+                    if let Some(now) = self.anchors.insert(id, seq) {
+                        self.unmove_from(now, seq);
+                    }
+                }
+                self.fail("compacting the log", &e);
                 false
             }
         }
+    }
+
+    /// Undoes one anchor's move from `seq` to the active segment.
+    fn unmove(&mut self, seq: u64) {
+        let active = self.active;
+        self.unmove_from(active, seq);
+    }
+
+    /// Undoes one anchor's move from `seq` to `to`.
+    fn unmove_from(&mut self, to: u64, seq: u64) {
+        for counts in [&mut self.live, &mut self.written] {
+            if let Some(n) = counts.get_mut(&to) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        *self.live.entry(seq).or_default() += 1;
     }
 }
 

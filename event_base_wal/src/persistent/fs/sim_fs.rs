@@ -15,8 +15,17 @@
 //! loses its unsynced bytes keeps exactly its synced prefix (a real disk might also keep a
 //! later page without an earlier one; the WAL's checksums treat that like any torn tail).
 //!
-//! Random choices (whether the last write tears, and where) come from the seed given to
-//! [`SimFs::new`], so the same seed and the same sequence of operations give the same disk.
+//! It can also fail one operation while the disk goes on ([`SimFs::fail_at`]), as a full disk
+//! or a failing device does: the operation returns `ENOSPC` or `EIO` and the next one works.
+//! A failed write may leave a prefix of its bytes (a short write before the error); a failed
+//! `fdatasync`/`fsync` drops the file's dirty pages as Linux does: readers of this boot still
+//! see the bytes, a later sync succeeds without writing them, and after a power cut or a
+//! restart their range reads as zeros (the file's length was kept, its content never made
+//! it). Every other operation that fails does nothing.
+//!
+//! Random choices (whether the last write tears, and where; how much of a failed write
+//! stays) come from the seed given to [`SimFs::new`], so the same seed and the same sequence
+//! of operations give the same disk.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -70,6 +79,27 @@ impl std::fmt::Debug for SimFs {
     }
 }
 
+/// A failure an operation meets while the disk goes on ([`SimFs::fail_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The disk is full (`ENOSPC`).
+    NoSpace,
+    /// The device reported an error (`EIO`).
+    Io,
+}
+
+impl Fault {
+    fn error(self, during: &str) -> io::Error {
+        let code = match self {
+            Fault::NoSpace => 28, // ENOSPC
+            Fault::Io => 5,       // EIO
+        };
+        let os = io::Error::from_raw_os_error(code);
+        io::Error::new(os.kind(), format!("simulated fault during {during}: {os}"))
+    }
+}
+
 /// What a power cut did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -103,15 +133,31 @@ struct Disk {
     locks: BTreeSet<PathBuf>,
     last_write: Option<u64>,
     last_cut: Option<PowerCut>,
+    /// The operation to fail (while the disk goes on), and how.
+    fault_at: Option<(u64, Fault)>,
+    /// Faults met in this disk's life, with the operation each hit.
+    faults: Vec<(u64, Fault, String)>,
+}
+
+/// How an operation starts.
+enum Start {
+    /// It runs.
+    Go,
+    /// The power goes during it.
+    Cut,
+    /// It fails, and the disk goes on.
+    Fail(Fault),
 }
 
 /// A file's content: `data` is what a reader sees; its first `durable` bytes are synced.
 /// (Every change the WAL makes is an append, or a truncation that is synced at once, so the
-/// durable bytes are always a prefix of what a reader sees.)
+/// durable bytes are always a prefix of what a reader sees.) `lost` are ranges within the
+/// durable length whose pages a failed sync dropped: they read as zeros after a cut.
 #[derive(Debug, Default)]
 struct Inode {
     data: Vec<u8>,
     durable: usize,
+    lost: Vec<(usize, usize)>,
 }
 
 fn power_error() -> io::Error {
@@ -135,24 +181,37 @@ impl Disk {
         z ^ (z >> 31)
     }
 
-    /// Starts an operation of `boot`: `Ok(false)` to go on, `Ok(true)` if the power goes
-    /// during this one (the caller does what part of it a torn write leaves, then calls
-    /// [`Disk::cut`]), an error if the power is already off for that boot.
-    fn start(&mut self, boot: u64) -> io::Result<bool> {
+    /// Starts an operation of `boot`: whether it runs, the power goes during it (the caller
+    /// does what part of it a torn write leaves, then calls [`Disk::cut`]), or it fails with
+    /// the disk going on (recorded here); an error if the power is already off for that boot.
+    fn start(&mut self, boot: u64, what: impl FnOnce() -> String) -> io::Result<Start> {
         if self.down || boot != self.boot {
             return Err(power_error());
         }
         self.ops += 1;
-        Ok(self.cut_at.is_some_and(|n| self.ops >= n))
+        if self.cut_at.is_some_and(|n| self.ops >= n) {
+            return Ok(Start::Cut);
+        }
+        match self.fault_at {
+            Some((n, fault)) if n == self.ops => {
+                self.fault_at = None;
+                self.faults.push((self.ops, fault, what()));
+                Ok(Start::Fail(fault))
+            }
+            _ => Ok(Start::Go),
+        }
     }
 
-    /// [`Disk::start`] for an operation that leaves nothing when cut: fails at the cut.
-    fn start_whole(&mut self, boot: u64, what: impl FnOnce() -> String) -> io::Result<()> {
-        if self.start(boot)? {
-            self.cut(Some(what()));
-            return Err(power_error());
+    /// [`Disk::start`] for an operation that leaves nothing when cut or failed.
+    fn start_whole(&mut self, boot: u64, what: impl Fn() -> String) -> io::Result<()> {
+        match self.start(boot, &what)? {
+            Start::Go => Ok(()),
+            Start::Cut => {
+                self.cut(Some(what()));
+                Err(power_error())
+            }
+            Start::Fail(fault) => Err(fault.error(&what())),
         }
-        Ok(())
     }
 
     /// The power goes: keep what is durable (and maybe a torn prefix of the last write).
@@ -187,6 +246,13 @@ impl Disk {
             if let Some(inode) = self.inodes.get_mut(&id) {
                 inode.data.truncate(inode.durable + keep as usize);
                 inode.durable = inode.data.len();
+                // Pages a failed sync dropped never reached the disk.
+                for (from, to) in std::mem::take(&mut inode.lost) {
+                    let end = to.min(inode.data.len());
+                    if from < end {
+                        inode.data[from..end].fill(0);
+                    }
+                }
             }
         }
         let entries_undone = self
@@ -290,6 +356,23 @@ impl SimFs {
         self.disk().last_cut.clone()
     }
 
+    /// Fails operation number `op` of this boot (1 is the first; counted by
+    /// [`ops`](SimFs::ops)) with `fault`, the disk going on afterwards: see the module docs
+    /// for what a failed write and a failed sync leave. One fault at a time: a later call
+    /// replaces an earlier one not met yet.
+    pub fn fail_at(&self, op: u64, fault: Fault) {
+        let mut d = self.disk();
+        if d.boot == self.boot {
+            d.fault_at = Some((op, fault));
+        }
+    }
+
+    /// The faults met so far (over every boot): the operation's number in its boot, the
+    /// fault, and what the operation was.
+    pub fn faults(&self) -> Vec<(u64, Fault, String)> {
+        self.disk().faults.clone()
+    }
+
     /// The files a reader sees now, with their lengths and how many bytes of each are
     /// durable.
     pub fn files(&self) -> Vec<(PathBuf, u64, u64)> {
@@ -315,6 +398,7 @@ impl SimFs {
         d.down = false;
         d.ops = 0;
         d.cut_at = None;
+        d.fault_at = None;
         d.last_write = None;
         SimFs {
             disk: self.disk.clone(),
@@ -491,34 +575,59 @@ impl SimFile {
     fn sync(&self, what: &str) -> io::Result<()> {
         let mut d = self.fs.disk();
         let inode = self.inode;
-        d.start_whole(self.fs.boot, || format!("{what} of file #{inode}"))?;
+        let name = || format!("{what} of file #{inode}");
+        let failed = match d.start(self.fs.boot, name)? {
+            Start::Go => None,
+            Start::Cut => {
+                d.cut(Some(name()));
+                return Err(power_error());
+            }
+            Start::Fail(fault) => Some(fault),
+        };
         if let Some(i) = d.inodes.get_mut(&inode) {
+            if failed.is_some() && i.durable < i.data.len() {
+                // Linux: the dirty pages are marked clean without being written; the next
+                // sync has nothing to write and succeeds.
+                i.lost.push((i.durable, i.data.len()));
+            }
             i.durable = i.data.len();
         }
-        Ok(())
+        match failed {
+            Some(fault) => Err(fault.error(&name())),
+            None => Ok(()),
+        }
     }
 }
 
 impl WalFile for SimFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut d = self.fs.disk();
-        let cut = d.start(self.fs.boot)?;
-        // A write cut short leaves a prefix of its bytes in the page cache.
-        let n = if cut {
-            (d.next() % (bytes.len() as u64 + 1)) as usize
-        } else {
-            bytes.len()
+        let inode = self.inode;
+        let start = d.start(self.fs.boot, || {
+            format!("write of {} bytes to file #{inode}", bytes.len())
+        })?;
+        // A write cut short, or failed part way (a short write, then the error), leaves a
+        // prefix of its bytes in the page cache.
+        let n = match start {
+            Start::Go => bytes.len(),
+            Start::Cut | Start::Fail(_) => (d.next() % (bytes.len() as u64 + 1)) as usize,
         };
         if let Some(i) = d.inodes.get_mut(&self.inode) {
             i.data.extend_from_slice(&bytes[..n]);
         }
         d.last_write = Some(self.inode);
-        if cut {
-            let what = format!("write of {} bytes ({n} done)", bytes.len());
-            d.cut(Some(what));
-            return Err(power_error());
+        match start {
+            Start::Go => Ok(()),
+            Start::Cut => {
+                let what = format!("write of {} bytes ({n} done)", bytes.len());
+                d.cut(Some(what));
+                Err(power_error())
+            }
+            Start::Fail(fault) => Err(fault.error(&format!(
+                "write of {} bytes to file #{inode} ({n} done)",
+                bytes.len()
+            ))),
         }
-        Ok(())
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -640,6 +749,48 @@ mod tests {
         assert!(cut.during.unwrap().starts_with("fdatasync"));
         let fs = fs.restart();
         assert!(!fs.exists(&d.join("f")).unwrap(), "never made durable");
+    }
+
+    #[test]
+    fn a_failed_sync_drops_the_dirty_pages_and_the_disk_goes_on() {
+        let fs = SimFs::new(5);
+        let d = dir(&fs);
+        let mut f = fs.create_new(&d.join("f")).unwrap();
+        fs.sync_dir(&d).unwrap();
+        f.write_all(b"kept").unwrap();
+        f.sync_data().unwrap();
+        f.write_all(b"gone").unwrap();
+        fs.fail_at(fs.ops() + 1, Fault::Io);
+        let err = f.sync_data().unwrap_err();
+        assert_eq!(err.raw_os_error(), None, "wrapped, with what failed: {err}");
+        assert!(err.to_string().contains("fdatasync"), "{err}");
+        // This boot still reads the bytes; the next sync succeeds without writing them.
+        assert_eq!(fs.read(&d.join("f")).unwrap(), b"keptgone");
+        f.write_all(b"late").unwrap();
+        f.sync_data().unwrap();
+        let after = fs.restart();
+        assert_eq!(after.read(&d.join("f")).unwrap(), b"kept\0\0\0\0late");
+        assert_eq!(fs.faults().len(), 1);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_a_prefix_and_the_next_one_works() {
+        let fs = SimFs::new(9);
+        let d = dir(&fs);
+        let mut f = fs.create_new(&d.join("f")).unwrap();
+        fs.fail_at(fs.ops() + 1, Fault::NoSpace);
+        let err = f.write_all(&[7; 64]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
+        let short = fs.read(&d.join("f")).unwrap().len();
+        assert!(short <= 64);
+        f.write_all(b"next").unwrap();
+        assert_eq!(fs.read(&d.join("f")).unwrap().len(), short + 4);
+        fs.fail_at(fs.ops() + 1, Fault::Io);
+        assert!(
+            fs.remove(&d.join("f")).is_err(),
+            "a failed operation does nothing"
+        );
+        assert!(fs.exists(&d.join("f")).unwrap());
     }
 
     #[test]
