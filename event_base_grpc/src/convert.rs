@@ -72,7 +72,9 @@ pub(crate) fn node_type(t: NodeType) -> pb::NodeType {
     }
 }
 
-pub(crate) fn wal_stats(s: &event_base_core::backend::WalStats) -> pb::WalStats {
+/// The WAL's counters and state, with the cause of its failure if it has failed.
+pub(crate) fn wal_stats(wal: &dyn event_base_core::backend::Wal) -> pb::WalStats {
+    let s = wal.stats();
     pb::WalStats {
         appended: s.appended,
         completed: s.completed,
@@ -80,6 +82,8 @@ pub(crate) fn wal_stats(s: &event_base_core::backend::WalStats) -> pb::WalStats 
         dead: s.dead,
         disk_bytes: s.disk_bytes,
         syncs: s.syncs,
+        failed: s.failed,
+        failure: wal.failure().unwrap_or_default(),
     }
 }
 

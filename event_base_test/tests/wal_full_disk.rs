@@ -93,7 +93,7 @@ fn assert_failed_for_space(err: &CoreError) {
 /// finishes them (it asks for a retry in an hour), so every record stays live on disk.
 /// Returns the ids the WAL acknowledged: every send that returned `Ok` under `Always` and
 /// `Batch`; under `Never`, those a later `flush` that returned `Ok` covered.
-async fn fill(policy: SyncPolicy) -> Option<()> {
+async fn fill(policy: SyncPolicy, over_grpc: bool) -> Option<()> {
     let fs = Tmpfs::mount("1m")?;
     let wal = PersistentWal::builder(wal_dir(&fs))
         .sync_policy(policy)
@@ -142,9 +142,16 @@ async fn fill(policy: SyncPolicy) -> Option<()> {
     let flushed = bus.wal().flush().await.unwrap_err();
     assert_failed_for_space(&CoreError::Wal(flushed));
     assert!(bus.wal_stats().failed, "WalStats::failed");
+    assert!(
+        bus.metrics().wal.failed,
+        "in the metrics (event_base_wal_failed)"
+    );
     let failure = bus.wal().failure().expect("Wal::failure names the cause");
     assert!(failure.contains("No space left on device"), "{failure}");
     assert!(!acknowledged.is_empty(), "some sends went through first");
+    if over_grpc {
+        failed_over_grpc(&bus).await;
+    }
 
     // Space returns; a restart recovers every acknowledged message, without skip_corrupt.
     drop(bus);
@@ -171,22 +178,25 @@ async fn fill(policy: SyncPolicy) -> Option<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_refuses_once_the_disk_is_full_and_loses_nothing_it_acknowledged() {
-    fill(SyncPolicy::Always).await;
+    fill(SyncPolicy::Always, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_refuses_once_the_disk_is_full_and_loses_nothing_it_acknowledged() {
-    fill(SyncPolicy::Batch {
-        max_records: 32,
-        max_delay: Duration::from_millis(1),
-    })
+    fill(
+        SyncPolicy::Batch {
+            max_records: 32,
+            max_delay: Duration::from_millis(1),
+        },
+        false,
+    )
     .await;
 }
 
 /// Before the fix 221 sends returned `Ok` on a full disk and 22 were there after reopening.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_refuses_once_the_disk_is_full_and_loses_nothing_flushed() {
-    fill(SyncPolicy::Never).await;
+    fill(SyncPolicy::Never, false).await;
 }
 
 /// Compaction copies the three survivors of a sealed segment into the active one when the
@@ -284,6 +294,62 @@ async fn a_compaction_that_meets_a_full_disk_loses_no_survivor() {
     }
     assert_eq!(wal.recovery_report().records_skipped, 0);
     assert!(wal.recovery_report().set_aside.is_empty());
+}
+
+/// What an operator sees over gRPC once the WAL failed: health `NOT_SERVING` (watched, not
+/// polled) and the status naming the cause.
+async fn failed_over_grpc(bus: &EventBus) {
+    use event_base::grpc::client::{connect, ClientOptions};
+    use event_base::grpc::{pb, GrpcServer};
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let served = GrpcServer::builder(bus.clone())
+        .serve_with_incoming(listener)
+        .unwrap();
+    let addr = format!("http://{}", served.local_addr());
+    let channel = tonic::transport::Endpoint::from_shared(addr.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let mut watch = health
+        .watch(HealthCheckRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::timeout(event_base_test::WAIT, async {
+        while let Some(status) = watch.message().await.unwrap() {
+            if status.status == ServingStatus::NotServing as i32 {
+                return;
+            }
+        }
+        panic!("the health watch ended before NOT_SERVING");
+    })
+    .await
+    .expect("health turns NOT_SERVING once the WAL failed");
+    // An open health watch would hold the server's graceful shutdown.
+    drop(watch);
+    drop(health);
+
+    let mut client = connect(&ClientOptions::new(addr)).await.unwrap();
+    let wal = client
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .wal
+        .unwrap();
+    assert!(wal.failed, "GetStatus says the WAL failed");
+    assert!(
+        wal.failure.contains("No space left on device"),
+        "{}",
+        wal.failure
+    );
+    served.shutdown().await.unwrap();
 }
 
 /// Writes zeros into `path` until the disk refuses more.

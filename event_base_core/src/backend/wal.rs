@@ -346,6 +346,13 @@ pub trait Wal: Send + Sync + 'static {
         None
     }
 
+    /// Resolves when the WAL fails (at once if it has), with the cause [`failure`]
+    /// (Self::failure) then gives: for health checks that must not poll. Backends that
+    /// cannot fail this way never resolve (the default).
+    async fn wait_failure(&self) -> String {
+        std::future::pending().await
+    }
+
     /// Whether this WAL keeps records of its own (the default), rather than being a view of
     /// the queues' entries (`RedisWal`, whose `complete` does nothing). On shared queues the
     /// sender completes a record of its own once the backend confirmed every copy of its
@@ -430,6 +437,9 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn failure(&self) -> Option<String> {
         (**self).failure()
+    }
+    async fn wait_failure(&self) -> String {
+        (**self).wait_failure().await
     }
     fn keeps_own_records(&self) -> bool {
         (**self).keeps_own_records()

@@ -18,8 +18,10 @@ use crate::observe::snapshot::MetricsSnapshot;
 /// `event_base_handler_seconds` and `event_base_queue_wait_seconds`. Per worker (`bus`,
 /// `worker`): `event_base_worker_{handled,acked,retried,dead}_total`. Per bus:
 /// `event_base_node_info` (with `node`, `node_type`) and the gauges `event_base_node_in_flight`,
-/// `_waiting_on_timers`, `_workers` and `_uptime_seconds`. `event_base/guide/observability.md`
-/// has the table.
+/// `_waiting_on_timers`, `_workers` and `_uptime_seconds`; the WAL's gauges
+/// `event_base_wal_failed` (1 once a write or sync failed: alert on it), `_live`, `_dead`,
+/// `_disk_bytes` and the counter `event_base_wal_syncs_total`.
+/// `event_base/guide/observability.md` has the table.
 ///
 /// Counters are written with `absolute`, and every one of them only goes up. Histograms are
 /// fed at export, not per delivery: each export hands the facade the samples the bus's own
@@ -75,6 +77,12 @@ impl MetricsManager {
         metrics::gauge!("event_base_node_workers", &labels).set(snap.node.workers as f64);
         metrics::gauge!("event_base_node_uptime_seconds", &labels)
             .set(snap.node.uptime.as_secs_f64());
+        let wal = &snap.wal;
+        metrics::gauge!("event_base_wal_failed", &labels).set(f64::from(u8::from(wal.failed)));
+        metrics::gauge!("event_base_wal_live", &labels).set(wal.live as f64);
+        metrics::gauge!("event_base_wal_dead", &labels).set(wal.dead as f64);
+        metrics::gauge!("event_base_wal_disk_bytes", &labels).set(wal.disk_bytes as f64);
+        metrics::counter!("event_base_wal_syncs_total", &labels).absolute(wal.syncs);
     }
 
     /// Hands each topic's latency samples recorded since the last export to the facade's

@@ -51,6 +51,7 @@ impl MetricsStore {
         snap.node_name = shared.node.name.to_string();
         snap.node_type = shared.node.kind;
         snap.bus = shared.name.to_string();
+        snap.wal = shared.wal.stats();
         snap.node = NodeMetrics {
             in_flight: shared.in_flight.get(),
             waiting_on_timers: shared.in_flight.timers(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::WalStats;
 use crate::node::NodeType;
 use crate::observe::latency_histogram::LatencySummary;
 
@@ -106,6 +107,9 @@ pub struct MetricsSnapshot {
     /// The bus's name (`EventBusBuilder::name`, or `<node name>-<n>` for the process's `n`th
     /// bus, counted from 0): the `bus` label of every exported series.
     pub bus: String,
+    /// The WAL's counters, with whether it has failed ([`WalStats::failed`]).
+    #[serde(default)]
+    pub wal: WalStats,
 }
 
 impl MetricsSnapshot {

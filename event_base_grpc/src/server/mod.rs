@@ -237,8 +237,8 @@ fn reflection() -> Result<
     Ok((v1, v1alpha))
 }
 
-/// Health SERVING until the bus begins to shut down, then NOT_SERVING, with a lifecycle
-/// event for watchers.
+/// Health SERVING until the bus begins to shut down or its WAL fails (it then refuses every
+/// send), then NOT_SERVING; a lifecycle event for watchers when the shutdown begins.
 async fn watch_lifecycle(
     bus: EventBus,
     feed: WatchFeed,
@@ -260,9 +260,20 @@ async fn watch_lifecycle(
         ServingStatus::NotServing
     };
     set(serving).await;
-    tokio::select! {
-        () = bus.shutdown_started() => {}
-        () = stop.cancelled() => return,
+    let wal = bus.wal().clone();
+    let failed = wal.wait_failure();
+    tokio::pin!(failed);
+    let mut wal_failed = false;
+    loop {
+        tokio::select! {
+            () = bus.shutdown_started() => break,
+            () = stop.cancelled() => return,
+            cause = &mut failed, if !wal_failed => {
+                wal_failed = true;
+                tracing::error!(target: event_base_core::constant::target::WAL, %cause, "health: NOT_SERVING, the WAL failed");
+                set(ServingStatus::NotServing).await;
+            }
+        }
     }
     set(ServingStatus::NotServing).await;
     feed.lifecycle(crate::pb::LifecycleStage::ShutdownStarted, None);

@@ -75,7 +75,7 @@ impl AdminApi {
             topic_count: topics.iter().filter(|t| !is_system(t)).count() as u32,
             worker_count: m.node.workers,
             dead_letter_count: wal.dead,
-            wal: Some(convert::wal_stats(&wal)),
+            wal: Some(convert::wal_stats(&**self.bus.wal())),
         })
     }
 
@@ -195,7 +195,7 @@ impl AdminApi {
         _req: &pb::GetWalStatsRequest,
     ) -> Result<pb::GetWalStatsResponse, Status> {
         Ok(pb::GetWalStatsResponse {
-            stats: Some(convert::wal_stats(&self.bus.wal_stats())),
+            stats: Some(convert::wal_stats(&**self.bus.wal())),
         })
     }
 

@@ -23,6 +23,8 @@ use event_base_core::WalError;
 #[derive(Debug, Default)]
 pub(crate) struct Failure {
     cause: OnceLock<String>,
+    /// Wakes those waiting for the failure (health checks).
+    set: tokio::sync::Notify,
 }
 
 impl Failure {
@@ -35,7 +37,21 @@ impl Failure {
             describe(what, error)
         });
         if first {
+            self.set.notify_waiters();
             tracing::error!(target: event_base_core::constant::target::WAL, cause = %self.cause().unwrap_or_default(), "the WAL failed and accepts nothing more; free disk space or repair the device, then restart the process (every acknowledged message is recovered from the files)");
+        }
+    }
+
+    /// Waits until something has failed; its cause.
+    pub(crate) async fn wait(&self) -> String {
+        loop {
+            let mut set = std::pin::pin!(self.set.notified());
+            // Registered before looking, so a failure between the look and the wait wakes it.
+            set.as_mut().enable();
+            if let Some(cause) = self.cause() {
+                return cause.to_owned();
+            }
+            set.await;
         }
     }
 

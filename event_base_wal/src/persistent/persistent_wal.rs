@@ -50,6 +50,12 @@ const MAX_REASON_BYTES: usize = 4096;
 /// One writer thread owns the files (see [`SyncPolicy`] for when `send` returns). Only one
 /// process may open a directory at a time.
 ///
+/// A failed write or `fdatasync` (a full disk, an I/O error) stops it for good, under every
+/// policy: every later record is refused with [`WalError::Failed`] naming the cause,
+/// `WalStats::failed` is set and `Wal::failure` says why; nothing it acknowledged is lost,
+/// and a restart once the cause is fixed recovers all of it (the persistence guide's "When
+/// the disk fails").
+///
 /// ```
 /// use event_base_wal::{PersistentWal, SyncPolicy};
 /// use std::time::Duration;
@@ -942,5 +948,9 @@ impl Wal for PersistentWal {
     /// system's reason. From then on every new record is refused ([`WalError::Failed`]).
     fn failure(&self) -> Option<String> {
         self.failure.cause().map(str::to_owned)
+    }
+
+    async fn wait_failure(&self) -> String {
+        self.failure.wait().await
     }
 }

@@ -27,6 +27,10 @@ use std::time::Duration;
 /// A lost state change errs towards delivering again: a lost completion redelivers the
 /// message, a lost dead-lettering makes it pending again.
 ///
+/// Under every policy, a failed write or sync stops the WAL: from then on every record is
+/// refused with `WalError::Failed` (under `Never` too, where a send is otherwise answered
+/// before its record is written), so no `Ok` is given for a record that will not be written.
+///
 /// Evidence: `event_base_test/tests/power_loss.rs` cuts the power of a simulated disk
 /// (`event_base_wal::sim`) at hundreds of random operations under each policy and checks
 /// these rules after every recovery.

@@ -173,6 +173,7 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
                 w.live, w.appended, w.completed, w.disk_bytes
             ),
         ),
+        ("wal state", output::wal_state(&w)),
     ]);
     show(json, text)
 }
@@ -397,6 +398,7 @@ async fn wal(c: &mut AdminClient) -> Result<Done, Failure> {
         .stats
         .unwrap_or_default();
     let text = pairs(&[
+        ("state", output::wal_state(&w)),
         ("appended", w.appended.to_string()),
         ("completed", w.completed.to_string()),
         ("live", w.live.to_string()),

@@ -131,7 +131,20 @@ pub(crate) fn wal(w: &pb::WalStats) -> Value {
     json!({
         "appended": w.appended, "completed": w.completed, "live": w.live,
         "dead": w.dead, "disk_bytes": w.disk_bytes, "syncs": w.syncs,
+        "failed": w.failed, "failure": (!w.failure.is_empty()).then_some(&w.failure),
     })
+}
+
+/// The WAL's state in a line: working, or what failed and what to do.
+pub(crate) fn wal_state(w: &pb::WalStats) -> String {
+    if w.failed {
+        format!(
+            "FAILED, refusing every send: {}; free disk space or repair the device, then restart the bus",
+            w.failure
+        )
+    } else {
+        "working".to_owned()
+    }
 }
 
 fn latency(l: Option<&pb::Latency>) -> Value {
