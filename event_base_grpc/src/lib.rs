@@ -69,6 +69,7 @@ pub use server::watch::{
     WatchFeed, AUDIT_HANDLER, DEAD_LETTER_HANDLER, DEFAULT_METRICS_INTERVAL,
     DEFAULT_WATCH_CAPACITY, WORKER_HANDLER,
 };
+pub use convert::MAX_WIRE_DURATION;
 pub use server::{GrpcServer, GrpcServerBuilder, ServeHandle, SERVICE_NAME};
 pub use status::{code_for, status_for};
 

@@ -238,3 +238,36 @@ async fn try_send_on_a_full_queue_is_resource_exhausted() {
     gate.add_permits(100);
     s.bus.wait_idle(common::WAIT).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_timeout_is_refused_and_strands_nothing() {
+    // `Instant::now() + timeout` with a timeout from the wire would overflow and panic after
+    // the WAL append, leaving the message live in the WAL and never delivered.
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let mut c = s.admin().await;
+    let longest = event_base_grpc::MAX_WIRE_DURATION.as_secs() as i64;
+    for seconds in [i64::MAX, longest + 1] {
+        let mut req = publish("jobs", message(b"never"));
+        req.timeout = Some(prost_types::Duration { seconds, nanos: 0 });
+        let err = c.publish(req).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::InvalidArgument,
+            "{seconds}: {err:?}"
+        );
+        assert!(err.message().contains("timeout"), "{}", err.message());
+    }
+    // The longest allowed works, and so does the server afterwards.
+    let mut req = publish("jobs", message(b"sent"));
+    req.timeout = Some(prost_types::Duration {
+        seconds: longest,
+        nanos: 0,
+    });
+    c.publish(req).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    assert_eq!(probe.payloads(), [("jobs".to_owned(), b"sent".to_vec())]);
+    let wal = s.bus.wal_stats();
+    assert_eq!(wal.live, 0, "nothing stranded in the WAL: {wal:?}");
+    assert_eq!(wal.appended, wal.completed, "{wal:?}");
+}
