@@ -70,6 +70,7 @@ pub use server::watch::{
     DEFAULT_WATCH_CAPACITY, WORKER_HANDLER,
 };
 pub use convert::MAX_WIRE_DURATION;
+pub use dlq::MAX_DEAD_LETTERS_SCANNED;
 pub use server::{GrpcServer, GrpcServerBuilder, ServeHandle, SERVICE_NAME};
 pub use status::{code_for, status_for};
 

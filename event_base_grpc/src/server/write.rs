@@ -193,7 +193,7 @@ impl AdminApi {
                 "`max_per_second` must be 0 (no limit) or a positive number",
             ));
         }
-        let mut targets = dlq::matching(&self.bus, &filter).await?;
+        let mut targets = dlq::matching(&self.bus, filter).await?;
         if req.limit > 0 {
             targets.truncate(req.limit as usize);
         }
