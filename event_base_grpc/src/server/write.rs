@@ -308,11 +308,19 @@ impl AdminApi {
         }
         tracing::info!(strategy = strategy.name(), reason = %req.reason, "shutdown requested over gRPC");
         let whole_bus = !matches!(strategy, event_base_core::ShutdownStrategy::Graceful { .. });
-        let report = self.bus.shutdown(strategy).await.map_err(core)?;
-        if whole_bus {
-            self.feed
-                .lifecycle(pb::LifecycleStage::ShutdownFinished, Some(&report));
-        }
+        // In a task of its own: a call cut short (the server's request timeout, the caller
+        // hanging up) must not drop a shutdown half-way; it goes on, and is announced.
+        let (bus, feed) = (self.bus.clone(), self.feed.clone());
+        let report = tokio::spawn(async move {
+            let report = bus.shutdown(strategy).await?;
+            if whole_bus {
+                feed.lifecycle(pb::LifecycleStage::ShutdownFinished, Some(&report));
+            }
+            Ok::<_, event_base_core::CoreError>(report)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the shutdown task failed: {e}")))?
+        .map_err(core)?;
         Ok(pb::ShutdownResponse {
             report: Some(convert::shutdown_report(&report)),
         })
