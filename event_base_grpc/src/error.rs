@@ -22,6 +22,13 @@ pub enum GrpcError {
         /// The address it would have listened on.
         addr: std::net::SocketAddr,
     },
+    /// A client was asked to send its token over plain-text `http://` to a host that is not
+    /// loopback, where anyone on the path could read it. Checked before connecting.
+    #[error("refusing to send the token in clear text over http:// to {host}, which is not a loopback address; use an https:// address with the server's CA (`--tls-ca`, `ClientOptions::tls_ca`), or, on a network you trust, allow plain text with `--insecure` (`ClientOptions::insecure(true)`)")]
+    TokenInClearText {
+        /// The host the token would have gone to.
+        host: String,
+    },
     /// A server limit that cannot be used (zero).
     #[error("`{setting}` must be more than zero; leave it unset for the default")]
     InvalidLimit {
