@@ -67,7 +67,7 @@ impl std::fmt::Debug for Tokens {
 }
 
 impl Tokens {
-    /// No tokens: an open server.
+    /// No tokens: every caller is admin (a server listens on loopback only then).
     pub fn new() -> Self {
         Tokens::default()
     }

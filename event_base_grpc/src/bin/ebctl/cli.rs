@@ -17,7 +17,8 @@ Exit codes:
   70  the server failed: INTERNAL, UNKNOWN, DATA_LOSS, UNIMPLEMENTED
   75  try again later: DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (a full queue), ABORTED, CANCELLED
   77  UNAUTHENTICATED (no or a wrong token) or PERMISSION_DENIED (a read token on an admin command)
-  78  bad local configuration: an address that is not one, an unreadable file, a bad token";
+  78  bad local configuration: an address that is not one, an unreadable file, a bad token,
+      a token for an http:// host off loopback without --insecure";
 
 /// ebctl: drive a running event_base bus over its gRPC management API.
 #[derive(Debug, Parser)]
