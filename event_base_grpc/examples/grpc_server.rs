@@ -8,8 +8,9 @@
 //! - `orders` (2 workers) acks everything; `payments` answers `Ack::Dead`, so every payment
 //!   becomes a dead letter to list, show, replay and purge.
 //! - Listens on `EB_GRPC_ADDR` (default `127.0.0.1:50051`). With `EB_GRPC_TOKEN` set, that
-//!   is the admin token (and `EB_GRPC_READ_TOKEN`, if set, the read token); without it the
-//!   server is open.
+//!   is the admin token (and `EB_GRPC_READ_TOKEN`, if set, the read token); without it every
+//!   caller is admin, so the server refuses any address but loopback (set a token to serve on
+//!   `0.0.0.0`, and TLS too, or `ebctl` will not send the token there without `--insecure`).
 //! - Built with `--features tls`, and with `EB_GRPC_TLS_CERT` and `EB_GRPC_TLS_KEY` naming a
 //!   PEM certificate chain and its key, it serves over TLS (`ebctl --addr https://… --tls-ca
 //!   ca.pem`).

@@ -1,6 +1,7 @@
 //! Bearer tokens with two scopes: [`Scope::Read`] (status, lists, metrics, watch, reflection)
 //! and [`Scope::Admin`] (everything). A caller sends `authorization: Bearer <token>`; the
-//! token is compared with each configured one in constant time.
+//! token is compared with each configured one in constant time, as SHA-256 digests: the time
+//! taken depends on neither the content nor the length of a configured token.
 //!
 //! Authentication happens once per call, in an interceptor ([`Authenticator`]) in front of the
 //! admin and reflection services: a missing or unknown token is `UNAUTHENTICATED`. The scope
@@ -8,8 +9,7 @@
 //! (`require`): a read token on an admin RPC is `PERMISSION_DENIED`. The health service is
 //! never gated.
 
-use std::sync::Arc;
-
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tonic::{Request, Status};
 
@@ -33,7 +33,10 @@ impl Scope {
 }
 
 /// The tokens a server accepts. With neither set, the server is open: every caller is
-/// admin (bind it to loopback only).
+/// admin, and the server refuses to listen on anything but loopback unless told
+/// [`allow_unauthenticated`](crate::GrpcServerBuilder::allow_unauthenticated).
+///
+/// Only the SHA-256 digest of each token is kept.
 ///
 /// ```
 /// use event_base_grpc::Tokens;
@@ -42,8 +45,15 @@ impl Scope {
 /// ```
 #[derive(Clone, Default)]
 pub struct Tokens {
-    read: Option<Arc<[u8]>>,
-    admin: Option<Arc<[u8]>>,
+    read: Option<TokenDigest>,
+    admin: Option<TokenDigest>,
+}
+
+/// The SHA-256 digest of a token: what is kept and compared, always 32 bytes.
+type TokenDigest = [u8; 32];
+
+fn digest(token: &[u8]) -> TokenDigest {
+    Sha256::digest(token).into()
 }
 
 impl std::fmt::Debug for Tokens {
@@ -57,20 +67,20 @@ impl std::fmt::Debug for Tokens {
 }
 
 impl Tokens {
-    /// No tokens: an open server.
+    /// No tokens: every caller is admin (a server listens on loopback only then).
     pub fn new() -> Self {
         Tokens::default()
     }
 
     /// The token that grants [`Scope::Read`].
     pub fn read(mut self, token: impl Into<String>) -> Self {
-        self.read = Some(Arc::from(token.into().into_bytes()));
+        self.read = Some(digest(token.into().as_bytes()));
         self
     }
 
     /// The token that grants [`Scope::Admin`].
     pub fn admin(mut self, token: impl Into<String>) -> Self {
-        self.admin = Some(Arc::from(token.into().into_bytes()));
+        self.admin = Some(digest(token.into().as_bytes()));
         self
     }
 
@@ -79,12 +89,13 @@ impl Tokens {
         self.read.is_none() && self.admin.is_none()
     }
 
-    /// The scope `token` grants, if any. Both tokens are always compared, each in constant
-    /// time, so the time taken does not tell which one nearly matched.
+    /// The scope `token` grants, if any. The token's SHA-256 digest is compared with the
+    /// digest of both tokens, each in constant time over 32 bytes: the time taken tells
+    /// neither which one nearly matched nor how long either is.
     pub fn scope_of(&self, token: &[u8]) -> Option<Scope> {
-        let matches = |t: &Option<Arc<[u8]>>| -> bool {
-            t.as_ref()
-                .is_some_and(|t| bool::from(t.as_ref().ct_eq(token)))
+        let given = digest(token);
+        let matches = |t: &Option<TokenDigest>| -> bool {
+            t.as_ref().is_some_and(|t| bool::from(t.ct_eq(&given)))
         };
         let admin = matches(&self.admin);
         let read = matches(&self.read);
@@ -174,5 +185,17 @@ mod tests {
         assert_eq!(t.scope_of(b"a-toke"), None);
         assert_eq!(t.scope_of(b""), None);
         assert!(!format!("{t:?}").contains("a-token"), "Debug hides tokens");
+    }
+
+    #[test]
+    fn tokens_are_kept_as_fixed_length_digests() {
+        // A prefix, an extension and a token of another length are all refused, and what is
+        // compared has the same length whatever the token's: nothing depends on its length.
+        let t = Tokens::new().admin("a-token");
+        for wrong in [&b"a-toke"[..], b"a-token-", b"a", &[b'x'; 4096]] {
+            assert_eq!(t.scope_of(wrong), None, "{wrong:?}");
+        }
+        assert_eq!(digest(b"a").len(), digest(&[b'x'; 4096]).len());
+        assert_eq!(t.admin, Some(digest(b"a-token")));
     }
 }

@@ -44,6 +44,10 @@ pub struct ClientOptions {
     /// The name to check the server's certificate against, when it is not the address's
     /// host (e.g. the address is an IP the certificate does not list).
     pub tls_domain: Option<String>,
+    /// Whether a token may be sent over plain-text `http://` to a host that is not loopback
+    /// (default `false`: refused with [`GrpcError::TokenInClearText`] before connecting).
+    /// See [`insecure`](Self::insecure).
+    pub insecure: bool,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -55,12 +59,14 @@ impl std::fmt::Debug for ClientOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<set>"))
             .field("tls_domain", &self.tls_domain)
+            .field("insecure", &self.insecure)
             .finish()
     }
 }
 
 impl ClientOptions {
-    /// Options for `addr`, no token, no call deadline, 5 s to connect, no CA of its own.
+    /// Options for `addr`, no token, no call deadline, 5 s to connect, no CA of its own, a
+    /// token never sent in clear text off loopback.
     pub fn new(addr: impl Into<String>) -> Self {
         ClientOptions {
             addr: addr.into(),
@@ -69,7 +75,18 @@ impl ClientOptions {
             connect_timeout: Duration::from_secs(5),
             tls_ca: None,
             tls_domain: None,
+            insecure: false,
         }
+    }
+
+    /// With `true`, lets the token go over plain-text `http://` to a host that is not
+    /// loopback, readable by anyone on the path (`ebctl --insecure`). Without it such an
+    /// address with a token is refused before any connection is made: use an `https://`
+    /// address and [`tls_ca`](Self::tls_ca) instead. Loopback hosts (`127.0.0.0/8`, `::1`,
+    /// `localhost`) never need it.
+    pub fn insecure(mut self, insecure: bool) -> Self {
+        self.insecure = insecure;
+        self
     }
 
     /// The CA certificate (PEM) to trust for an `https://` server (feature `tls`).
@@ -164,12 +181,32 @@ pub fn endpoint(options: &ClientOptions) -> Result<Endpoint, GrpcError> {
     }
     if https {
         endpoint = tls(endpoint, options)?;
+    } else if options.token.is_some() && !options.insecure {
+        let host = endpoint.uri().host().unwrap_or_default();
+        if !is_loopback_host(host) {
+            return Err(GrpcError::TokenInClearText {
+                host: host.to_owned(),
+            });
+        }
     }
     endpoint = endpoint.connect_timeout(options.connect_timeout);
     if let Some(t) = options.timeout {
         endpoint = endpoint.timeout(t);
     }
     Ok(endpoint)
+}
+
+/// Whether `host` (as a URI writes it: IPv6 in brackets) is this machine: `localhost`, an
+/// address in `127.0.0.0/8`, or `::1`.
+fn is_loopback_host(host: &str) -> bool {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// `endpoint` over TLS, trusting `options.tls_ca` (and any roots tonic was built with).
@@ -193,7 +230,9 @@ fn tls(_endpoint: Endpoint, options: &ClientOptions) -> Result<Endpoint, GrpcErr
     Err(GrpcError::TlsNotBuilt(format!("`{}`", options.addr)))
 }
 
-/// Connects to the server `options` names.
+/// Connects to the server `options` names. The options are checked before any connection
+/// is made: a token for a plain-text address off loopback is refused with
+/// [`GrpcError::TokenInClearText`] unless [`ClientOptions::insecure`] says otherwise.
 pub async fn connect(options: &ClientOptions) -> Result<AdminClient, GrpcError> {
     let interceptor = BearerToken::new(options.token.as_deref())?;
     let channel = endpoint(options)?
@@ -206,4 +245,25 @@ pub async fn connect(options: &ClientOptions) -> Result<AdminClient, GrpcError> 
     Ok(AdminServiceClient::with_interceptor(channel, interceptor)
         // Dead-letter pages with whole payloads can be large; the server keeps them under 4 MiB.
         .max_decoding_message_size(16 << 20))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["127.0.0.1", "127.8.9.10", "[::1]", "localhost", "LOCALHOST"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "192.0.2.1",
+            "[2001:db8::1]",
+            "example.com",
+            "localhost.example",
+            "",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 }

@@ -45,13 +45,33 @@ pub(crate) fn system_time(t: &prost_types::Timestamp, field: &str) -> Result<Sys
     })
 }
 
-/// A wire duration as a duration; negative ones are refused, `field` names it in the error.
+/// The longest duration the server takes from the wire: 366 days. Every duration a request
+/// carries (a `Publish` timeout, a delay, a shutdown strategy's times, a watch interval) and
+/// the gap a replay rate implies is checked against it, and a longer one is refused with
+/// `INVALID_ARGUMENT`, so no deadline computed from it can overflow.
+pub const MAX_WIRE_DURATION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+/// A wire duration as a duration; negative ones and ones over [`MAX_WIRE_DURATION`] are
+/// refused, `field` names it in the error.
 pub(crate) fn std_duration(d: &prost_types::Duration, field: &str) -> Result<Duration, Status> {
-    Duration::try_from(*d).map_err(|e| {
+    let d = Duration::try_from(*d).map_err(|e| {
         Status::invalid_argument(format!(
             "`{field}` is not a valid duration ({e}); give a positive number of seconds"
         ))
-    })
+    })?;
+    within_wire_limit(d, field)
+}
+
+/// `d` if it is at most [`MAX_WIRE_DURATION`], else `INVALID_ARGUMENT` naming `field`.
+pub(crate) fn within_wire_limit(d: Duration, field: &str) -> Result<Duration, Status> {
+    if d > MAX_WIRE_DURATION {
+        return Err(Status::invalid_argument(format!(
+            "`{field}` is {}s, over the limit of {}s (366 days); give a shorter one",
+            d.as_secs(),
+            MAX_WIRE_DURATION.as_secs()
+        )));
+    }
+    Ok(d)
 }
 
 /// An optional wire duration, with a default when absent.

@@ -5,6 +5,11 @@
 //! the request says `all` (a filtered "delete all" that deleted everything is a classic
 //! operator accident). Each replay is per item: the message is sent first, and only then is
 //! the dead letter gone, so a replay stopped half-way loses nothing.
+//!
+//! Sorting, filtering (a payload search reads every payload) and cutting payloads run on
+//! tokio's blocking threads (`spawn_blocking`), not on the runtime's workers, and a list
+//! examines at most [`MAX_DEAD_LETTERS_SCANNED`] dead letters per call: a read token cannot
+//! make one call scan an unbounded dead-letter store.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +20,11 @@ use crate::convert;
 use crate::pb;
 use crate::status::core;
 
+/// The most dead letters one `ListDeadLetters` call examines against its filter, from the
+/// page token's position on. A page that reaches it before it is full ends there, with a
+/// `next_page_token` to go on from (it may even be empty); with more dead letters than this
+/// in all, `total_size` is `-1` (unknown) instead of the count of matches.
+pub const MAX_DEAD_LETTERS_SCANNED: usize = 10_000;
 /// Most dead letters on one page.
 pub(crate) const MAX_PAGE_SIZE: usize = 500;
 /// Dead letters on a page when the request says nothing.
@@ -133,20 +143,44 @@ pub(crate) fn check_scope(filter: &Filter, all: bool, rpc: &str) -> Result<(), S
     }
 }
 
-/// The bus's dead letters matching `filter`, oldest first (ties by id).
+/// Runs `work` on a blocking thread: scans of dead letters and their payloads stay off the
+/// runtime's workers.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Status::internal(format!("a dead-letter scan failed: {e}")))
+}
+
+/// The bus's dead letters matching `filter`, oldest first (ties by id). For the admin bulk
+/// operations: every match, scanned off the runtime.
 pub(crate) async fn matching(
     bus: &EventBus,
-    filter: &Filter,
+    filter: Filter,
 ) -> Result<Vec<DeadLetterMessage>, Status> {
-    let mut all: Vec<DeadLetterMessage> = bus
-        .dead_letters()
-        .await
-        .map_err(core)?
-        .into_iter()
-        .filter(|d| filter.matches(d))
-        .collect();
-    all.sort_by(|a, b| position(a).cmp(&position(b)));
-    Ok(all)
+    let all = bus.dead_letters().await.map_err(core)?;
+    off_runtime(move || {
+        let mut matched: Vec<DeadLetterMessage> =
+            all.into_iter().filter(|d| filter.matches(d)).collect();
+        sort(&mut matched);
+        matched
+    })
+    .await
+}
+
+/// The dead letter with message id `id`, looked for off the runtime.
+pub(crate) async fn find(bus: &EventBus, id: &str) -> Result<DeadLetterMessage, Status> {
+    let all = bus.dead_letters().await.map_err(core)?;
+    let wanted = id.to_owned();
+    off_runtime(move || all.into_iter().find(|d| d.message.id == wanted))
+        .await?
+        .ok_or_else(|| core(event_base_core::CoreError::NotFound(id.to_owned())))
+}
+
+/// Oldest first, ties by id: the order of pages.
+fn sort(letters: &mut [DeadLetterMessage]) {
+    letters.sort_by(|a, b| position(a).cmp(&position(b)));
 }
 
 /// Where a dead letter sits in the order of pages.
@@ -210,7 +244,7 @@ pub(crate) fn payload_cut(view: i32, preview_bytes: u32) -> Result<convert::Payl
     }
 }
 
-/// One page of dead letters.
+/// One page of dead letters, examining at most [`MAX_DEAD_LETTERS_SCANNED`] of them.
 pub(crate) async fn list(
     bus: &EventBus,
     req: &pb::ListDeadLettersRequest,
@@ -218,38 +252,84 @@ pub(crate) async fn list(
     let filter = Filter::from_pb(req.filter.as_ref())?;
     let cut = payload_cut(req.payload_view, req.preview_bytes)?;
     let page_size = page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
-    let all = matching(bus, &filter).await?;
-    let total_size = i32::try_from(all.len()).unwrap_or(i32::MAX);
-    let start = if req.page_token.is_empty() {
-        0
+    let after = if req.page_token.is_empty() {
+        None
     } else {
-        let (nanos, id) = parse_page_token(&req.page_token)?;
-        // The first dead letter after the token's position: letters purged in between
-        // shift nothing.
-        all.partition_point(|d| position(d) <= (nanos, id.as_str()))
+        Some(parse_page_token(&req.page_token)?)
     };
+    let all = bus.dead_letters().await.map_err(core)?;
+    off_runtime(move || {
+        page(
+            all,
+            &filter,
+            after,
+            cut,
+            page_size,
+            MAX_DEAD_LETTERS_SCANNED,
+        )
+    })
+    .await
+}
+
+/// The page of `all` after position `after`: the first `page_size` letters that match
+/// `filter` (within [`PAGE_BYTE_BUDGET`]), examining at most `scan` letters.
+fn page(
+    mut all: Vec<DeadLetterMessage>,
+    filter: &Filter,
+    after: Option<(u128, String)>,
+    cut: convert::PayloadCut,
+    page_size: usize,
+    scan: usize,
+) -> pb::ListDeadLettersResponse {
+    sort(&mut all);
+    // Every letter is examined only when there are no more than `scan`: then the count of
+    // matches is known.
+    let total_size = if all.len() <= scan {
+        let matched = all.iter().filter(|d| filter.matches(d)).count();
+        i32::try_from(matched).unwrap_or(i32::MAX)
+    } else {
+        -1
+    };
+    // The first dead letter after the token's position: letters purged in between shift
+    // nothing.
+    let start = after.map_or(0, |(nanos, id)| {
+        all.partition_point(|d| position(d) <= (nanos, id.as_str()))
+    });
+    let window = all.get(start..).unwrap_or_default();
+    let window = window.get(..scan).unwrap_or(window);
     let mut page = Vec::new();
     let mut bytes = 0usize;
-    let mut last = None;
-    for d in all.iter().skip(start).take(page_size) {
+    let mut last_listed = None;
+    let mut full = false;
+    for d in window.iter().filter(|d| filter.matches(d)) {
+        if page.len() == page_size {
+            full = true;
+            break;
+        }
         let item = convert::dead_letter(d, cut);
         let size = prost::Message::encoded_len(&item);
         if !page.is_empty() && bytes + size > PAGE_BYTE_BUDGET {
+            full = true;
             break;
         }
         bytes += size;
         page.push(item);
-        last = Some(d);
+        last_listed = Some(d);
     }
-    let more = start + page.len() < all.len();
-    Ok(pb::ListDeadLettersResponse {
+    let next_page_token = if full {
+        // More matches wait after the last one listed.
+        last_listed.map(page_token_after).unwrap_or_default()
+    } else if start + window.len() < all.len() {
+        // The scan stopped before the end: go on after the last letter examined.
+        window.last().map(page_token_after).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    pb::ListDeadLettersResponse {
         dead_letters: page,
-        next_page_token: match (more, last) {
-            (true, Some(last)) => page_token_after(last),
-            _ => String::new(),
-        },
+        next_page_token,
         total_size,
-    })
+    }
 }
 
 /// A page size: `0` is the default, more than `max` is refused.
@@ -273,7 +353,7 @@ pub(crate) async fn purge(
 ) -> Result<pb::PurgeDeadLettersResponse, Status> {
     let filter = Filter::from_pb(req.filter.as_ref())?;
     check_scope(&filter, req.all, "PurgeDeadLetters")?;
-    let targets = matching(bus, &filter).await?;
+    let targets = matching(bus, filter).await?;
     let mut ids = Vec::new();
     let mut purged = 0u64;
     for d in &targets {
@@ -317,14 +397,7 @@ pub(crate) async fn replay_one(bus: &EventBus, id: &str, edit: Edit) -> Result<M
     if edit.is_empty() {
         return bus.replay_dead_letter(id).await.map_err(core);
     }
-    let dead = bus
-        .dead_letters()
-        .await
-        .map_err(core)?
-        .into_iter()
-        .find(|d| d.message.id == id)
-        .ok_or_else(|| core(event_base_core::CoreError::NotFound(id.to_owned())))?;
-    let old = dead.message;
+    let old = find(bus, id).await?.message;
     let topic = edit.topic.unwrap_or_else(|| old.topic.as_str().to_owned());
     let payload = edit.payload.map_or(old.payload.clone(), Into::into);
     let mut fresh = EMessage::new(
@@ -374,6 +447,73 @@ mod tests {
         );
         assert!(parse_page_token("zz").is_err());
         assert!(parse_page_token("abc").is_err());
+    }
+
+    fn letters(n: u64) -> Vec<DeadLetterMessage> {
+        (0..n)
+            .map(|i| DeadLetterMessage {
+                message: EMessage::standard("t", format!("p{i}").into_bytes())
+                    .with_id(format!("m{i}")),
+                reason: event_base_core::DeadReason::Explicit,
+                attempts: 1,
+                died_at: UNIX_EPOCH + Duration::from_secs(i),
+                handlers: vec![],
+            })
+            .collect()
+    }
+
+    fn ids(page: &pb::ListDeadLettersResponse) -> Vec<String> {
+        page.dead_letters
+            .iter()
+            .filter_map(|d| d.message.as_ref().map(|m| m.id.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_examines_at_most_the_scan_limit_and_says_where_to_go_on() {
+        // Ten letters, only the last two match; three examined per call.
+        let filter = Filter {
+            ids: vec!["m8".into(), "m9".into()],
+            ..Filter::default()
+        };
+        let cut = convert::PayloadCut::Nothing;
+        let mut after = None;
+        let mut seen = Vec::new();
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let page = page(letters(10), &filter, after, cut, 50, 3);
+            assert!(page.dead_letters.len() <= 3);
+            assert_eq!(page.total_size, -1, "more letters than one call examines");
+            seen.extend(ids(&page));
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            after = Some(parse_page_token(&page.next_page_token).unwrap());
+        }
+        assert_eq!(seen, ["m8", "m9"]);
+        assert_eq!(calls, 4, "10 letters, 3 a call");
+
+        // Within the limit: one call, every match counted, as before.
+        let page = page(letters(10), &filter, None, cut, 50, 10);
+        assert_eq!(ids(&page), ["m8", "m9"]);
+        assert_eq!(page.total_size, 2);
+        assert!(page.next_page_token.is_empty());
+    }
+
+    #[test]
+    fn a_full_page_goes_on_after_its_last_letter() {
+        let cut = convert::PayloadCut::Nothing;
+        let first = page(letters(5), &Filter::default(), None, cut, 2, 100);
+        assert_eq!(ids(&first), ["m0", "m1"]);
+        assert_eq!(first.total_size, 5);
+        let after = Some(parse_page_token(&first.next_page_token).unwrap());
+        let second = page(letters(5), &Filter::default(), after, cut, 2, 100);
+        assert_eq!(ids(&second), ["m2", "m3"]);
+        let after = Some(parse_page_token(&second.next_page_token).unwrap());
+        let last = page(letters(5), &Filter::default(), after, cut, 2, 100);
+        assert_eq!(ids(&last), ["m4"]);
+        assert!(last.next_page_token.is_empty());
     }
 
     #[test]

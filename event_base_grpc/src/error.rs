@@ -14,6 +14,27 @@ pub enum GrpcError {
         #[source]
         source: std::io::Error,
     },
+    /// A server without tokens was asked to listen on an address other than loopback:
+    /// everyone who could reach it would be admin. Refused unless the builder says
+    /// [`allow_unauthenticated`](crate::GrpcServerBuilder::allow_unauthenticated).
+    #[error("refusing to serve without tokens on {addr}, which is not a loopback address: anyone who reaches it would be admin; add a token (`.tokens(Tokens::new().admin(..))`, EB_GRPC_TOKEN in the example), listen on 127.0.0.1, or call `.allow_unauthenticated()` if the network itself is trusted")]
+    OpenOffLoopback {
+        /// The address it would have listened on.
+        addr: std::net::SocketAddr,
+    },
+    /// A client was asked to send its token over plain-text `http://` to a host that is not
+    /// loopback, where anyone on the path could read it. Checked before connecting.
+    #[error("refusing to send the token in clear text over http:// to {host}, which is not a loopback address; use an https:// address with the server's CA (`--tls-ca`, `ClientOptions::tls_ca`), or, on a network you trust, allow plain text with `--insecure` (`ClientOptions::insecure(true)`)")]
+    TokenInClearText {
+        /// The host the token would have gone to.
+        host: String,
+    },
+    /// A server limit that cannot be used (zero).
+    #[error("`{setting}` must be more than zero; leave it unset for the default")]
+    InvalidLimit {
+        /// The builder method.
+        setting: &'static str,
+    },
     /// The transport failed while serving or connecting.
     #[error("gRPC transport error: {0}")]
     Transport(#[source] tonic::transport::Error),

@@ -41,7 +41,9 @@
 //!
 //! ## What is where
 //!
-//! - [`GrpcServer`] / [`GrpcServerBuilder`] / [`ServeHandle`]: serving a bus.
+//! - [`GrpcServer`] / [`GrpcServerBuilder`] / [`ServeHandle`]: serving a bus. Secure by
+//!   default: without tokens, loopback only; limits on concurrency, call time and message
+//!   size (see the guide's "Deploying it safely").
 //! - [`Tokens`], [`Scope`]: bearer tokens with a read and an admin scope (module [`auth`]).
 //! - [`WatchFeed`]: the handlers that let `Watch` see dead letters, worker changes and (with
 //!   `with_audit(true)`) audit records.
@@ -64,12 +66,18 @@ mod server;
 mod status;
 
 pub use auth::{Authenticator, Scope, Tokens};
+pub use convert::MAX_WIRE_DURATION;
+pub use dlq::MAX_DEAD_LETTERS_SCANNED;
 pub use error::GrpcError;
 pub use server::watch::{
     WatchFeed, AUDIT_HANDLER, DEAD_LETTER_HANDLER, DEFAULT_METRICS_INTERVAL,
     DEFAULT_WATCH_CAPACITY, WORKER_HANDLER,
 };
-pub use server::{GrpcServer, GrpcServerBuilder, ServeHandle, SERVICE_NAME};
+pub use server::{
+    GrpcServer, GrpcServerBuilder, ServeHandle, DEFAULT_CONCURRENCY_PER_CONNECTION,
+    DEFAULT_MAX_DECODING_MESSAGE_SIZE, DEFAULT_MAX_ENCODING_MESSAGE_SIZE, DEFAULT_REQUEST_TIMEOUT,
+    SERVICE_NAME,
+};
 pub use status::{code_for, status_for};
 
 /// The generated code of `event_base.admin.v1`: messages, enums, the client

@@ -7,14 +7,15 @@
 
 mod common;
 
-use common::{ack, start, Probe, ADMIN, READ};
+use common::{ack, dead, start, Probe, ADMIN, READ};
 use event_base_grpc::client::AdminClient;
 use event_base_grpc::pb;
 use tokio_stream::StreamExt;
 use tonic::Code;
 
 /// Every RPC once with a harmless request; the code each answers (OK as `Code::Ok`).
-async fn codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
+/// `dead_id` is a dead letter's id, for GetDeadLetter.
+async fn codes(c: &mut AdminClient, dead_id: &str) -> Vec<(&'static str, Code)> {
     fn code<T>(r: Result<tonic::Response<T>, tonic::Status>) -> Code {
         r.map_or_else(|e| e.code(), |_| Code::Ok)
     }
@@ -43,6 +44,13 @@ async fn codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
             "ListDeadLetters",
             code(
                 c.list_dead_letters(pb::ListDeadLettersRequest::default())
+                    .await,
+            ),
+        ),
+        (
+            "GetDeadLetter",
+            code(
+                c.get_dead_letter(pb::GetDeadLetterRequest { id: dead_id.into() })
                     .await,
             ),
         ),
@@ -102,21 +110,28 @@ async fn codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
     ]
 }
 
-const READS: usize = 8;
+const READS: usize = 9;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_and_scopes_gate_every_rpc() {
     let probe = Probe::new();
-    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let s = start(vec![
+        probe.handler("jobs", "jobs", ack),
+        probe.handler("graves", "graves", dead),
+    ])
+    .await;
+    let dead_id = s.bus.send("graves", b"rip".to_vec()).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    let dead_id = dead_id.as_str();
 
     for token in [None, Some("wrong-token")] {
         let mut c = s.client(token).await;
-        for (rpc, code) in codes(&mut c).await {
+        for (rpc, code) in codes(&mut c, dead_id).await {
             assert_eq!(code, Code::Unauthenticated, "{rpc} with {token:?}");
         }
     }
     let mut read = s.client(Some(READ)).await;
-    let got = codes(&mut read).await;
+    let got = codes(&mut read, dead_id).await;
     for (rpc, code) in &got[..READS] {
         assert_eq!(*code, Code::Ok, "{rpc} with the read token");
     }
@@ -132,7 +147,7 @@ async fn tokens_and_scopes_gate_every_rpc() {
     // The admin token passes the gate: whatever the admin RPCs answer, it is about their
     // (empty) requests, not the token.
     let mut admin = s.client(Some(ADMIN)).await;
-    for (rpc, code) in codes(&mut admin).await {
+    for (rpc, code) in codes(&mut admin, dead_id).await {
         assert!(
             !matches!(code, Code::Unauthenticated | Code::PermissionDenied),
             "{rpc} with the admin token: {code:?}"

@@ -365,6 +365,23 @@ async fn auth_connection_and_shutdown_exit_codes() {
 }
 
 #[tokio::test]
+async fn a_token_in_clear_text_off_loopback_needs_insecure() {
+    // 0.0.0.0 is not a loopback address, yet a connection to it stays on this machine: even
+    // without the check nothing would leave it. Port 1 has no server.
+    let args = ["--addr", "http://0.0.0.0:1", "--token", "s3cret", "status"];
+    let refused = ebctl(None, None, &args).await;
+    assert_eq!(code(&refused), 78, "{}", stderr(&refused));
+    let text = stderr(&refused);
+    assert!(
+        text.contains("0.0.0.0") && text.contains("--tls-ca") && text.contains("--insecure"),
+        "names the host and the fix: {text}"
+    );
+    // With --insecure it tries to connect (and finds nothing there).
+    let tried = ebctl(None, None, &[&["--insecure"][..], &args].concat()).await;
+    assert_eq!(code(&tried), 69, "{}", stderr(&tried));
+}
+
+#[tokio::test]
 async fn completions_and_help() {
     let bash = ebctl(None, None, &["completions", "bash"]).await;
     assert_eq!(code(&bash), 0);

@@ -431,6 +431,52 @@ async fn bulk_replay_keeps_to_max_per_second() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_too_low_to_wait_for_is_refused_not_a_panic() {
+    // 1 / rate seconds overflows a duration (a panic in `Duration::from_secs_f64`), or is
+    // past what the server waits for: refused before anything is replayed.
+    let (s, _) = seeded(2).await;
+    let mut c = s.admin().await;
+    for rate in [f64::MIN_POSITIVE, 1e-300, 1e-9] {
+        let refused = c
+            .replay_dead_letters(pb::ReplayDeadLettersRequest {
+                filter: topic_filter("bad"),
+                max_per_second: rate,
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::InvalidArgument,
+            "{rate}: {refused:?}"
+        );
+        assert!(
+            refused.message().contains("max_per_second"),
+            "{}",
+            refused.message()
+        );
+    }
+    assert_eq!(
+        s.bus.dead_letters().await.unwrap().len(),
+        3,
+        "nothing replayed"
+    );
+    // A slow but possible rate is taken: the first letter goes at once.
+    let mut stream = c
+        .replay_dead_letters(pb::ReplayDeadLettersRequest {
+            filter: topic_filter("bad"),
+            max_per_second: 0.001,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first.replayed, 1);
+}
+
 /// Whether `healing` handlers ack (after the fix) or dead-letter (before).
 static HEALED: AtomicBool = AtomicBool::new(false);
 

@@ -238,3 +238,75 @@ async fn try_send_on_a_full_queue_is_resource_exhausted() {
     gate.add_permits(100);
     s.bus.wait_idle(common::WAIT).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_timeout_is_refused_and_strands_nothing() {
+    // A send that has to wait for room computes `now + timeout` after the WAL append: with a
+    // timeout from the wire that overflows, that panicked, and the message stayed live in the
+    // WAL, never delivered. So: a full queue (one worker held in its handler, a queue of
+    // one), then publishes with huge timeouts.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let entered = std::sync::Arc::new(tokio::sync::Notify::new());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
+    let handler = {
+        let (gate, entered, seen) = (gate.clone(), entered.clone(), seen.clone());
+        event_base_core::handler_fn(move |m: event_base_core::EMessage| {
+            let (gate, entered, seen) = (gate.clone(), entered.clone(), seen.clone());
+            async move {
+                entered.notify_one();
+                let _permit = gate.acquire().await;
+                seen.lock().unwrap().push(m.payload.as_bytes().to_vec());
+                event_base_core::Ack::Ack
+            }
+        })
+    };
+    let bus = event_base_core::EventBus::builder()
+        .wal(event_base_wal::MemoryWal::new())
+        .queue(event_base_queue::FlumeQueueFactory::bounded(1))
+        .batch_size(1)
+        .handler(event_base_core::HandlerSpec::new("held", "held", handler))
+        .build()
+        .await
+        .unwrap();
+    let s = common::serve(bus, event_base_grpc::WatchFeed::new(16)).await;
+    let mut c = s.admin().await;
+    c.publish(publish("held", message(b"first"))).await.unwrap();
+    entered.notified().await;
+    let mut full = false;
+    for i in 0..8u8 {
+        let mut req = publish("held", message(&[b'0' + i]));
+        req.try_send = true;
+        if c.publish(req).await.is_err() {
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "a queue of one fills up");
+
+    let longest = event_base_grpc::MAX_WIRE_DURATION.as_secs() as i64;
+    for seconds in [i64::MAX, longest + 1] {
+        let mut req = publish("held", message(b"never"));
+        req.timeout = Some(prost_types::Duration { seconds, nanos: 0 });
+        let err = c.publish(req).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::InvalidArgument,
+            "{seconds}: {err:?}"
+        );
+        assert!(err.message().contains("timeout"), "{}", err.message());
+    }
+    gate.add_permits(1000);
+    // The longest allowed is taken, and the server goes on.
+    let mut req = publish("held", message(b"sent"));
+    req.timeout = Some(prost_types::Duration {
+        seconds: longest,
+        nanos: 0,
+    });
+    c.publish(req).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    let payloads = seen.lock().unwrap().clone();
+    assert!(!payloads.contains(&b"never".to_vec()), "{payloads:?}");
+    assert!(payloads.contains(&b"sent".to_vec()), "{payloads:?}");
+    let wal = s.bus.wal_stats();
+    assert_eq!(wal.live, 0, "nothing stranded in the WAL: {wal:?}");
+}

@@ -7,6 +7,12 @@
 //!   bus accepts sends, `NOT_SERVING` from the moment a shutdown of the bus begins;
 //! - server reflection v1 and v1alpha (both descriptor sets: ours and health's), behind the
 //!   token interceptor (a read token is enough).
+//!
+//! Secure by default: without tokens it listens on loopback only (anything else is
+//! [`GrpcError::OpenOffLoopback`] unless the builder says
+//! [`allow_unauthenticated`](GrpcServerBuilder::allow_unauthenticated)), and every connection
+//! has a concurrency limit, every call a deadline and every message a size limit (the
+//! `DEFAULT_*` constants below).
 
 mod api;
 mod read;
@@ -16,7 +22,7 @@ mod write;
 pub(crate) use write::code_name;
 
 use std::net::SocketAddr;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use event_base_core::EventBus;
 use tokio::net::TcpListener;
@@ -34,6 +40,27 @@ use watch::WatchFeed;
 /// The gRPC name of the admin service, as health checks and reflection know it.
 pub const SERVICE_NAME: &str = "event_base.admin.v1.AdminService";
 
+/// Calls one connection may have under way at once, unless
+/// [`GrpcServerBuilder::concurrency_limit_per_connection`] says otherwise; more wait.
+pub const DEFAULT_CONCURRENCY_PER_CONNECTION: usize = 64;
+
+/// How long a call may take to answer, unless [`GrpcServerBuilder::request_timeout`] says
+/// otherwise: past it the call ends with `CANCELLED` ("Timeout expired"). A caller's own
+/// shorter deadline (`grpc-timeout`) wins. Streams (`Watch`, `ReplayDeadLetters`) are bound
+/// only until their first answer; a `Shutdown` cut short goes on in the background.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest request the admin service decodes, unless
+/// [`GrpcServerBuilder::max_decoding_message_size`] says otherwise: a larger one is refused
+/// with `OUT_OF_RANGE`. tonic's own default, 4 MiB.
+pub const DEFAULT_MAX_DECODING_MESSAGE_SIZE: usize = 4 << 20;
+
+/// The largest answer the admin service encodes, unless
+/// [`GrpcServerBuilder::max_encoding_message_size`] says otherwise: a larger one fails with
+/// `OUT_OF_RANGE`. 16 MiB, what [`connect`](crate::client::connect)'s client accepts (a
+/// `GetDeadLetter` answer carries the whole payload).
+pub const DEFAULT_MAX_ENCODING_MESSAGE_SIZE: usize = 16 << 20;
+
 /// The gRPC management server of one bus. Start with [`GrpcServer::builder`].
 #[derive(Debug)]
 pub struct GrpcServer {
@@ -41,11 +68,14 @@ pub struct GrpcServer {
 }
 
 impl GrpcServer {
-    /// A server for `bus`: open (no tokens), with health and reflection on.
+    /// A server for `bus`: no tokens (so loopback only), health and reflection on, the
+    /// default limits.
     pub fn builder(bus: EventBus) -> GrpcServerBuilder {
         GrpcServerBuilder {
             bus,
             tokens: Tokens::new(),
+            allow_unauthenticated: false,
+            limits: Limits::default(),
             health: true,
             reflection: true,
             feed: None,
@@ -73,6 +103,8 @@ impl GrpcServer {
 pub struct GrpcServerBuilder {
     bus: EventBus,
     tokens: Tokens,
+    allow_unauthenticated: bool,
+    limits: Limits,
     health: bool,
     reflection: bool,
     feed: Option<WatchFeed>,
@@ -80,10 +112,100 @@ pub struct GrpcServerBuilder {
     tls: Option<tonic::transport::Identity>,
 }
 
+/// The limits a server puts on connections, calls and messages.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    concurrency_per_connection: usize,
+    request_timeout: Duration,
+    max_decoding_message_size: usize,
+    max_encoding_message_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            concurrency_per_connection: DEFAULT_CONCURRENCY_PER_CONNECTION,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_decoding_message_size: DEFAULT_MAX_DECODING_MESSAGE_SIZE,
+            max_encoding_message_size: DEFAULT_MAX_ENCODING_MESSAGE_SIZE,
+        }
+    }
+}
+
+impl Limits {
+    /// Refuses a zero limit: it would stall (concurrency), cancel (timeout) or refuse
+    /// (sizes) every call.
+    fn check(&self) -> Result<(), GrpcError> {
+        let zero = [
+            (
+                self.concurrency_per_connection == 0,
+                "concurrency_limit_per_connection",
+            ),
+            (self.request_timeout.is_zero(), "request_timeout"),
+            (
+                self.max_decoding_message_size == 0,
+                "max_decoding_message_size",
+            ),
+            (
+                self.max_encoding_message_size == 0,
+                "max_encoding_message_size",
+            ),
+        ];
+        match zero.iter().find(|(is_zero, _)| *is_zero) {
+            Some((_, setting)) => Err(GrpcError::InvalidLimit { setting }),
+            None => Ok(()),
+        }
+    }
+}
+
 impl GrpcServerBuilder {
-    /// The tokens callers must present (default: none, every caller is admin).
+    /// The tokens callers must present. Default: none, and then every caller is admin, so the
+    /// server listens on loopback only unless [`allow_unauthenticated`](Self::allow_unauthenticated)
+    /// is called.
     pub fn tokens(mut self, tokens: Tokens) -> Self {
         self.tokens = tokens;
+        self
+    }
+
+    /// Lets a server without tokens listen on an address other than loopback, where everyone
+    /// who reaches it is admin (publish, replay, purge, shutdown). Without this call that is
+    /// refused with [`GrpcError::OpenOffLoopback`]. Only for a network that is itself
+    /// trusted (a private container network, a socket behind an authenticating proxy);
+    /// prefer [`tokens`](Self::tokens) and TLS.
+    pub fn allow_unauthenticated(mut self) -> Self {
+        self.allow_unauthenticated = true;
+        self
+    }
+
+    /// How many calls one connection may have under way at once (default
+    /// [`DEFAULT_CONCURRENCY_PER_CONNECTION`]); further calls wait for a free slot. Zero is
+    /// refused by [`serve`](Self::serve) with [`GrpcError::InvalidLimit`].
+    pub fn concurrency_limit_per_connection(mut self, limit: usize) -> Self {
+        self.limits.concurrency_per_connection = limit;
+        self
+    }
+
+    /// How long a call may take to answer (default [`DEFAULT_REQUEST_TIMEOUT`]); past it the
+    /// call ends with `CANCELLED`. A stream counts until its first answer only. Zero is
+    /// refused by [`serve`](Self::serve) with [`GrpcError::InvalidLimit`].
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_timeout = timeout;
+        self
+    }
+
+    /// The largest request message the admin service accepts, in bytes (default
+    /// [`DEFAULT_MAX_DECODING_MESSAGE_SIZE`]); a larger one is refused with `OUT_OF_RANGE`
+    /// before it is decoded. Zero is refused by [`serve`](Self::serve).
+    pub fn max_decoding_message_size(mut self, bytes: usize) -> Self {
+        self.limits.max_decoding_message_size = bytes;
+        self
+    }
+
+    /// The largest answer the admin service sends, in bytes (default
+    /// [`DEFAULT_MAX_ENCODING_MESSAGE_SIZE`]); a larger one fails with `OUT_OF_RANGE`. Keep
+    /// it within what clients accept. Zero is refused by [`serve`](Self::serve).
+    pub fn max_encoding_message_size(mut self, bytes: usize) -> Self {
+        self.limits.max_encoding_message_size = bytes;
         self
     }
 
@@ -130,6 +252,10 @@ impl GrpcServerBuilder {
 
     /// Listens on `addr` (`"127.0.0.1:0"` picks a free port; see
     /// [`ServeHandle::local_addr`]) and serves in a task of its own.
+    ///
+    /// Fails with [`GrpcError::OpenOffLoopback`] if no tokens are set, `addr` is not a
+    /// loopback address and [`allow_unauthenticated`](Self::allow_unauthenticated) was not
+    /// called; with [`GrpcError::InvalidLimit`] for a zero limit.
     pub async fn serve(self, addr: &str) -> Result<ServeHandle, GrpcError> {
         let listener = TcpListener::bind(addr)
             .await
@@ -140,23 +266,32 @@ impl GrpcServerBuilder {
         self.serve_with_incoming(listener)
     }
 
-    /// Serves on a listener already bound (tests bind `127.0.0.1:0` themselves).
+    /// Serves on a listener already bound (tests bind `127.0.0.1:0` themselves). Refuses
+    /// what [`serve`](Self::serve) refuses.
     pub fn serve_with_incoming(self, listener: TcpListener) -> Result<ServeHandle, GrpcError> {
         let local_addr = listener.local_addr().map_err(|source| GrpcError::Bind {
             addr: "the given listener".to_owned(),
             source,
         })?;
-        let mut transport = self.transport()?;
-        if !self.tokens.is_open() || local_addr.ip().is_loopback() {
-            tracing::info!(%local_addr, "event_base gRPC server listening");
+        self.limits.check()?;
+        let loopback = local_addr.ip().to_canonical().is_loopback();
+        if self.tokens.is_open() && !loopback {
+            if !self.allow_unauthenticated {
+                return Err(GrpcError::OpenOffLoopback { addr: local_addr });
+            }
+            tracing::warn!(%local_addr, "event_base gRPC server listening without tokens on a non-loopback address (allow_unauthenticated): anyone who reaches it is admin");
         } else {
-            tracing::warn!(%local_addr, "event_base gRPC server listening without tokens on a non-loopback address: anyone who reaches it is admin");
+            tracing::info!(%local_addr, "event_base gRPC server listening");
         }
+        let mut transport = self.transport()?;
         let stop = CancellationToken::new();
         let feed = self.feed.clone().unwrap_or_default();
         let api = api::AdminApi::new(self.bus.clone(), feed.clone(), stop.clone());
         let auth = Authenticator::new(self.tokens.clone());
-        let admin = InterceptedService::new(AdminServiceServer::new(api), auth.clone());
+        let admin = AdminServiceServer::new(api)
+            .max_decoding_message_size(self.limits.max_decoding_message_size)
+            .max_encoding_message_size(self.limits.max_encoding_message_size);
+        let admin = InterceptedService::new(admin, auth.clone());
 
         let mut routes = tonic::service::RoutesBuilder::default();
         routes.add_service(admin);
@@ -196,9 +331,12 @@ impl GrpcServerBuilder {
 }
 
 impl GrpcServerBuilder {
-    /// The transport: plain HTTP/2, or over TLS when a certificate was given.
+    /// The transport: plain HTTP/2, or over TLS when a certificate was given, with the
+    /// per-connection and per-call limits.
     fn transport(&self) -> Result<tonic::transport::Server, GrpcError> {
-        let server = tonic::transport::Server::builder();
+        let server = tonic::transport::Server::builder()
+            .concurrency_limit_per_connection(self.limits.concurrency_per_connection)
+            .timeout(self.limits.request_timeout);
         #[cfg(feature = "tls")]
         if let Some(identity) = &self.tls {
             let config = tonic::transport::ServerTlsConfig::new().identity(identity.clone());

@@ -11,7 +11,6 @@ use crate::dlq::page_size;
 use crate::pb;
 use crate::server::api::{AdminApi, AnswerStream};
 use crate::server::watch::{self, WatchSelection};
-use crate::status::core;
 
 /// Topics or workers on a page when the request says nothing, and at most.
 const DEFAULT_LIST_PAGE: usize = 100;
@@ -208,14 +207,7 @@ impl AdminApi {
                 "`id` is empty; give the id of a dead letter (see ListDeadLetters)",
             ));
         }
-        let dead = self
-            .bus
-            .dead_letters()
-            .await
-            .map_err(core)?
-            .into_iter()
-            .find(|d| d.message.id == req.id)
-            .ok_or_else(|| core(event_base_core::CoreError::NotFound(req.id.clone())))?;
+        let dead = crate::dlq::find(&self.bus, &req.id).await?;
         Ok(pb::GetDeadLetterResponse {
             dead_letter: Some(convert::dead_letter(&dead, PayloadCut::Whole)),
         })

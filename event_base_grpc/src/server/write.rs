@@ -39,7 +39,20 @@ impl BulkReplay {
         };
         if let Some(gap) = self.gap {
             // Letter i starts no earlier than start + i * gap: the rate holds over the run.
-            let due = self.start + gap.mul_f64(self.next as f64);
+            let Some(due) = u32::try_from(self.next)
+                .ok()
+                .and_then(|i| gap.checked_mul(i))
+                .and_then(|wait| self.start.checked_add(wait))
+            else {
+                self.finished = true;
+                return Some((
+                    Err(Status::out_of_range(
+                        "the replay's rate puts the next letter past any time this server can \
+                         wait for; ask for a higher `max_per_second` or a smaller `limit`",
+                    )),
+                    self,
+                ));
+            };
             tokio::select! {
                 () = tokio::time::sleep_until(due) => {}
                 () = self.api.stop.cancelled() => return None,
@@ -49,6 +62,21 @@ impl BulkReplay {
         let step = self.api.replay_step(dead, &mut self.progress).await;
         Some((Ok(step), self))
     }
+}
+
+/// The time between two letters of a replay at `per_second` (finite and positive): refused
+/// when it is more than [`MAX_WIRE_DURATION`](crate::MAX_WIRE_DURATION) (a rate so low that
+/// `1 / rate` seconds would overflow a duration).
+fn replay_gap(per_second: f64) -> Result<Duration, Status> {
+    let too_slow = || {
+        Status::invalid_argument(format!(
+            "`max_per_second` is {per_second}, too low: one letter per {} s at the least; \
+             give a higher rate, or 0 for no limit",
+            crate::MAX_WIRE_DURATION.as_secs()
+        ))
+    };
+    let gap = Duration::try_from_secs_f64(1.0 / per_second).map_err(|_| too_slow())?;
+    convert::within_wire_limit(gap, "max_per_second").map_err(|_| too_slow())
 }
 
 /// Most workers one AddWorkers call starts.
@@ -165,12 +193,15 @@ impl AdminApi {
                 "`max_per_second` must be 0 (no limit) or a positive number",
             ));
         }
-        let mut targets = dlq::matching(&self.bus, &filter).await?;
+        let mut targets = dlq::matching(&self.bus, filter).await?;
         if req.limit > 0 {
             targets.truncate(req.limit as usize);
         }
-        let gap =
-            (req.max_per_second > 0.0).then(|| Duration::from_secs_f64(1.0 / req.max_per_second));
+        let gap = if req.max_per_second > 0.0 {
+            Some(replay_gap(req.max_per_second)?)
+        } else {
+            None
+        };
         let state = BulkReplay {
             api: self.clone(),
             progress: pb::ReplayDeadLettersResponse {
@@ -277,11 +308,19 @@ impl AdminApi {
         }
         tracing::info!(strategy = strategy.name(), reason = %req.reason, "shutdown requested over gRPC");
         let whole_bus = !matches!(strategy, event_base_core::ShutdownStrategy::Graceful { .. });
-        let report = self.bus.shutdown(strategy).await.map_err(core)?;
-        if whole_bus {
-            self.feed
-                .lifecycle(pb::LifecycleStage::ShutdownFinished, Some(&report));
-        }
+        // In a task of its own: a call cut short (the server's request timeout, the caller
+        // hanging up) must not drop a shutdown half-way; it goes on, and is announced.
+        let (bus, feed) = (self.bus.clone(), self.feed.clone());
+        let report = tokio::spawn(async move {
+            let report = bus.shutdown(strategy).await?;
+            if whole_bus {
+                feed.lifecycle(pb::LifecycleStage::ShutdownFinished, Some(&report));
+            }
+            Ok::<_, event_base_core::CoreError>(report)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the shutdown task failed: {e}")))?
+        .map_err(core)?;
         Ok(pb::ShutdownResponse {
             report: Some(convert::shutdown_report(&report)),
         })

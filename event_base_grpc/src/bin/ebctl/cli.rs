@@ -17,7 +17,8 @@ Exit codes:
   70  the server failed: INTERNAL, UNKNOWN, DATA_LOSS, UNIMPLEMENTED
   75  try again later: DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (a full queue), ABORTED, CANCELLED
   77  UNAUTHENTICATED (no or a wrong token) or PERMISSION_DENIED (a read token on an admin command)
-  78  bad local configuration: an address that is not one, an unreadable file, a bad token";
+  78  bad local configuration: an address that is not one, an unreadable file, a bad token,
+      a token for an http:// host off loopback without --insecure";
 
 /// ebctl: drive a running event_base bus over its gRPC management API.
 #[derive(Debug, Parser)]
@@ -44,6 +45,11 @@ pub(crate) struct Cli {
     /// The name the server's certificate must carry, when it is not the address's host.
     #[arg(long, global = true, env = "EBCTL_TLS_DOMAIN")]
     pub(crate) tls_domain: Option<String>,
+    /// Send the token over plain-text http:// even to a host that is not loopback, where
+    /// anyone on the path can read it. Without it that is refused: use an https:// address
+    /// with --tls-ca instead.
+    #[arg(long, global = true, env = "EBCTL_INSECURE")]
+    pub(crate) insecure: bool,
     /// Deadline of each call, e.g. 10s (streams and shutdown are not limited by it).
     #[arg(long, global = true, env = "EBCTL_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
     pub(crate) timeout: Duration,
@@ -452,5 +458,16 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn insecure_is_a_global_flag_off_by_default() {
+        use clap::Parser;
+        let plain = super::Cli::try_parse_from(["ebctl", "status"]).unwrap();
+        assert!(!plain.insecure);
+        let before = super::Cli::try_parse_from(["ebctl", "--insecure", "status"]).unwrap();
+        assert!(before.insecure);
+        let after = super::Cli::try_parse_from(["ebctl", "dlq", "list", "--insecure"]).unwrap();
+        assert!(after.insecure);
     }
 }

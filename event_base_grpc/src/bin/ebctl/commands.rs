@@ -69,6 +69,7 @@ async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Fai
         })?);
     }
     options.tls_domain.clone_from(&cli.tls_domain);
+    options.insecure = cli.insecure;
     Ok(connect(&options).await?)
 }
 
