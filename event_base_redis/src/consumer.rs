@@ -112,8 +112,9 @@ struct Inner {
     /// never later than Redis reset its idle time.
     held: Mutex<HashMap<Receipt, Instant>>,
     /// One confirmation of claims in doubt at a time (`confirm`): workers that ask
-    /// meanwhile wait for it, and most then find theirs decided.
-    confirming: tokio::sync::Mutex<()>,
+    /// meanwhile wait for it, and most then find theirs decided. Holds the last failed one:
+    /// when it began and ended, and why.
+    confirming: tokio::sync::Mutex<Option<(Instant, Instant, String)>>,
     /// Claims found lost by a confirmation before their handlers started.
     lost: std::sync::atomic::AtomicU64,
     /// Where the last `claim_stale` scan stopped.
@@ -237,7 +238,7 @@ impl Inner {
             name,
             reader: tokio::sync::Mutex::new(Reader::default()),
             held: Mutex::new(HashMap::new()),
-            confirming: tokio::sync::Mutex::new(()),
+            confirming: tokio::sync::Mutex::new(None),
             lost: std::sync::atomic::AtomicU64::new(0),
             cursor: tokio::sync::Mutex::new("0-0".to_owned()),
             next_sweep: Mutex::new(first_sweep),
@@ -848,9 +849,18 @@ impl Inner {
     /// call confirms every claim held in doubt (one `EXTEND` per [`CHUNK`]), renewing those
     /// still owned and dropping the lost ones: after a pause every worker of the process
     /// asks, and all but the first find their claims decided (they wait for it on
-    /// `confirming`).
+    /// `confirming`). After a failed one (Redis away), the next is tried no sooner than a
+    /// claim's block time later: meanwhile every delivery would pay a timeout for nothing.
     async fn confirm(&self, receipt: Receipt) -> Result<ClaimStatus, RedisError> {
-        let _one = self.confirming.lock().await;
+        let asked = Instant::now();
+        let mut failed = self.confirming.lock().await;
+        if let Some((began, ended, reason)) = &*failed {
+            if *began >= asked || ended.elapsed() < self.q.block {
+                return Err(RedisError::LeaseUnconfirmed {
+                    reason: reason.clone(),
+                });
+            }
+        }
         let sent = Instant::now();
         let doubt: Vec<Receipt> = {
             let held = self.held();
@@ -865,7 +875,16 @@ impl Inner {
                 .map(|(r, _)| *r)
                 .collect()
         };
-        let lost = self.renew(&doubt, sent).await?;
+        let lost = match self.renew(&doubt, sent).await {
+            Ok(lost) => {
+                *failed = None;
+                lost
+            }
+            Err(e) => {
+                *failed = Some((sent, Instant::now(), e.to_string()));
+                return Err(e);
+            }
+        };
         if lost > 0 {
             let total = self
                 .lost
