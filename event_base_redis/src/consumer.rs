@@ -881,6 +881,8 @@ impl Inner {
                 lost
             }
             Err(e) => {
+                // Logged here, once per attempt: the bus hears of it for every delivery.
+                tracing::warn!(target: "event_base::redis", topic = %self.q.topic, consumer = %self.name, claims = doubt.len(), error = %e, "could not confirm that old claims (held since a pause or a stall) are still this consumer's; their handlers run anyway, so a message another consumer took over meanwhile may be handled twice");
                 *failed = Some((sent, Instant::now(), e.to_string()));
                 return Err(e);
             }

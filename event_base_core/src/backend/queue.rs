@@ -205,8 +205,9 @@ pub trait EConsumer: Send + Sync + 'static {
     /// its delivery without running the handler (the new owner runs it) and neither acks
     /// nor gives the entry back. A backend should confirm in one call every claim it holds
     /// that is in doubt (after a pause they all are), so that the workers that ask next find
-    /// theirs decided. `Err`: nothing is known; the worker runs the handler (at least once).
-    /// The default answers [`ClaimStatus::Held`].
+    /// theirs decided. `Err`: nothing is known; the worker runs the handler (at least once)
+    /// and logs the error at debug level only, so the backend should log a failed
+    /// confirmation itself, once per attempt. The default answers [`ClaimStatus::Held`].
     async fn confirm_claim(&self, claimed: &Claimed) -> Result<ClaimStatus, QueueError> {
         let _ = claimed;
         Ok(ClaimStatus::Held)
