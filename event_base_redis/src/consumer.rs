@@ -12,7 +12,7 @@
 //! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: owner check of the batch, one `XCLAIM … JUSTID` of what it still owns |
 //! | `claim_in_doubt` | nothing: in doubt once the lease was last confirmed (claimed or renewed) half a visibility timeout ago or more, or this node may have been evicted since (`Node::unevicted_since`) |
-//! | `confirm_claim` | script `EXTEND` over every claim held in doubt, one confirmation at a time: what is no longer owned is dropped unhandled |
+//! | `confirm_claim` | script `EXTEND` over every claim held in doubt, one confirmation at a time: what is no longer owned is dropped unhandled; after a failed one, none again for a `block` (they fail at once) |
 //!
 //! A claim can be lost while it waits for its handler: a process paused (or starved) past
 //! the visibility timeout stops renewing its leases, and another consumer's sweep takes its
@@ -854,13 +854,6 @@ impl Inner {
     async fn confirm(&self, receipt: Receipt) -> Result<ClaimStatus, RedisError> {
         let asked = Instant::now();
         let mut failed = self.confirming.lock().await;
-        if let Some((began, ended, reason)) = &*failed {
-            if *began >= asked || ended.elapsed() < self.q.block {
-                return Err(RedisError::LeaseUnconfirmed {
-                    reason: reason.clone(),
-                });
-            }
-        }
         let sent = Instant::now();
         let doubt: Vec<Receipt> = {
             let held = self.held();
@@ -869,6 +862,13 @@ impl Inner {
                 None => return Ok(ClaimStatus::Lost),
                 Some(&at) if self.fresh(at, sent) => return Ok(ClaimStatus::Held),
                 Some(_) => {}
+            }
+            if let Some((began, ended, reason)) = &*failed {
+                if *began >= asked || ended.elapsed() < self.q.block {
+                    return Err(RedisError::LeaseUnconfirmed {
+                        reason: reason.clone(),
+                    });
+                }
             }
             held.iter()
                 .filter(|(_, &at)| !self.fresh(at, sent))
