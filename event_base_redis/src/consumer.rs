@@ -11,6 +11,22 @@
 //! | `claim_stale` | script `RECLAIM`: `XAUTOCLAIM … <min_idle> <cursor> COUNT n` and each entry's delivery count; one past `max_deliveries` is dead-lettered (script `DEAD`) instead of returned |
 //! | (before reading) | script `PROMOTE` when a delayed message may be due (every `block`, and when this process scheduled one): moves what is due by the server's clock to the stream |
 //! | (while held) | script `EXTEND` every third of the visibility timeout: owner check of the batch, one `XCLAIM … JUSTID` of what it still owns |
+//! | `claim_in_doubt` | nothing: in doubt once the lease was last confirmed (claimed or renewed) half a visibility timeout ago or more, or this node may have been evicted since (`Node::unevicted_since`) |
+//! | `confirm_claim` | script `EXTEND` over every claim held in doubt, one confirmation at a time: what is no longer owned is dropped unhandled; after a failed one, none again for a `block` (they fail at once) |
+//!
+//! A claim can be lost while it waits for its handler: a process paused (or starved) past
+//! the visibility timeout stops renewing its leases, and another consumer's sweep takes its
+//! entries over. Its acks are then fenced, but the handlers would still run on wake-up, on
+//! work already done elsewhere. So the bus asks before each handler starts
+//! (`claim_in_doubt`), and this consumer answers from memory: it keeps, for every entry it
+//! holds, when its lease was last confirmed (the send of the command that claimed or renewed
+//! it). Under half a visibility timeout old, with this node beating since, nobody can have
+//! taken it over: no round trip. Older (which only a pause or a starved runtime makes, the
+//! extender renewing every third), the bus asks `confirm_claim`, which checks and renews
+//! every claim in doubt at once with `EXTEND`, the owner check the renewals already use: a
+//! local deadline rather than an epoch on each claim, since Redis already names the owner of
+//! each pending entry, and rather than one check per message, which would cost a round trip
+//! on every delivery.
 //!
 //! A work lane's consumer also reads the subscription's broadcast stream, through this
 //! node's group `n:<node id>` (created at the stream's end), with a connection of its own:
@@ -26,12 +42,12 @@
 //! of another node (`to_worker: "<node id>/<worker>"`) is acked as soon as it is read
 //! (or taken over), never handed to the bus.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::backend::{Claimed, EConsumer, QueuedRetry, Receipt};
+use event_base_core::backend::{ClaimStatus, Claimed, EConsumer, QueuedRetry, Receipt};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, QueueError};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
@@ -91,8 +107,16 @@ struct Inner {
     /// This consumer's name in the group: unique per process start.
     name: String,
     reader: tokio::sync::Mutex<Reader>,
-    /// Entries claimed and not yet settled: their leases are renewed.
-    held: Mutex<HashSet<Receipt>>,
+    /// Entries claimed and not yet settled (their leases are renewed), each with when its
+    /// lease was last confirmed: when the command that claimed or renewed it was sent, so
+    /// never later than Redis reset its idle time.
+    held: Mutex<HashMap<Receipt, Instant>>,
+    /// One confirmation of claims in doubt at a time (`confirm`): workers that ask
+    /// meanwhile wait for it, and most then find theirs decided. Holds the last failed one:
+    /// when it began and ended, and why.
+    confirming: tokio::sync::Mutex<Option<(Instant, Instant, String)>>,
+    /// Claims found lost by a confirmation before their handlers started.
+    lost: std::sync::atomic::AtomicU64,
     /// Where the last `claim_stale` scan stopped.
     cursor: tokio::sync::Mutex<String>,
     /// When `claim_batch` next looks for stale entries.
@@ -183,11 +207,12 @@ impl Broadcast {
             reading.task = Some(tokio::spawn(async move {
                 let r = async {
                     let mut reader = inner.reader.lock().await;
+                    let sent = Instant::now();
                     let entries = inner
                         .read(&mut reader, max, Some(inner.q.block), None)
                         .await?;
                     let mut out = Vec::new();
-                    inner.accept(entries, &mut out).await;
+                    inner.accept(entries, &mut out, sent).await;
                     Ok(out)
                 }
                 .await;
@@ -212,7 +237,9 @@ impl Inner {
             tag,
             name,
             reader: tokio::sync::Mutex::new(Reader::default()),
-            held: Mutex::new(HashSet::new()),
+            held: Mutex::new(HashMap::new()),
+            confirming: tokio::sync::Mutex::new(None),
+            lost: std::sync::atomic::AtomicU64::new(0),
             cursor: tokio::sync::Mutex::new("0-0".to_owned()),
             next_sweep: Mutex::new(first_sweep),
             group_ready: std::sync::atomic::AtomicBool::new(false),
@@ -238,7 +265,7 @@ impl Inner {
         })
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<Receipt>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Receipt, Instant>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -408,6 +435,7 @@ impl Inner {
             self.drained.store(true, Ordering::Release);
             return Ok((0, true));
         };
+        let sent = Instant::now();
         let entries = self.read(reader, max, None, None).await?;
         // Reads come in id order: one that reaches the cutoff has read all before it.
         let reached = entries.is_empty()
@@ -417,12 +445,18 @@ impl Inner {
         if reached {
             self.drained.store(true, Ordering::Release);
         }
-        Ok((self.accept(entries, out).await, reached))
+        Ok((self.accept(entries, out, sent).await, reached))
     }
 
-    /// Turns read entries into claims (appended to `out`), holding their leases; entries
-    /// that do not decode are moved to the poison stream.
-    async fn accept(self: &Arc<Self>, entries: Vec<RawEntry>, out: &mut Vec<Claimed>) -> usize {
+    /// Turns read entries into claims (appended to `out`), holding their leases, confirmed
+    /// when the command that claimed them was `sent`; entries that do not decode are moved to
+    /// the poison stream.
+    async fn accept(
+        self: &Arc<Self>,
+        entries: Vec<RawEntry>,
+        out: &mut Vec<Claimed>,
+        sent: Instant,
+    ) -> usize {
         let mut n = 0;
         // Entries addressed to a worker of another node: acked unread.
         let mut others = Vec::new();
@@ -436,7 +470,7 @@ impl Inner {
                     others.push(receipt);
                 }
                 (Ok(message), Some(receipt)) => {
-                    self.held().insert(receipt);
+                    self.held().insert(receipt, sent);
                     out.push(Claimed {
                         message: Arc::new(message),
                         receipt,
@@ -518,6 +552,7 @@ impl Inner {
                     (max - got).max(1),
                 ),
             );
+            let sent = Instant::now();
             let v = match self.q.link.run("RECLAIM", cmd).await {
                 Ok(v) => v,
                 Err(e) => {
@@ -536,7 +571,7 @@ impl Inner {
                     live.push(entry);
                 }
             }
-            got += self.accept(live, out).await;
+            got += self.accept(live, out, sent).await;
             let wrapped = next == "0-0";
             *cursor = next;
             if got >= max || wrapped || *cursor == start {
@@ -757,23 +792,113 @@ impl Inner {
 
     /// Renews the leases of everything held; drops what was taken over.
     async fn extend(&self) -> Result<(), RedisError> {
-        let held: Vec<Receipt> = self.held().iter().copied().collect();
-        if held.is_empty() {
-            return Ok(());
+        let sent = Instant::now();
+        let held: Vec<Receipt> = self.held().keys().copied().collect();
+        self.renew(&held, sent).await.map(drop)
+    }
+
+    /// Script `EXTEND` over `receipts`, sent at `sent`: those this consumer still owns are
+    /// renewed (their leases confirmed at `sent`), the others are no longer held. Returns
+    /// how many were lost.
+    async fn renew(&self, receipts: &[Receipt], sent: Instant) -> Result<usize, RedisError> {
+        if receipts.is_empty() {
+            return Ok(0);
         }
-        for v in self.settle("EXTEND", &scripts::EXTEND, &held).await? {
-            let lost = reply::array("EXTEND", &v)?;
-            if lost.is_empty() {
-                continue;
-            }
-            let mut h = self.held();
-            for id in lost {
+        let mut lost = Vec::new();
+        for v in self.settle("EXTEND", &scripts::EXTEND, receipts).await? {
+            for id in reply::array("EXTEND", &v)? {
                 if let Some(r) = self.receipt(&reply::string("EXTEND", id)?) {
-                    h.remove(&r);
+                    lost.push(r);
                 }
             }
         }
-        Ok(())
+        let mut held = self.held();
+        for r in &lost {
+            held.remove(r);
+        }
+        for r in receipts {
+            // Only those still held: one settled meanwhile is not taken back.
+            if let Some(at) = held.get_mut(r) {
+                *at = (*at).max(sent);
+            }
+        }
+        Ok(lost.len())
+    }
+
+    /// Whether the lease of `receipt` is known to be this consumer's now, without asking
+    /// Redis: held, and confirmed less than half a visibility timeout ago with this node
+    /// beating since (see [`fresh`](Self::fresh)).
+    fn lease_fresh(&self, receipt: &Receipt) -> bool {
+        let confirmed = self.held().get(receipt).copied();
+        confirmed.is_some_and(|at| self.fresh(at, Instant::now()))
+    }
+
+    /// Whether a lease confirmed at `at` cannot have been taken over by `now`. Another
+    /// consumer takes an entry over once it is idle for a visibility timeout (its sweep,
+    /// `XAUTOCLAIM`), or at once after the janitor evicted this node for three silent beats;
+    /// `at` is never later than Redis reset the entry's idle time. Half the timeout leaves
+    /// the other half for clocks and for the handler to start after the check: past it, a
+    /// claim is confirmed before its handler starts. The extender renews every third of the
+    /// timeout, so a process that is not paused (or starved) never gets there.
+    fn fresh(&self, at: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(at) < self.q.visibility / 2
+            && self.q.node.unevicted_since(at, now)
+    }
+
+    /// Confirms with Redis that `receipt`, a claim in doubt, is still this consumer's. One
+    /// call confirms every claim held in doubt (one `EXTEND` per [`CHUNK`]), renewing those
+    /// still owned and dropping the lost ones: after a pause every worker of the process
+    /// asks, and all but the first find their claims decided (they wait for it on
+    /// `confirming`). After a failed one (Redis away), the next is tried no sooner than a
+    /// claim's block time later: meanwhile every delivery would pay a timeout for nothing.
+    async fn confirm(&self, receipt: Receipt) -> Result<ClaimStatus, RedisError> {
+        let asked = Instant::now();
+        let mut failed = self.confirming.lock().await;
+        let sent = Instant::now();
+        let doubt: Vec<Receipt> = {
+            let held = self.held();
+            match held.get(&receipt) {
+                // Found lost by a confirmation or a renewal meanwhile.
+                None => return Ok(ClaimStatus::Lost),
+                Some(&at) if self.fresh(at, sent) => return Ok(ClaimStatus::Held),
+                Some(_) => {}
+            }
+            if let Some((began, ended, reason)) = &*failed {
+                if *began >= asked || ended.elapsed() < self.q.block {
+                    return Err(RedisError::LeaseUnconfirmed {
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            held.iter()
+                .filter(|(_, &at)| !self.fresh(at, sent))
+                .map(|(r, _)| *r)
+                .collect()
+        };
+        let lost = match self.renew(&doubt, sent).await {
+            Ok(lost) => {
+                *failed = None;
+                lost
+            }
+            Err(e) => {
+                // Logged here, once per attempt: the bus hears of it for every delivery.
+                tracing::warn!(target: "event_base::redis", topic = %self.q.topic, consumer = %self.name, claims = doubt.len(), error = %e, "could not confirm that old claims (held since a pause or a stall) are still this consumer's; their handlers run anyway, so a message another consumer took over meanwhile may be handled twice");
+                *failed = Some((sent, Instant::now(), e.to_string()));
+                return Err(e);
+            }
+        };
+        if lost > 0 {
+            let total = self
+                .lost
+                .fetch_add(lost as u64, std::sync::atomic::Ordering::Relaxed)
+                + lost as u64;
+            tracing::warn!(target: "event_base::redis", topic = %self.q.topic, consumer = %self.name, lost, total, "claims were taken over by another consumer before their handlers started here (their leases ran out: was this process paused?); they are dropped here unhandled, their new owner handles them");
+        }
+        Ok(if self.held().contains_key(&receipt) {
+            ClaimStatus::Held
+        } else {
+            ClaimStatus::Lost
+        })
     }
 
     fn start_extender(self: &Arc<Self>) {
@@ -900,11 +1025,12 @@ impl EConsumer for RedisConsumer {
                     return Ok(n);
                 }
             }
+            let sent = Instant::now();
             let entries = inner
                 .read(&mut reader, max, Some(block), bcast.map(|b| &*b.ended))
                 .await
                 .map_err(queue_error)?;
-            let mut n = inner.accept(entries, out).await;
+            let mut n = inner.accept(entries, out, sent).await;
             if let Some(b) = bcast {
                 // Woken by the broadcast read, or it ended meanwhile: its entries too, as
                 // many as fit.
@@ -1016,6 +1142,21 @@ impl EConsumer for RedisConsumer {
         }
         inner
             .retry_later(claimed.receipt, next, delay)
+            .await
+            .map_err(queue_error)
+    }
+
+    /// A claim whose lease was confirmed less than half a visibility timeout ago, with this
+    /// node beating since, is not in doubt (see `Inner::fresh`): a lookup in memory.
+    fn claim_in_doubt(&self, claimed: &Claimed) -> bool {
+        !self.lane_of(claimed).lease_fresh(&claimed.receipt)
+    }
+
+    /// Script `EXTEND` over every claim of the lane that is in doubt, at most one such
+    /// confirmation at a time (see `Inner::confirm`).
+    async fn confirm_claim(&self, claimed: &Claimed) -> Result<ClaimStatus, QueueError> {
+        self.lane_of(claimed)
+            .confirm(claimed.receipt)
             .await
             .map_err(queue_error)
     }

@@ -81,6 +81,14 @@ pub enum RedisError {
         /// Its version.
         version: String,
     },
+    /// Claims held since before a pause (or a stall) could not be confirmed as still this
+    /// consumer's, because the confirmation just tried failed: it is not tried again for
+    /// every delivery meanwhile.
+    #[error("could not confirm that old claims are still this consumer's ({reason}); their handlers run anyway, so a message another consumer took over meanwhile may be handled twice; check that Redis answers (the next confirmation is tried within the claim block time)")]
+    LeaseUnconfirmed {
+        /// Why the confirmation failed.
+        reason: String,
+    },
     /// The backend's connection task has stopped (its runtime shut down).
     #[error("the Redis connection task has stopped (its tokio runtime ended); connect again from a running runtime")]
     Stopped,

@@ -42,6 +42,7 @@ use std::time::{Duration, SystemTime};
 
 use event_base_core::backend::{EvictedListener, EvictedNode, NodeWorker, RevivedListener};
 use event_base_core::NodeType;
+use tokio::time::Instant;
 
 use crate::error::RedisError;
 use crate::keys::Keys;
@@ -55,6 +56,44 @@ const SEP: char = '\u{1f}';
 
 /// Beats after which a silent node is evicted.
 const SILENT_BEATS: u32 = 3;
+
+/// When the beats that reached Redis were sent (by this process's monotonic clock, which a
+/// paused process's clock keeps counting through).
+#[derive(Default)]
+struct BeatClock {
+    /// The last one.
+    last: Option<Instant>,
+    /// The first one after a silence of half the eviction window or more: the janitor may
+    /// have evicted the node before it.
+    after_silence: Option<Instant>,
+}
+
+impl BeatClock {
+    /// A beat sent at `sent` reached Redis; `half`: half the eviction window.
+    fn reached(&mut self, sent: Instant, half: Duration) {
+        if self
+            .last
+            .is_some_and(|last| sent.saturating_duration_since(last) >= half)
+        {
+            self.after_silence = Some(sent);
+        }
+        if self.last.is_none_or(|last| last < sent) {
+            self.last = Some(sent);
+        }
+    }
+
+    /// Whether the janitor cannot have evicted the node at any time from `since` to `now`:
+    /// the last beat was sent less than `half` the eviction window (three beats) before
+    /// `now`, and none came after a silence that long since `since`. Half, so that a late
+    /// beat is not yet a doubt, and the beat's own way to Redis is covered. A node that
+    /// never beat is unknown to the janitor.
+    fn unevicted_since(&self, since: Instant, now: Instant, half: Duration) -> bool {
+        let Some(last) = self.last else {
+            return true;
+        };
+        now.saturating_duration_since(last) < half && self.after_silence.is_none_or(|t| t <= since)
+    }
+}
 
 /// What a beat found.
 enum Beat {
@@ -101,6 +140,9 @@ pub(crate) struct Node {
     kept: AtomicBool,
     /// Told each time this node finds it was taken for dead (its list taken) and runs again.
     revived: Mutex<Vec<RevivedListener>>,
+    /// When this node's beats were sent, for the leases of its consumers
+    /// ([`unevicted_since`](Self::unevicted_since)).
+    beats: Mutex<BeatClock>,
     /// The node name and type the first bus built on this node gave it
     /// ([`describe`](Self::describe)); `None` until then (the process's are used).
     identity: Mutex<Option<(String, NodeType)>>,
@@ -132,6 +174,7 @@ impl Node {
             kept: AtomicBool::new(false),
             revived: Mutex::new(Vec::new()),
             identity: Mutex::new(None),
+            beats: Mutex::new(BeatClock::default()),
             subs: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
             registry: format!("{prefix}:registry"),
@@ -364,6 +407,21 @@ impl Node {
         self.beat().await.map(drop)
     }
 
+    /// Whether the janitor cannot have evicted this node (made its entries claimable by
+    /// anyone at once) at any time from `since` to `now` (see [`BeatClock::unevicted_since`]).
+    pub(crate) fn unevicted_since(&self, since: Instant, now: Instant) -> bool {
+        let half = self.beat * SILENT_BEATS / 2;
+        let beats = self.beats.lock().unwrap_or_else(|e| e.into_inner());
+        beats.unevicted_since(since, now, half)
+    }
+
+    /// A beat sent at `sent` reached Redis.
+    fn beat_reached(&self, sent: Instant) {
+        let half = self.beat * SILENT_BEATS / 2;
+        let mut beats = self.beats.lock().unwrap_or_else(|e| e.into_inner());
+        beats.reached(sent, half);
+    }
+
     fn ttl_ms(&self) -> u64 {
         (self.beat * SILENT_BEATS).as_millis() as u64
     }
@@ -390,7 +448,9 @@ impl Node {
                 subs,
             ),
         );
+        let sent = Instant::now();
         let v = self.link.run("BEAT", cmd).await?;
+        self.beat_reached(sent);
         let parts = reply::array("BEAT", &v)?;
         let janitor = parts
             .first()
@@ -544,5 +604,46 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
                 tracing::warn!(target: "event_base::redis", error = %e, "heartbeat failed; other nodes may take this node for dead after three beats");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HALF: Duration = Duration::from_millis(3000);
+
+    #[test]
+    fn a_node_that_never_beat_cannot_be_evicted() {
+        let t0 = Instant::now();
+        assert!(BeatClock::default().unevicted_since(t0, t0 + HALF * 10, HALF));
+    }
+
+    #[test]
+    fn beats_on_time_keep_a_claim_safe() {
+        let t0 = Instant::now();
+        let mut c = BeatClock::default();
+        for i in 0..5 {
+            c.reached(t0 + HALF / 2 * i, HALF);
+        }
+        let last = t0 + HALF * 2;
+        assert!(c.unevicted_since(t0, last + HALF / 2, HALF));
+        assert!(
+            !c.unevicted_since(t0, last + HALF, HALF),
+            "the beat is late"
+        );
+    }
+
+    #[test]
+    fn a_silence_puts_in_doubt_what_was_confirmed_before_it() {
+        let t0 = Instant::now();
+        let mut c = BeatClock::default();
+        c.reached(t0, HALF);
+        // Paused: the next beat reaches Redis long after.
+        let woke = t0 + HALF * 4;
+        c.reached(woke, HALF);
+        let now = woke + HALF / 4;
+        assert!(!c.unevicted_since(t0 + HALF / 2, now, HALF));
+        assert!(c.unevicted_since(woke, now, HALF));
     }
 }

@@ -187,6 +187,32 @@ pub trait EConsumer: Send + Sync + 'static {
     /// Gives entries back for another claim.
     async fn nack(&self, claimed: &[Claimed]) -> Result<(), QueueError>;
 
+    /// Whether the claim of `claimed` may have been lost since it was made or last renewed:
+    /// its lease may have run out (the process was paused, or too busy to renew it) and
+    /// another consumer may have taken the entry over. A worker asks before it starts a
+    /// handler on a claimed entry, on every delivery, so it must answer from memory (no
+    /// I/O); only when it says `true` does the worker ask the backend with
+    /// [`confirm_claim`](Self::confirm_claim). `false` (the default): claims cannot be lost,
+    /// or the backend does not track them.
+    fn claim_in_doubt(&self, claimed: &Claimed) -> bool {
+        let _ = claimed;
+        false
+    }
+
+    /// Asks the backend whether `claimed` is still this consumer's, renewing its lease if it
+    /// is; called only for a claim [in doubt](Self::claim_in_doubt), before its handler
+    /// starts. [`ClaimStatus::Lost`]: another consumer owns the entry now; the worker drops
+    /// its delivery without running the handler (the new owner runs it) and neither acks
+    /// nor gives the entry back. A backend should confirm in one call every claim it holds
+    /// that is in doubt (after a pause they all are), so that the workers that ask next find
+    /// theirs decided. `Err`: nothing is known; the worker runs the handler (at least once)
+    /// and logs the error at debug level only, so the backend should log a failed
+    /// confirmation itself, once per attempt. The default answers [`ClaimStatus::Held`].
+    async fn confirm_claim(&self, claimed: &Claimed) -> Result<ClaimStatus, QueueError> {
+        let _ = claimed;
+        Ok(ClaimStatus::Held)
+    }
+
     /// Claims entries another consumer claimed but did not ack within `min_idle`.
     async fn claim_stale(
         &self,
@@ -229,6 +255,17 @@ pub trait EConsumer: Send + Sync + 'static {
             "this queue does not keep retries; EConsumer::keeps_retries must answer false".into(),
         ))
     }
+}
+
+/// Whether a consumer still holds a claim, as [`EConsumer::confirm_claim`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimStatus {
+    /// Still this consumer's, its lease renewed: the handler may start.
+    Held,
+    /// Another consumer took the entry over (its lease ran out here): it is the new owner's
+    /// to handle and settle.
+    Lost,
 }
 
 /// What became of a retry handed to the queue with [`EConsumer::retry_later`].

@@ -95,6 +95,17 @@ impl ClaimTicket {
         })
     }
 
+    /// The claimed entry.
+    pub(crate) fn claimed(&self) -> &Claimed {
+        &self.claimed
+    }
+
+    /// Another consumer took the entry over (`EConsumer::confirm_claim` answered
+    /// `ClaimStatus::Lost`): neither acked nor given back, it is the new owner's to settle.
+    pub(crate) fn lost(&self) {
+        self.settled.store(true, Ordering::Release);
+    }
+
     /// The handler's copy ended: acknowledge the entry (once, whoever calls).
     pub(crate) fn ack(&self) {
         if !self.settled.swap(true, Ordering::AcqRel) {

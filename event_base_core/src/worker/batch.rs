@@ -233,6 +233,10 @@ impl Worker {
     /// state. Returns `false` if the worker was declared dead meanwhile (the monitor took the
     /// batch and delivers it elsewhere): the worker must then end.
     async fn process_batch(&self, spec: &BatchSpec, jobs: &mut Vec<Job>) -> bool {
+        self.drop_lost_claims(jobs).await;
+        if jobs.is_empty() {
+            return true;
+        }
         let flags = {
             let ids: Vec<&str> = jobs.iter().map(|j| j.message.id.as_str()).collect();
             match self.shared.wal.begin_batch(&ids) {

@@ -17,6 +17,7 @@
 //! | `mod.rs` | `Worker`: the loop, and one job from WAL `Processing` to its next state |
 //! | `batch.rs` | a batch handler's worker: forming batches (linger), one batch to each message's next state |
 //! | `deliver.rs` | one delivery: span, message context, panic catching, timeout, latencies |
+//! | `lease.rs` | before a handler starts: a claim whose lease may have run out is confirmed, a lost one dropped |
 //! | `outcome.rs` | the one place that turns how a delivery ended into what happens next |
 //! | `catch_unwind.rs` | a handler's panic as a value |
 //! | `registry.rs` | `WorkerRegistry`, `WorkerInfo`, `WorkerStatus`: every worker and its liveness |
@@ -25,6 +26,7 @@
 mod batch;
 pub(crate) mod catch_unwind;
 mod deliver;
+mod lease;
 pub(crate) mod monitor;
 mod outcome;
 pub(crate) mod registry;
@@ -345,6 +347,9 @@ impl Worker {
     /// Handles one job. Returns `false` if the worker was declared dead meanwhile (the
     /// monitor took the job and delivered it elsewhere): the worker must then end.
     async fn process(&self, job: Job) -> bool {
+        if self.claim_lost(&job).await {
+            return true;
+        }
         let message = job.message.clone();
         match self.shared.wal.begin(&message.id) {
             // A shared queue's entry is live by its claim: this WAL may hold no record of it

@@ -4,10 +4,12 @@
 //! the process is then killed with SIGKILL (a line shorter than `PIPE_BUF` reaches the pipe
 //! whole, in one `write`).
 //!
-//! - `redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>`: a bus with
+//! - `redis_node worker <url> <visibility-ms> <batch> <workers> <work-us> [<heartbeat-ms>
+//!   [host]]`: a bus (a `Worker` node, or a `Host`, which may be the janitor, with `host`) with
 //!   `<workers>` workers claiming `<batch>` entries at a time; each handling sleeps
 //!   `<work-us>` microseconds (the work), prints `h <id>` and acks. Prints `ready` once built and its handler is in the
-//!   registry (so a `bus-sender` finds it).
+//!   registry (so a `bus-sender` finds it). For each line `idle` on its stdin it waits until
+//!   its bus holds nothing claimed or in flight (`wait_idle`), then prints `idle`.
 //! - `redis_node sender <url> <n> <tasks>`: writes `<n>` messages to the subscription's stream
 //!   from `<tasks>` concurrent tasks, with no handler of its own (through the queue backend
 //!   directly, without a bus), printing `sent <id>` for
@@ -35,7 +37,7 @@ use event_base::{
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us>
+const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us> [<heartbeat-ms> [host]]
        redis_node sender <url> <n> <tasks>
        redis_node bus-sender <url> <n> <tasks>
        redis_node host <url> <name> <workers>
@@ -122,12 +124,20 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
     let batch: usize = arg(&mut args)?;
     let workers: usize = arg(&mut args)?;
     let work = Duration::from_micros(arg(&mut args)?);
-    let queue = RedisQueueFactory::connect(&url)
+    let mut queue = RedisQueueFactory::connect(&url)
         .await?
         .visibility_timeout(visibility);
+    if let Some(ms) = args.next() {
+        queue = queue.heartbeat(Duration::from_millis(ms.parse()?));
+    }
+    let kind = match args.next().as_deref() {
+        Some("host") => NodeType::Host,
+        None => NodeType::Worker,
+        Some(_) => return Err(USAGE.into()),
+    };
     let registry = queue.clone();
     let bus = EventBus::builder()
-        .node_type(NodeType::Worker)
+        .node_type(kind)
         .batch_size(batch)
         .wal(queue.wal())
         .queue(queue)
@@ -136,6 +146,22 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
         .await?;
     registered(&registry).await?;
     say(format_args!("ready"));
+    let (lines, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = asked.recv().await {
+        if line.trim() == "idle" {
+            bus.wait_idle(Duration::from_secs(60)).await?;
+            say(format_args!("idle"));
+        }
+    }
+    // Stdin closed: run on until killed.
     std::future::pending::<()>().await;
     drop(bus);
     Ok(())

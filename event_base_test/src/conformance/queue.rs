@@ -8,7 +8,8 @@
 //! message then taking up to `max`, a `claim_batch` dropped while it waits losing nothing,
 //! `try_claim` never waiting, acknowledgement as the backend declares it needs, one queue per
 //! topic, a queue whose producers are all dropped delivering what it holds and then
-//! reporting `Closed`, many producers and consumers delivering every message exactly
+//! reporting `Closed`, a claim just made not in doubt (no round trip before its handler),
+//! many producers and consumers delivering every message exactly
 //! once, and a queue's bell, if it has one, rung for each message and when it closes.
 //!
 //! Run them all over a backend with [`queue_conformance!`](crate::queue_conformance).
@@ -17,7 +18,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use event_base::backend::{Claimed, EConsumer, QueueFactory, TopicQueue, TrySendError};
+use event_base::backend::{
+    ClaimStatus, Claimed, EConsumer, QueueFactory, TopicQueue, TrySendError,
+};
 use event_base::{EMessage, MessageTopic, QueueError};
 
 use super::finishes_at_once;
@@ -498,6 +501,27 @@ async fn consume_until_closed(consumer: Arc<dyn EConsumer>) -> Vec<(u8, u32)> {
     }
 }
 
+/// A claim just made is not in doubt (`claim_in_doubt`): a worker starts its handler without
+/// asking the backend again, so a fresh claim costs no round trip; asked anyway
+/// (`confirm_claim`), the backend says it is still held.
+pub async fn a_fresh_claim_is_not_in_doubt<Q: QueueFactory>(make: &impl Fn(usize) -> Q) {
+    let q = queue(make, 8);
+    q.producer.send(numbered(0, 0)).await.unwrap();
+    let mut claimed = Vec::new();
+    assert_eq!(q.consumer.claim_batch(1, &mut claimed).await.unwrap(), 1);
+    let c = &*q.consumer;
+    assert!(
+        !c.claim_in_doubt(&claimed[0]),
+        "a claim just made is in doubt"
+    );
+    assert_eq!(
+        c.confirm_claim(&claimed[0]).await.unwrap(),
+        ClaimStatus::Held,
+        "a claim just made is not held"
+    );
+    settle(c, &claimed).await;
+}
+
 /// Runs every case of this module over each backend given, one `#[tokio::test]` per case,
 /// in a module per backend: `name => function from a bound to a factory`.
 ///
@@ -520,6 +544,7 @@ macro_rules! queue_conformance {
                 a_dropped_claim_loses_nothing,
                 try_claim_never_waits,
                 acks_as_the_backend_requires,
+                a_fresh_claim_is_not_in_doubt,
                 each_topic_has_its_own_queue,
                 a_closed_queue_drains_then_reports_closed,
                 closing_wakes_a_waiting_consumer,
