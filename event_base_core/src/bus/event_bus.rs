@@ -152,7 +152,9 @@ impl EventBus {
     /// Waits until every accepted message has reached a final state (complete or dead
     /// letter), including retries and delayed messages. Fails with [`CoreError::IdleTimeout`]
     /// (saying how many are still in flight) after `timeout`, and with
-    /// [`CoreError::NoRuntime`] outside a tokio runtime.
+    /// [`CoreError::NoRuntime`] outside a tokio runtime. A `timeout` past
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) is clamped to it: no limit, in
+    /// practice.
     ///
     /// With a queue backend shared by several processes (Redis) it waits for two things:
     /// nothing held by this process ([`in_flight`](Self::in_flight): its sends in progress,

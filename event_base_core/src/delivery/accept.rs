@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
-use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
@@ -103,6 +103,8 @@ impl BusShared {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(CoreError::SystemShutdown);
         }
+        // Before the WAL append: a timeout too long for the clock is none (`MAX_WAIT`).
+        let timeout = timeout.filter(|t| *t < MAX_WAIT);
         // Sent by a handler with an outbox, to its own bus: held until the handler acks.
         let message = match self.outboxes {
             false => message,
@@ -531,7 +533,9 @@ impl BusShared {
                 .refuse(route, targets, id, CoreError::NoRuntime, restore)
                 .await;
         }
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        // Checked: a timeout the clock cannot reach is none (`clock.rs`).
+        let deadline =
+            timeout.and_then(|t| crate::clock::deadline_after(tokio::time::Instant::now(), t));
         // If the caller drops this future before the message is queued, withdraw it: the
         // caller never learned that it was accepted.
         let queued = AtomicUsize::new(already);
@@ -834,7 +838,8 @@ fn due_later(message: &EMessage) -> bool {
 }
 
 /// Readies a message for its topic: the route's topic, a valid `to_worker`, the first
-/// delivery's `attempts`, and the provenance of the message being handled, if any.
+/// delivery's `attempts`, a `deliver_at` at most [`MAX_WAIT`] ahead, and the provenance of
+/// the message being handled, if any.
 #[inline]
 pub(crate) fn prepare(route: &Route, message: EMessage) -> Result<Arc<EMessage>, CoreError> {
     prepare_into(route, message, Arc::new)
@@ -861,6 +866,10 @@ pub(crate) fn prepare_into(
     }
     if message.attempts == 0 {
         message.attempts = 1;
+    }
+    if let Some(at) = message.deliver_at {
+        // At most `MAX_WAIT` ahead: every clock and backend can count down to that.
+        message.deliver_at = Some(crate::clock::latest_due(at));
     }
     crate::message::context::inherit(&mut message);
     Ok(wrap(message))
