@@ -12,12 +12,16 @@
 //!   clamps a `deliver_at` the application set.
 //! - [`period`]: the period of a `tokio::time::interval`, which panics on zero and overflows
 //!   past `MAX_WAIT`.
+//! - [`Pace`]: a rate (things per second, a float) as the gap between two things: refused
+//!   unless it is a finite number of at least one per `MAX_WAIT` (`1.0 / 1e-300` seconds
+//!   overflows `Duration`).
 
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use crate::constant::MAX_WAIT;
+use crate::error::CoreError;
 
 /// The shortest period a repeating timer runs at.
 const MIN_PERIOD: Duration = Duration::from_millis(1);
@@ -66,6 +70,51 @@ pub(crate) fn period(every: Duration) -> Duration {
     every.clamp(MIN_PERIOD, MAX_WAIT)
 }
 
+/// At most so many things a second: thing `i` is due `i` gaps after the start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Pace {
+    gap: Duration,
+}
+
+impl Pace {
+    /// `per_second` things a second, or [`CoreError::InvalidParameter`] (named `name`) unless
+    /// it is finite and at least one per [`MAX_WAIT`]. A rate whose gap is under a
+    /// nanosecond has no gap.
+    pub(crate) fn per_second(name: &'static str, per_second: f64) -> Result<Pace, CoreError> {
+        let slowest = 1.0 / MAX_WAIT.as_secs_f64();
+        if !per_second.is_finite() || per_second < slowest {
+            return Err(CoreError::InvalidParameter {
+                name,
+                value: format!("{per_second:?}"),
+                reason: format!(
+                    "a rate is a finite number of at least {slowest:e} per second (one per 30 years, `constant::MAX_WAIT`); pass a positive rate such as 10.0"
+                ),
+            });
+        }
+        // In range: at most `MAX_WAIT` (rounding aside, which `min` takes back).
+        let gap = Duration::try_from_secs_f64(1.0 / per_second)
+            .unwrap_or(MAX_WAIT)
+            .min(MAX_WAIT);
+        Ok(Pace { gap })
+    }
+
+    /// The gap between two things.
+    #[cfg(test)]
+    pub(crate) fn gap(&self) -> Duration {
+        self.gap
+    }
+
+    /// When thing number `i` (from 0) is due, for things paced from `start`: at most
+    /// [`MAX_WAIT`] after it.
+    pub(crate) fn due(&self, start: Instant, i: usize) -> Instant {
+        let after = u32::try_from(i)
+            .ok()
+            .and_then(|i| self.gap.checked_mul(i))
+            .unwrap_or(MAX_WAIT);
+        instant_after(start, after)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,6 +135,35 @@ mod tests {
         assert_eq!(instant_after(now, Duration::ZERO), now);
         let wall = SystemTime::now();
         assert_eq!(system_after(wall, Duration::MAX), wall + MAX_WAIT);
+    }
+
+    #[test]
+    fn a_pace_is_a_finite_rate_of_at_least_one_per_max_wait() {
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -1.0,
+            0.0,
+            1e-300,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ] {
+            match Pace::per_second("max_per_second", bad) {
+                Err(CoreError::InvalidParameter { name, .. }) => assert_eq!(name, "max_per_second"),
+                other => panic!("{bad}: expected InvalidParameter, got {other:?}"),
+            }
+        }
+        let slowest = 1.0 / MAX_WAIT.as_secs_f64();
+        assert!(Pace::per_second("r", slowest).unwrap().gap() <= MAX_WAIT);
+        assert_eq!(Pace::per_second("r", 1e300).unwrap().gap(), Duration::ZERO);
+        let ten = Pace::per_second("r", 10.0).unwrap();
+        assert_eq!(ten.gap(), Duration::from_millis(100));
+        let now = Instant::now();
+        assert_eq!(ten.due(now, 0), now);
+        assert_eq!(ten.due(now, 20), now + Duration::from_secs(2));
+        let slow = Pace::per_second("r", slowest).unwrap();
+        assert_eq!(slow.due(now, usize::MAX), now + MAX_WAIT);
     }
 
     #[test]
