@@ -62,6 +62,15 @@ pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_s
 /// Longest message id the bus accepts, in bytes (generated ids are 36). A longer, or an empty,
 /// id is refused at send with `CoreError::InvalidId`.
 pub const MAX_ID_BYTES: usize = 255;
+/// The longest wait the bus keeps time for: 30 years, tokio's own limit for a timer (longer
+/// waits overflow the clock on some platforms).
+///
+/// Every duration an application gives the bus (a send's timeout, `with_delay`, a
+/// `deliver_at` far ahead, `wait_idle`, a shutdown strategy's durations, a retry's delay, a
+/// handler's `timeout`, a batch's `linger`) is clamped to it, so no argument can overflow the
+/// clock: a timeout or deadline of `MAX_WAIT` or more means no time limit, a delay of
+/// `MAX_WAIT` or more means "in `MAX_WAIT`", which is never in practice.
+pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 86_400);
 /// Audit records a bus keeps in memory unless told otherwise (`EventBusBuilder::audit`).
 pub const DEFAULT_AUDIT_CAPACITY: usize = 10_000;
 /// How many ended (`Stopped` or `Dead`) workers a bus's `WorkerRegistry` keeps listed, the

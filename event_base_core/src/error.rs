@@ -210,6 +210,17 @@ pub enum CoreError {
     /// The builder or a macro got an invalid setting.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An argument is outside what the bus accepts (a rate that is not a positive number, or
+    /// so low that its period overflows the clock); nothing was done.
+    #[error("invalid `{name}` ({value}): {reason}")]
+    InvalidParameter {
+        /// The argument's name, as documented.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed instead.
+        reason: String,
+    },
     /// A value could not be encoded as a JSON payload.
     #[error("could not encode the value as a JSON payload (JSON maps need string keys, and the value's Serialize impl must not fail); nothing was sent")]
     Encode(#[source] serde_json::Error),

@@ -81,6 +81,7 @@
 
 pub mod backend;
 mod bus;
+mod clock;
 mod delivery;
 mod error;
 mod handler;

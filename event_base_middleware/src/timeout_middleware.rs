@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use event_base_core::constant::MAX_WAIT;
 use event_base_core::{Ack, EMessage, Middleware, Next};
 
 /// Cancels the rest of the chain (inner middleware and handler) after `limit` and answers
@@ -27,7 +28,9 @@ pub struct TimeoutMiddleware {
 }
 
 impl TimeoutMiddleware {
-    /// Limits the chain to `limit`.
+    /// Limits the chain to `limit`. A limit of
+    /// [`MAX_WAIT`](event_base_core::constant::MAX_WAIT) (30 years) or more is none: the chain
+    /// runs unbounded.
     pub fn new(limit: Duration) -> Self {
         TimeoutMiddleware {
             limit,
@@ -45,7 +48,14 @@ impl TimeoutMiddleware {
 #[async_trait]
 impl Middleware for TimeoutMiddleware {
     async fn handle(&self, msg: &EMessage, next: Next<'_>) -> Ack {
-        match tokio::time::timeout(self.limit, next.run(msg)).await {
+        // Checked: a limit the clock cannot reach is none (`Instant + Duration::MAX` panics).
+        let deadline = (self.limit < MAX_WAIT)
+            .then(|| tokio::time::Instant::now().checked_add(self.limit))
+            .flatten();
+        let Some(deadline) = deadline else {
+            return next.run(msg).await;
+        };
+        match tokio::time::timeout_at(deadline, next.run(msg)).await {
             Ok(ack) => ack,
             Err(_) => {
                 tracing::info!(target: event_base_core::constant::target::MIDDLEWARE, id = %msg.id, topic = %msg.topic, limit = ?self.limit, "handler timed out (TimeoutMiddleware)");

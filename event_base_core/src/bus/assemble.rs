@@ -155,7 +155,7 @@ pub(crate) fn spawn_metrics_export(
     every: std::time::Duration,
 ) {
     tasks.push_other(tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(every);
+        let mut ticker = tokio::time::interval(crate::clock::period(every));
         loop {
             ticker.tick().await;
             manager.export();

@@ -148,7 +148,8 @@ impl EventBusBuilder {
     }
 
     /// How long the id of a completed message keeps refusing sends of the same id (default
-    /// two minutes; `Duration::ZERO` turns deduplication off).
+    /// two minutes; `Duration::ZERO` turns deduplication off). A window reaching back past
+    /// the Unix epoch reaches back to it.
     ///
     /// A send whose id the WAL still holds (pending, processing, a dead letter), or whose
     /// message completed within the window, is answered `Ok` with that id and not delivered
@@ -188,7 +189,8 @@ impl EventBusBuilder {
     /// How often the monitor samples every worker (default 1 s), and how long a worker may
     /// work on one message without progress before it is declared dead, cancelled, and its
     /// message delivered to another worker (default 60 s; never less than the handler's own
-    /// `timeout` plus one interval).
+    /// `timeout` plus one interval). `interval` is clamped to 1 ms ..=
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT).
     pub fn heartbeat(mut self, interval: Duration, stale_after: Duration) -> Self {
         self.heartbeat_interval = interval.max(Duration::from_millis(1));
         self.stale_after = stale_after;
@@ -203,7 +205,8 @@ impl EventBusBuilder {
     }
 
     /// Publishes the system's metrics to the `metrics` facade every `interval` (feature
-    /// `metrics`); see [`MetricsManager`](crate::MetricsManager).
+    /// `metrics`), clamped to 1 ms ..= [`MAX_WAIT`](crate::constant::MAX_WAIT); see
+    /// [`MetricsManager`](crate::MetricsManager).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn export_metrics(mut self, interval: Duration) -> Self {
@@ -353,7 +356,7 @@ impl EventBusBuilder {
         }
         // What completed within the dedup window before this start is still a duplicate.
         if bus.shared.dedup.enabled() {
-            let since = std::time::SystemTime::now() - bus.shared.dedup.window();
+            let since = bus.shared.dedup.reaches_back_to();
             for (id, at) in bus.shared.wal.recent_completions(since).await? {
                 bus.shared.dedup.completed_at(&id, at);
             }

@@ -152,7 +152,9 @@ impl EventBus {
     /// Waits until every accepted message has reached a final state (complete or dead
     /// letter), including retries and delayed messages. Fails with [`CoreError::IdleTimeout`]
     /// (saying how many are still in flight) after `timeout`, and with
-    /// [`CoreError::NoRuntime`] outside a tokio runtime.
+    /// [`CoreError::NoRuntime`] outside a tokio runtime. A `timeout` past
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) is clamped to it: no limit, in
+    /// practice.
     ///
     /// With a queue backend shared by several processes (Redis) it waits for two things:
     /// nothing held by this process ([`in_flight`](Self::in_flight): its sends in progress,
@@ -216,6 +218,37 @@ impl EventBus {
     pub async fn replay_dead_letters(&self) -> Result<Vec<MessageId>, CoreError> {
         let mut ids = Vec::new();
         for dead in self.shared.wal.dead_letters().await? {
+            ids.push(self.replay_dead_letter(&dead.message.id).await?);
+        }
+        Ok(ids)
+    }
+
+    /// [`replay_dead_letters`](Self::replay_dead_letters) at most `max_per_second` letters a
+    /// second: letter `i` (from 0) is replayed no earlier than `i / max_per_second` seconds
+    /// after the call, so a large backlog does not flood its handlers.
+    ///
+    /// `max_per_second` must be a finite number of at least one letter per
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years), about `1.06e-9`; anything else
+    /// (`NaN`, infinite, zero, negative, `1e-300`) is refused with
+    /// [`CoreError::InvalidParameter`] before any letter is replayed. A rate so high that
+    /// its gap is under a nanosecond does not pace at all.
+    ///
+    /// Cancel safety: as [`replay_dead_letters`](Self::replay_dead_letters).
+    pub async fn replay_dead_letters_paced(
+        &self,
+        max_per_second: f64,
+    ) -> Result<Vec<MessageId>, CoreError> {
+        let pace = crate::clock::Pace::per_second("max_per_second", max_per_second)?;
+        let letters = self.shared.wal.dead_letters().await?;
+        if letters.len() > 1 && tokio::runtime::Handle::try_current().is_err() {
+            return Err(CoreError::NoRuntime);
+        }
+        let start = tokio::time::Instant::now();
+        let mut ids = Vec::with_capacity(letters.len());
+        for (i, dead) in letters.iter().enumerate() {
+            if i > 0 {
+                tokio::time::sleep_until(pace.due(start, i)).await;
+            }
             ids.push(self.replay_dead_letter(&dead.message.id).await?);
         }
         Ok(ids)

@@ -45,7 +45,8 @@ impl BusShared {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(CoreError::NoRuntime);
         }
-        let deadline = Instant::now() + timeout;
+        // A timeout of `MAX_WAIT` or more waits for 30 years: forever, without overflowing.
+        let deadline = crate::clock::instant_after(Instant::now(), timeout);
         let timed_out = |shared| CoreError::IdleTimeout {
             in_flight: self.in_flight.get(),
             shared,

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
-use crate::constant::{SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
@@ -103,6 +103,8 @@ impl BusShared {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(CoreError::SystemShutdown);
         }
+        // Before the WAL append: a timeout too long for the clock is none (`MAX_WAIT`).
+        let timeout = timeout.filter(|t| *t < MAX_WAIT);
         // Sent by a handler with an outbox, to its own bus: held until the handler acks.
         let message = match self.outboxes {
             false => message,
@@ -162,48 +164,7 @@ impl BusShared {
         timeout: Option<Duration>,
     ) -> Result<MessageId, CoreError> {
         let Some(entry) = route.single() else {
-            if route.subs.is_empty() {
-                // No handler in this process: to those elsewhere, if any.
-                return Box::pin(self.accept_elsewhere(message, try_send, timeout)).await;
-            }
-            let targets = targets(route, &message);
-            let commit = match self.append_new(&message)? {
-                Appended::New(commit) => commit,
-                Appended::Duplicate(withdrawal) => {
-                    return Box::pin(self.duplicate(route, message, withdrawal)).await
-                }
-            };
-            self.accepted(route, targets, &message);
-            // As below for one handler: when the WAL answered at once and the message is due,
-            // each copy usually fits its queue now, and the send ends here without building
-            // the waiting path. A queue without room leaves the copies from it on to that path.
-            let mut queued = 0;
-            if commit.is_durable() && !due_later(&message) {
-                for entry in targets {
-                    if entry.producer.try_send(message.clone()).is_err() {
-                        break;
-                    }
-                    queued += 1;
-                }
-                if queued == targets.len() {
-                    if route.claim_counted {
-                        self.copies_queued(targets, &message);
-                    }
-                    return Ok(MessageId::from(&message.id));
-                }
-            }
-            return Box::pin(self.accept_waiting(
-                route,
-                targets,
-                &[],
-                message,
-                commit,
-                try_send,
-                timeout,
-                None,
-                queued,
-            ))
-            .await;
+            return self.accept_copies(route, message, try_send, timeout).await;
         };
         let commit = match self.append_new(&message)? {
             Appended::New(commit) => commit,
@@ -217,6 +178,14 @@ impl BusShared {
             self.in_flight.add();
         }
         entry.counters.accepted();
+        // Should the queue backend panic in `try_send`, the message is withdrawn (not left
+        // in the WAL and in flight for ever); `accept_waiting` has a guard of its own.
+        let unwinding = WithdrawOnUnwind {
+            shared: self,
+            route,
+            targets: &route.subs,
+            id: id.as_str(),
+        };
         // The common case waits for nothing: the WAL answers at once (in memory, or
         // `SyncPolicy::Never`), the message is due, and its queue has room. It finishes
         // here, without an `.await`, so this future stays small; the waiting path, whose
@@ -226,7 +195,9 @@ impl BusShared {
                 if commit.is_durable()
                     && (!due_later(&message) || entry.producer.keeps_delayed()) =>
             {
-                match entry.producer.try_send(message) {
+                let sent = entry.producer.try_send(message);
+                unwinding.disarm();
+                match sent {
                     Ok(()) if entry.claim_counted => {
                         self.complete_when_confirmed([id.as_str()]);
                         return Ok(id);
@@ -238,7 +209,10 @@ impl BusShared {
                     }
                 }
             }
-            commit => (message, commit),
+            commit => {
+                unwinding.disarm();
+                (message, commit)
+            }
         };
         Box::pin(self.accept_waiting(
             route,
@@ -250,6 +224,68 @@ impl BusShared {
             timeout,
             None,
             0,
+        ))
+        .await
+    }
+
+    /// [`accept_core`](Self::accept_core) for a topic with several handlers here (a copy for
+    /// each), or none (to the handlers elsewhere, if any).
+    async fn accept_copies(
+        &self,
+        route: &Route,
+        message: Arc<EMessage>,
+        try_send: bool,
+        timeout: Option<Duration>,
+    ) -> Result<MessageId, CoreError> {
+        if route.subs.is_empty() {
+            // No handler in this process: to those elsewhere, if any.
+            return Box::pin(self.accept_elsewhere(message, try_send, timeout)).await;
+        }
+        let targets = targets(route, &message);
+        let commit = match self.append_new(&message)? {
+            Appended::New(commit) => commit,
+            Appended::Duplicate(withdrawal) => {
+                return Box::pin(self.duplicate(route, message, withdrawal)).await
+            }
+        };
+        self.accepted(route, targets, &message);
+        let unwinding = WithdrawOnUnwind {
+            shared: self,
+            route,
+            targets,
+            id: &message.id,
+        };
+        // As for one handler: when the WAL answered at once and the message is due,
+        // each copy usually fits its queue now, and the send ends here without building
+        // the waiting path. A queue without room leaves the copies from it on to that path.
+        let mut queued = 0;
+        if commit.is_durable() && !due_later(&message) {
+            for entry in targets {
+                if entry.producer.try_send(message.clone()).is_err() {
+                    break;
+                }
+                queued += 1;
+            }
+            if queued == targets.len() {
+                if route.claim_counted {
+                    self.copies_queued(targets, &message);
+                }
+                unwinding.disarm();
+                return Ok(MessageId::from(&message.id));
+            }
+        }
+        // A panic from here on is `accept_waiting`'s guard's.
+        unwinding.disarm();
+        Box::pin(self.accept_waiting(
+            route,
+            targets,
+            &[],
+            message,
+            commit,
+            try_send,
+            timeout,
+            None,
+            queued,
         ))
         .await
     }
@@ -524,16 +560,9 @@ impl BusShared {
         restore: Option<&DeadLetterMessage>,
         already: usize,
     ) -> Result<MessageId, CoreError> {
-        let id = MessageId::from(&message.id);
-        // A deadline is a timer, and timers need a runtime.
-        if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
-            return self
-                .refuse(route, targets, id, CoreError::NoRuntime, restore)
-                .await;
-        }
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        // If the caller drops this future before the message is queued, withdraw it: the
-        // caller never learned that it was accepted.
+        // If the caller drops this future (or it panics) before the message is queued,
+        // withdraw it: the caller never learned that it was accepted. Armed first, so that
+        // nothing below can leave the message in the WAL and counted in flight.
         let queued = AtomicUsize::new(already);
         let guard = WithdrawOnDrop {
             shared: self,
@@ -541,10 +570,20 @@ impl BusShared {
             targets,
             message: message.clone(),
             queued: &queued,
-            id,
+            id: MessageId::from(&message.id),
             restore,
             armed: true,
         };
+        // A deadline is a timer, and timers need a runtime.
+        if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
+            let id = guard.disarm();
+            return self
+                .refuse(route, targets, id, CoreError::NoRuntime, restore)
+                .await;
+        }
+        // Checked: a timeout the clock cannot reach is none (`clock.rs`).
+        let deadline =
+            timeout.and_then(|t| crate::clock::deadline_after(tokio::time::Instant::now(), t));
         let outcome = self
             .enqueue(
                 &targets[already..],
@@ -834,7 +873,8 @@ fn due_later(message: &EMessage) -> bool {
 }
 
 /// Readies a message for its topic: the route's topic, a valid `to_worker`, the first
-/// delivery's `attempts`, and the provenance of the message being handled, if any.
+/// delivery's `attempts`, a `deliver_at` at most [`MAX_WAIT`] ahead, and the provenance of
+/// the message being handled, if any.
 #[inline]
 pub(crate) fn prepare(route: &Route, message: EMessage) -> Result<Arc<EMessage>, CoreError> {
     prepare_into(route, message, Arc::new)
@@ -861,6 +901,10 @@ pub(crate) fn prepare_into(
     }
     if message.attempts == 0 {
         message.attempts = 1;
+    }
+    if let Some(at) = message.deliver_at {
+        // At most `MAX_WAIT` ahead: every clock and backend can count down to that.
+        message.deliver_at = Some(crate::clock::latest_due(at));
     }
     crate::message::context::inherit(&mut message);
     Ok(wrap(message))
@@ -961,6 +1005,45 @@ impl Drop for BatchWithdraw<'_> {
                 Err(e) => {
                     tracing::error!(target: crate::constant::target::DELIVERY, id = %message.id, error = %e, "could not withdraw a dropped batch")
                 }
+            }
+        }
+    }
+}
+
+/// Withdraws an appended message, counted as accepted, if the send panics before the message
+/// is queued or in the care of [`WithdrawOnDrop`] (a queue backend's `try_send` that panics,
+/// say). Without it the WAL would keep a record no queue holds, and `wait_idle` would count
+/// it in flight for ever. Acts only while unwinding: a send dropped (cancelled) between two
+/// polls is past this guard, which lives between two `.await`s.
+struct WithdrawOnUnwind<'a> {
+    shared: &'a BusShared,
+    route: &'a Route,
+    targets: &'a [Arc<TopicEntry>],
+    id: &'a str,
+}
+
+impl WithdrawOnUnwind<'_> {
+    /// The message is queued, refused, or in another guard's care.
+    fn disarm(self) {
+        // Holds only references: forgetting it leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for WithdrawOnUnwind<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        match self.shared.wal.cancel(self.id) {
+            Ok(Some(_commit)) => {
+                tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, "a send panicked before its message was queued; the message is withdrawn");
+                self.shared.withdrawn(self.route, self.targets, self.id);
+            }
+            // A handler has it already: it completes as usual.
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, error = %e, "a send panicked before its message was queued, and its WAL record could not be withdrawn; it is delivered at the next start")
             }
         }
     }

@@ -171,9 +171,12 @@ impl DedupWindow {
         !self.window.is_zero()
     }
 
-    /// The window's length.
-    pub(crate) fn window(&self) -> Duration {
-        self.window
+    /// The oldest completion the window still refuses sends of: one window ago, or the Unix
+    /// epoch for a window reaching back past it (`Duration::MAX`, say).
+    pub(crate) fn reaches_back_to(&self) -> SystemTime {
+        SystemTime::now()
+            .checked_sub(self.window)
+            .unwrap_or(UNIX_EPOCH)
     }
 
     #[inline]

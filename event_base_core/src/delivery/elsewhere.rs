@@ -32,6 +32,9 @@ pub(crate) fn prepare_elsewhere(
     if message.attempts == 0 {
         message.attempts = 1;
     }
+    if let Some(at) = message.deliver_at {
+        message.deliver_at = Some(crate::clock::latest_due(at));
+    }
     crate::message::context::inherit(&mut message);
     Ok(Arc::new(message))
 }
@@ -46,12 +49,18 @@ pub(crate) async fn within<T>(
     match timeout {
         None => work.await,
         Some(_) if tokio::runtime::Handle::try_current().is_err() => Err(CoreError::NoRuntime),
-        Some(t) => tokio::time::timeout(t, work)
-            .await
-            .map_err(|_| CoreError::Timeout {
-                operation: format!("send to `{topic}`"),
-                after: t,
-            })?,
+        // Checked: a timeout the clock cannot reach is none (`clock.rs`).
+        Some(t) => {
+            match crate::clock::deadline_after(tokio::time::Instant::now(), t) {
+                None => work.await,
+                Some(deadline) => tokio::time::timeout_at(deadline, work).await.map_err(|_| {
+                    CoreError::Timeout {
+                        operation: format!("send to `{topic}`"),
+                        after: t,
+                    }
+                })?,
+            }
+        }
     }
 }
 

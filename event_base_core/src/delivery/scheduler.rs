@@ -137,8 +137,11 @@ impl NextDue {
     }
 
     fn set(&self, at: Option<Instant>, in_heap: usize) {
+        // `u64::MAX` means "nothing": a time further than that (half a million years) is
+        // one microsecond short of it.
         let v = at.map_or(u64::MAX, |at| {
-            at.saturating_duration_since(self.base).as_micros() as u64
+            let micros = at.saturating_duration_since(self.base).as_micros();
+            u64::try_from(micros).unwrap_or(u64::MAX).min(u64::MAX - 1)
         });
         self.micros.store(v, std::sync::atomic::Ordering::Release);
         self.in_heap
@@ -152,7 +155,11 @@ impl NextDue {
             return false;
         }
         let v = self.micros.load(std::sync::atomic::Ordering::Acquire);
-        v == u64::MAX || self.base + Duration::from_micros(v) > deadline
+        v == u64::MAX
+            || self
+                .base
+                .checked_add(Duration::from_micros(v))
+                .is_none_or(|at| at > deadline)
     }
 }
 
@@ -190,7 +197,7 @@ impl SchedulerHandle {
     }
 
     pub(crate) fn schedule_after(&self, delay: Duration, what: Scheduled) {
-        self.schedule(Instant::now() + delay, what)
+        self.schedule(crate::clock::instant_after(Instant::now(), delay), what)
     }
 }
 

@@ -85,7 +85,8 @@ impl TopicRouter {
     /// - `try_send: Some(true)`: fail at once with [`CoreError::QueueFull`] if the topic's
     ///   queue is full; otherwise wait for room (backpressure).
     /// - `timeout: Some(t)`: fail with [`CoreError::Timeout`] if the message is not accepted
-    ///   within `t`.
+    ///   within `t` (`t` of [`MAX_WAIT`](crate::constant::MAX_WAIT), 30 years, or more: no
+    ///   limit).
     ///
     /// The `topic` argument decides the route; the message's own `topic` field is set to it.
     /// A topic with no handler is refused with [`CoreError::NoHandler`], `_system.` topics with
@@ -261,7 +262,9 @@ impl TopicRouter {
 pub struct SendOptions {
     /// Fail at once with [`CoreError::QueueFull`] instead of waiting for room.
     pub try_send: bool,
-    /// Fail with [`CoreError::Timeout`] if the message is not accepted within this time.
+    /// Fail with [`CoreError::Timeout`] if the message is not accepted within this time. A
+    /// timeout of [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is none: the
+    /// send waits as long as it takes, as with `None`.
     pub timeout: Option<Duration>,
 }
 
@@ -277,7 +280,8 @@ impl SendOptions {
         self
     }
 
-    /// Give up (and withdraw the message) after `timeout`.
+    /// Give up (and withdraw the message) after `timeout`. A timeout of
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is none.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self

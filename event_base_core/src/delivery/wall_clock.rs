@@ -56,7 +56,8 @@ impl Anchor {
 
     fn convert(&self, at: SystemTime) -> Instant {
         match at.duration_since(self.wall) {
-            Ok(ahead) => self.instant + ahead,
+            // At most `MAX_WAIT` ahead (a `deliver_at` centuries away is never, not a panic).
+            Ok(ahead) => crate::clock::instant_after(self.instant, ahead),
             // Already due: an earlier point still keeps due times in order among themselves.
             Err(past) => self
                 .instant

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::constant::MAX_WAIT;
 use crate::handler::backoff::Backoff;
 use crate::handler::batch::BatchSpec;
 use crate::handler::middleware::Middleware;
@@ -38,12 +39,13 @@ impl HandlerRuntime {
             name: spec.name.clone(),
             topic: spec.topic.clone(),
             pipeline: Pipeline::new(spec.handler.clone(), layers),
-            timeout: spec.timeout,
+            // A limit of `MAX_WAIT` or more is none: it never fires, and cannot overflow.
+            timeout: spec.timeout.filter(|t| *t < MAX_WAIT),
             retries: spec.retries,
             outbox: spec.outbox,
             batch: spec.batch.clone(),
             backoff: spec.backoff,
-            shutdown_timeout: spec.shutdown_timeout,
+            shutdown_timeout: spec.shutdown_timeout.filter(|t| *t < MAX_WAIT),
             next_index: AtomicUsize::new(0),
         }
     }

@@ -111,11 +111,13 @@ pub struct HandlerSpec {
     pub topic: MessageTopic,
     /// Number of workers.
     pub workers: usize,
-    /// Per-delivery timeout.
+    /// Per-delivery timeout; [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is
+    /// none.
     pub timeout: Option<Duration>,
     /// Default retries.
     pub retries: Option<u32>,
-    /// Time to finish the current message at shutdown.
+    /// Time to finish the current message at shutdown;
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is no limit.
     pub shutdown_timeout: Option<Duration>,
     /// The handler.
     pub handler: Arc<dyn EHandler>,
@@ -168,7 +170,8 @@ impl HandlerSpec {
     }
 
     /// A batch handler with one worker: its worker hands it up to `max` ready messages per
-    /// call (at least 1), waiting at most `linger` for more while it holds fewer; see
+    /// call (at least 1), waiting at most `linger` (clamped to
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT)) for more while it holds fewer; see
     /// [`EBatchHandler`] for how its answer, a panic or a timeout apply to each message.
     ///
     /// ```
@@ -243,7 +246,8 @@ impl HandlerSpec {
         self
     }
 
-    /// Per-delivery timeout.
+    /// Per-delivery timeout; [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is
+    /// none.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
@@ -255,7 +259,8 @@ impl HandlerSpec {
         self
     }
 
-    /// Time to finish the current message at shutdown.
+    /// Time to finish the current message at shutdown;
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is no limit.
     pub fn shutdown_timeout(mut self, t: Duration) -> Self {
         self.shutdown_timeout = Some(t);
         self

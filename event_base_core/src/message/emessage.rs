@@ -53,7 +53,9 @@ pub struct EMessage {
     pub delivery_mode: DeliveryMode,
     /// For `Repeated` and `Broadcast`: deliveries completed so far.
     pub consumed_count: u32,
-    /// Deliver no earlier than this time (delayed delivery); `None` delivers at once.
+    /// Deliver no earlier than this time (delayed delivery); `None` delivers at once. A time
+    /// more than [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) ahead is clamped to that
+    /// when the message is sent.
     pub deliver_at: Option<SystemTime>,
     /// Only this worker (by name) may handle the message.
     pub to_worker: Option<String>,
@@ -125,15 +127,23 @@ impl EMessage {
         self
     }
 
-    /// Deliver no earlier than `at`.
+    /// Deliver no earlier than `at` (clamped, when sent, to
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) from then; a time in the past delivers at once).
     pub fn with_deliver_at(mut self, at: SystemTime) -> Self {
         self.deliver_at = Some(at);
         self
     }
 
-    /// Deliver no earlier than `delay` from now.
+    /// Deliver no earlier than `delay` from now. A delay of
+    /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years) or more is clamped to it.
     pub fn with_delay(self, delay: Duration) -> Self {
-        self.with_deliver_at(SystemTime::now() + delay)
+        let now = SystemTime::now();
+        // Every wall clock reaches 30 years ahead; were one not to, the message is due now
+        // rather than the call a panic.
+        let at = now
+            .checked_add(delay.min(crate::constant::MAX_WAIT))
+            .unwrap_or(now);
+        self.with_deliver_at(at)
     }
 
     /// Sets the trace id.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::{deadline_after, instant_after};
 use crate::shutdown::strategy::ShutdownStrategy;
 
 /// How often a wait for workers logs its progress when the strategy does not say.
@@ -64,7 +65,9 @@ impl Stop {
     }
 }
 
-/// The plan of `strategy` for a shutdown that began at `started`.
+/// The plan of `strategy` for a shutdown that began at `started`. Its durations are clamped to
+/// [`MAX_WAIT`](crate::constant::MAX_WAIT): a time limit of that or more is none
+/// (`force_timeout`), or a deadline 30 years away (`total`, `timeout`), never an overflow.
 pub(crate) fn plan(strategy: &ShutdownStrategy, started: Instant) -> ShutdownPlan {
     let bus = |settle, stop| ShutdownPlan::Bus { settle, stop };
     match strategy {
@@ -81,10 +84,10 @@ pub(crate) fn plan(strategy: &ShutdownStrategy, started: Instant) -> ShutdownPla
             force_timeout,
         } => bus(
             Settle::Nothing,
-            Stop::all(Some(started + *force_timeout), *poll_interval),
+            Stop::all(deadline_after(started, *force_timeout), *poll_interval),
         ),
         ShutdownStrategy::Timeout { total } => {
-            let deadline = started + *total;
+            let deadline = instant_after(started, *total);
             bus(
                 Settle::Idle { deadline },
                 Stop::all(Some(deadline), DEFAULT_POLL),
@@ -104,7 +107,7 @@ pub(crate) fn plan(strategy: &ShutdownStrategy, started: Instant) -> ShutdownPla
             },
         ),
         ShutdownStrategy::Drain { timeout } => {
-            let deadline = started + *timeout;
+            let deadline = instant_after(started, *timeout);
             bus(
                 Settle::DueBefore { deadline },
                 Stop::all(Some(deadline), DEFAULT_POLL),
@@ -163,6 +166,43 @@ mod tests {
                     deadline: now + 7 * SEC
                 },
                 stop: Stop::all(Some(now + 7 * SEC), SEC),
+            }
+        );
+    }
+
+    #[test]
+    fn durations_past_the_clock_are_clamped_not_added() {
+        let now = Instant::now();
+        let far = now + crate::constant::MAX_WAIT;
+        let two_stage = ShutdownStrategy::TwoStage {
+            poll_interval: Duration::MAX,
+            force_timeout: Duration::MAX,
+        };
+        assert_eq!(
+            plan(&two_stage, now),
+            ShutdownPlan::Bus {
+                settle: Settle::Nothing,
+                stop: Stop::all(None, Duration::MAX),
+            }
+        );
+        let timeout = ShutdownStrategy::Timeout {
+            total: Duration::MAX,
+        };
+        assert_eq!(
+            plan(&timeout, now),
+            ShutdownPlan::Bus {
+                settle: Settle::Idle { deadline: far },
+                stop: Stop::all(Some(far), SEC),
+            }
+        );
+        let drain = ShutdownStrategy::Drain {
+            timeout: Duration::MAX,
+        };
+        assert_eq!(
+            plan(&drain, now),
+            ShutdownPlan::Bus {
+                settle: Settle::DueBefore { deadline: far },
+                stop: Stop::all(Some(far), SEC),
             }
         );
     }

@@ -32,9 +32,11 @@ pub enum ShutdownStrategy {
     /// Ask every worker to stop after its current message; after `force_timeout`, cancel the
     /// ones still working. `poll_interval` is how often progress is logged.
     TwoStage {
-        /// How often progress is reported while waiting.
+        /// How often progress is reported while waiting (1 ms to
+        /// [`MAX_WAIT`](crate::constant::MAX_WAIT); clamped into that range).
         poll_interval: Duration,
-        /// When to cancel the workers still working.
+        /// When to cancel the workers still working. [`MAX_WAIT`](crate::constant::MAX_WAIT)
+        /// (30 years) or more: never (no time limit, as `StateBasedIdle`).
         force_timeout: Duration,
     },
     /// Stop now. In-flight handlers are cancelled at their next `.await`; their messages stay
@@ -43,14 +45,16 @@ pub enum ShutdownStrategy {
     /// Keep working (the backlog too) until nothing is in flight or `total` has passed, then
     /// cancel whatever is still running.
     Timeout {
-        /// The whole time allowed.
+        /// The whole time allowed; clamped to [`MAX_WAIT`](crate::constant::MAX_WAIT)
+        /// (30 years, so in practice no limit).
         total: Duration,
     },
     /// Stop one worker, by name, once it is idle; the rest of the system keeps running.
     Graceful {
         /// The worker to stop (see `EventBus::workers`).
         worker_name: String,
-        /// How often progress is reported while waiting.
+        /// How often progress is reported while waiting (1 ms to
+        /// [`MAX_WAIT`](crate::constant::MAX_WAIT); clamped into that range).
         poll_interval: Duration,
     },
     /// Stop each worker as soon as it is idle; no time limit, so no handler is cancelled
@@ -60,7 +64,7 @@ pub enum ShutdownStrategy {
     Batched {
         /// Workers per group.
         batch_size: usize,
-        /// Pause between groups.
+        /// Pause between groups; clamped to [`MAX_WAIT`](crate::constant::MAX_WAIT).
         interval: Duration,
     },
     /// Stop accepting, finish everything queued and due (retries included), then stop. After
@@ -68,7 +72,8 @@ pub enum ShutdownStrategy {
     /// share (Redis), "queued" is what this process holds: it stops claiming from them at
     /// once, and leaves what they still hold to the other nodes (or its next start).
     Drain {
-        /// Longest time to wait for the backlog.
+        /// Longest time to wait for the backlog; clamped to
+        /// [`MAX_WAIT`](crate::constant::MAX_WAIT) (30 years, so in practice no limit).
         timeout: Duration,
     },
 }

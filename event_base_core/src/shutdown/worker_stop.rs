@@ -57,7 +57,7 @@ pub(super) async fn stop_workers(
                     );
                 }
                 if i < last && !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
+                    tokio::time::sleep(pause.min(crate::constant::MAX_WAIT)).await;
                 }
             }
         }
@@ -93,7 +93,7 @@ pub(super) async fn stop_and_wait(
                 .handlers
                 .get(&w.handler)
                 .and_then(|h| h.shutdown_timeout)
-                .map(|t| now + t);
+                .and_then(|t| crate::clock::deadline_after(now, t));
             match (deadline, own) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -106,7 +106,7 @@ pub(super) async fn stop_and_wait(
             continue;
         };
         loop {
-            let tick = Instant::now() + poll_interval;
+            let tick = crate::clock::instant_after(Instant::now(), poll_interval);
             let until = deadline.map_or(tick, |d| d.min(tick));
             match worker.wait_until(until).await {
                 true => {

@@ -219,7 +219,7 @@ impl Worker {
         if !self.shared.is_accepting() || self.state.stop_requested() {
             return;
         }
-        let until = tokio::time::Instant::now() + linger;
+        let until = crate::clock::instant_after(tokio::time::Instant::now(), linger);
         while jobs.len() < max {
             match self.wait(jobs, max, router, claimed, Some(until)).await {
                 Woke::Work => {}

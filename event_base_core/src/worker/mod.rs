@@ -487,9 +487,13 @@ impl Worker {
     }
 
     async fn retry(&self, job: Job, delay: Duration) {
+        // A handler's `retry_after` (or a backoff without a cap) may be anything: no retry
+        // waits longer than `MAX_WAIT`, so neither this clock nor a queue's can overflow.
+        let delay = delay.min(crate::constant::MAX_WAIT);
         let mut next = (*job.message).clone();
         next.attempts = next.attempts.saturating_add(1);
-        next.deliver_at = (!delay.is_zero()).then(|| SystemTime::now() + delay);
+        next.deliver_at =
+            (!delay.is_zero()).then(|| crate::clock::system_after(SystemTime::now(), delay));
         let next = Arc::new(next);
         if let Err(e) = self.shared.wal.retry(&next) {
             tracing::error!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, "could not record retry in the WAL");

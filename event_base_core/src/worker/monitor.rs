@@ -20,7 +20,7 @@ use crate::message::delivery_mode::DeliveryMode;
 use crate::worker::registry::{WorkerInfo, WorkerState, WorkerStatus};
 
 pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale_after: Duration) {
-    let mut ticker = tokio::time::interval(interval);
+    let mut ticker = tokio::time::interval(crate::clock::period(interval));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Per worker: the processed count last seen, and since when it has not moved.
     let mut progress: HashMap<String, (u64, Instant)> = HashMap::new();
@@ -89,7 +89,7 @@ fn stale_limit(
         .handlers
         .get(&state.handler)
         .and_then(|h| h.timeout)
-        .map(|t| t + interval)
+        .map(|t| t.saturating_add(interval))
         .unwrap_or_default();
     stale_after.max(own)
 }
