@@ -318,7 +318,10 @@ impl GrpcServerBuilder {
             let served = router
                 .serve_with_incoming_shutdown(incoming, until.cancelled_owned())
                 .await;
+            // Awaited, so that its handle on the bus is gone when `shutdown` returns (the
+            // last handle of a bus releases its WAL's directory).
             watcher.abort();
+            let _ = watcher.await;
             served
         });
         Ok(ServeHandle {
