@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use event_base::backend::Wal;
 use event_base::{
-    Ack, CoreError, EMessage, EventBus, FlumeQueueFactory, PersistentWal, SyncPolicy, WalError,
+    Ack, CoreError, EMessage, EventBus, FlumeQueueFactory, PersistentWal, ShutdownStrategy,
+    SyncPolicy, WalError,
 };
 use event_base_test::Probe;
 
@@ -157,7 +158,9 @@ async fn fill(policy: SyncPolicy, over_grpc: bool) -> Option<()> {
     }
 
     // Space returns; a restart recovers every acknowledged message, without skip_corrupt.
-    drop(bus);
+    // (Closed, not dropped: `close` waits for the bus's tasks, so the WAL is released.)
+    bus.shutdown(ShutdownStrategy::Force).await.unwrap();
+    bus.close().await.unwrap();
     fs.resize("64m");
     let wal = PersistentWal::builder(wal_dir(&fs)).open().unwrap();
     let pending: HashSet<String> = wal

@@ -245,6 +245,8 @@ impl BusShared {
             if let Err(e) = send_and_complete(groups, &*wal, &*provider).await {
                 tracing::warn!(target: crate::constant::target::DELIVERY, error = %e, "could not send what an outbox released to other processes; it stays in the WAL for the next start");
             }
+            // As in `sender_completions`: the WAL's handle goes before the count does.
+            drop((wal, provider));
             in_flight.done();
         });
     }

@@ -90,6 +90,9 @@ impl SenderCompletions {
                     }
                 }
             }
+            // The WAL's handle goes before the count does: once the bus is idle, closing it
+            // releases the WAL (a `PersistentWal` unlocks its directory) at once.
+            drop((wal, provider, waiting));
             in_flight.done();
         });
     }
