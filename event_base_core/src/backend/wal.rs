@@ -346,9 +346,9 @@ pub trait Wal: Send + Sync + 'static {
         None
     }
 
-    /// Resolves when the WAL fails (at once if it has), with the cause [`failure`]
-    /// (Self::failure) then gives: for health checks that must not poll. Backends that
-    /// cannot fail this way never resolve (the default).
+    /// Resolves when the WAL fails (at once if it has), with the cause
+    /// [`failure`](Self::failure) then gives: for health checks that must not poll. Backends
+    /// that cannot fail this way never resolve (the default).
     async fn wait_failure(&self) -> String {
         std::future::pending().await
     }
