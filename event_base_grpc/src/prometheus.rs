@@ -2,20 +2,29 @@
 //! server's `GET /metrics` answers (see [`GrpcServerBuilder::http_addr`]), and
 //! [`render`] for serving them from an HTTP server of your own.
 //!
-//! Rendered from a [`MetricsSnapshot`] taken at scrape time, with
+//! Rendered from a [`MetricsSnapshot`] and the topics' latency histograms
+//! ([`MetricsStore::latencies`]) taken at scrape time, with
 //! [`prometheus_client`]'s encoder: no global recorder, no state kept between scrapes, one
 //! bus per server. The names, types and labels are those of the `metrics` facade export
 //! (`MetricsManager::export`, the table in the guide's observability page), so dashboards
 //! and alerts work with either: `event_base_…_total` counters, gauges, every series labelled
 //! `bus`, plus `topic`, `handler` or `worker`; the node's name is on `event_base_node_info`.
 //!
-//! The latency histograms of the facade export (`event_base_handler_seconds`,
-//! `event_base_queue_wait_seconds`) are not rendered: the snapshot holds percentiles, not
-//! buckets.
+//! The latency histograms `event_base_handler_seconds` and `event_base_queue_wait_seconds`
+//! (per `bus`, `topic`) have the buckets of [`LATENCY_BUCKETS`]. Each sample is counted at
+//! its bus-side bucket's upper bound (at most 25 % above the sample, never above the largest
+//! one), so a `le` bucket never holds a sample above `le`, and one just below `le` may be
+//! counted in the next; `_sum` adds those bounds, so it is at most 25 % high. Unlike the
+//! facade export, nothing is handed on and forgotten: each scrape reads the whole histograms,
+//! so scrapes and exports do not take samples from each other.
 //!
 //! [`GrpcServerBuilder::http_addr`]: crate::GrpcServerBuilder::http_addr
 
-use event_base_core::{MetricsSnapshot, TopicMetrics, WorkerMetrics};
+use std::collections::BTreeMap;
+
+use event_base_core::{
+    LatencyHistogram, MetricsSnapshot, MetricsStore, TopicLatencies, TopicMetrics, WorkerMetrics,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -24,8 +33,15 @@ use prometheus_client::registry::Registry;
 /// The `Content-Type` of what [`render`] writes: the Prometheus text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
-/// Renders `snapshot` in the Prometheus text format ([`CONTENT_TYPE`]): `# HELP` and
-/// `# TYPE` lines, then the samples, one family per name.
+/// The upper bounds (`le`, in seconds) of the latency histograms' buckets, `+Inf` aside:
+/// 100 µs to 5 minutes, the usual Prometheus steps.
+pub const LATENCY_BUCKETS: [f64; 19] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Renders the metrics of `store`'s bus now in the Prometheus text format
+/// ([`CONTENT_TYPE`]): `# HELP` and `# TYPE` lines, then the samples, one family per name.
 ///
 /// Fails only if the encoder does (it writes to a `String`, so in practice it does not).
 ///
@@ -43,22 +59,29 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 /// bus.send("orders", "x").await?;
 /// bus.wait_idle(std::time::Duration::from_secs(5)).await?;
 ///
-/// let text = event_base_grpc::prometheus::render(&bus.metrics())?;
+/// let text = event_base_grpc::prometheus::render(&bus.metrics_store())?;
 /// assert!(text.contains("# TYPE event_base_acked_total counter\n"));
 /// assert!(text.contains("event_base_acked_total{bus=\"billing\",topic=\"orders\"} 1\n"));
+/// assert!(text.contains("event_base_handler_seconds_count{bus=\"billing\",topic=\"orders\"} 1\n"));
 /// # Ok(()) }
 /// ```
-pub fn render(snapshot: &MetricsSnapshot) -> Result<String, std::fmt::Error> {
+pub fn render(store: &MetricsStore) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector(snapshot.clone())));
+    registry.register_collector(Box::new(SnapshotCollector {
+        snapshot: store.snapshot(),
+        latencies: store.latencies(),
+    }));
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
 }
 
-/// Encodes one snapshot; registered afresh for every scrape.
+/// Encodes one snapshot and the latencies read with it; registered afresh for every scrape.
 #[derive(Debug)]
-struct SnapshotCollector(MetricsSnapshot);
+struct SnapshotCollector {
+    snapshot: MetricsSnapshot,
+    latencies: BTreeMap<String, TopicLatencies>,
+}
 
 /// A counter or gauge of a topic (or handler, or worker) and where its value comes from.
 type Field<T> = (&'static str, &'static str, MetricType, fn(&T) -> u64);
@@ -222,17 +245,62 @@ fn single(
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let snap = &self.0;
+        let snap = &self.snapshot;
         let bus = snap.bus.as_str();
         for field in TOPIC {
             family(&mut encoder, field, bus, "topic", &snap.topics)?;
         }
+        self.encode_latencies(&mut encoder)?;
         for field in HANDLER {
             family(&mut encoder, field, bus, "handler", &snap.handlers)?;
         }
         for field in WORKER {
             family(&mut encoder, field, bus, "worker", &snap.workers)?;
         }
+        self.encode_node(&mut encoder)
+    }
+}
+
+/// A latency histogram of a topic: its name, help and which of the topic's histograms.
+type Latency = (
+    &'static str,
+    &'static str,
+    fn(&TopicLatencies) -> &LatencyHistogram,
+);
+
+const LATENCIES: [Latency; 2] = [
+    (
+        "event_base_handler_seconds",
+        "Time in the handler and its middleware, one sample per delivery.",
+        |l| &l.handler_time,
+    ),
+    (
+        "event_base_queue_wait_seconds",
+        "From a message's creation (or due time) to its first delivery.",
+        |l| &l.queue_wait,
+    ),
+];
+
+impl SnapshotCollector {
+    /// The latency histograms, per topic.
+    fn encode_latencies(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let bus = self.snapshot.bus.as_str();
+        for (name, help, histogram) in LATENCIES {
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for (topic, l) in &self.latencies {
+                let (sum, count, buckets) = histogram_of(histogram(l));
+                metric
+                    .encode_family(&[("bus", bus), ("topic", topic.as_str())])?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The node's and the WAL's figures.
+    fn encode_node(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let snap = &self.snapshot;
+        let bus = snap.bus.as_str();
 
         let info = [
             ("bus", bus),
@@ -240,7 +308,7 @@ impl Collector for SnapshotCollector {
             ("node_type", snap.node_type.as_str()),
         ];
         single(
-            &mut encoder,
+            encoder,
             (
                 "event_base_node_info",
                 "Which node the bus runs on (always 1).",
@@ -286,12 +354,7 @@ impl Collector for SnapshotCollector {
             ),
         ];
         for (name, help, value) in gauges {
-            single(
-                &mut encoder,
-                (name, help, MetricType::Gauge),
-                &labels,
-                value,
-            )?;
+            single(encoder, (name, help, MetricType::Gauge), &labels, value)?;
         }
         let mut uptime = encoder.encode_descriptor(
             "event_base_node_uptime_seconds",
@@ -303,7 +366,7 @@ impl Collector for SnapshotCollector {
             .encode_family(&labels)?
             .encode_gauge(&node.uptime.as_secs_f64())?;
         single(
-            &mut encoder,
+            encoder,
             (
                 "event_base_wal_syncs",
                 "fdatasync calls of the WAL since open (0 in memory).",
@@ -312,5 +375,52 @@ impl Collector for SnapshotCollector {
             &labels,
             wal.syncs,
         )
+    }
+}
+
+/// `h` in [`LATENCY_BUCKETS`] (and `+Inf`): its sum in seconds, its count, and per bucket
+/// the samples that fall in it (not cumulated: the encoder adds them up).
+fn histogram_of(h: &LatencyHistogram) -> (f64, u64, Vec<(f64, u64)>) {
+    let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
+        .iter()
+        .chain(&[f64::INFINITY])
+        .map(|le| (*le, 0))
+        .collect();
+    let (mut sum, mut count) = (0.0, 0);
+    for (bound, n) in h.buckets() {
+        let seconds = bound.as_secs_f64();
+        sum += seconds * n as f64;
+        count += n;
+        // The first `le` at or above the bound: `+Inf` at the latest.
+        let at = LATENCY_BUCKETS.partition_point(|le| *le < seconds);
+        buckets[at].1 += n;
+    }
+    (sum, count, buckets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn samples_land_in_the_first_bucket_at_or_above_their_bound() {
+        let h = LatencyHistogram::default();
+        h.record(Duration::from_micros(50)); // <= 0.0001
+        h.record(Duration::from_micros(900)); // bound <= 0.001
+                                              // 1 s lies in a bus-side bucket whose bound is above 1 s: counted in the next `le`.
+        h.record(Duration::from_secs(1));
+        h.record(Duration::from_secs(400)); // past the last: +Inf
+        let (sum, count, buckets) = histogram_of(&h);
+        assert_eq!(count, 4);
+        assert_eq!(buckets.len(), LATENCY_BUCKETS.len() + 1);
+        let at = |le: f64| buckets.iter().find(|(b, _)| *b == le).unwrap().1;
+        assert_eq!(at(0.0001), 1);
+        assert_eq!(at(0.001), 1);
+        assert_eq!((at(1.0), at(2.5)), (0, 1));
+        assert_eq!(at(f64::INFINITY), 1);
+        assert_eq!(buckets.iter().map(|(_, n)| n).sum::<u64>(), 4);
+        let true_sum = 400.0 + 1.0 + 0.0009 + 0.00005;
+        assert!(sum >= true_sum && sum <= true_sum * 1.25, "{sum}");
     }
 }

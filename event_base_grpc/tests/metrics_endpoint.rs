@@ -123,7 +123,7 @@ fn sample(body: &str, name: &str, labels: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The names and types of the guide's table of exported metrics, histograms excepted.
+/// The names and types of the guide's table of exported metrics.
 fn documented_names() -> Vec<(String, String)> {
     let guide = include_str!("../../event_base/guide/observability.md");
     let table = guide
@@ -137,7 +137,6 @@ fn documented_names() -> Vec<(String, String)> {
             let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
             Some((name.to_owned(), (*cells.get(2)?).to_owned()))
         })
-        .filter(|(_, kind)| kind != "histogram")
         .collect()
 }
 
@@ -186,6 +185,20 @@ async fn a_scrape_shows_the_counters_of_the_bus() {
         ("event_base_wal_failed", format!("bus=\"{BUS}\""), "0"),
         ("event_base_wal_dead", format!("bus=\"{BUS}\""), "2"),
         ("event_base_node_in_flight", format!("bus=\"{BUS}\""), "0"),
+        // One handler-time sample per delivery, one queue-wait sample per first delivery.
+        ("event_base_handler_seconds_count", topic("orders"), "3"),
+        ("event_base_handler_seconds_count", topic("flaky"), "2"),
+        ("event_base_queue_wait_seconds_count", topic("flaky"), "1"),
+        (
+            "event_base_handler_seconds_bucket",
+            format!("bus=\"{BUS}\",topic=\"flaky\",le=\"+Inf\""),
+            "2",
+        ),
+        (
+            "event_base_queue_wait_seconds_bucket",
+            format!("bus=\"{BUS}\",topic=\"orders\",le=\"+Inf\""),
+            "3",
+        ),
     ];
     for (name, labels, value) in expect {
         assert_eq!(
@@ -204,6 +217,23 @@ async fn a_scrape_shows_the_counters_of_the_bus() {
         sample(body, "event_base_node_info", &info).as_deref(),
         Some("1")
     );
+
+    // Every bucket of a histogram holds at most what the next does, `+Inf` all of them.
+    let buckets: Vec<u64> = body
+        .lines()
+        .filter(|l| {
+            l.starts_with(&format!(
+                "event_base_handler_seconds_bucket{{bus=\"{BUS}\",topic=\"orders\","
+            ))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        buckets.len(),
+        event_base_grpc::prometheus::LATENCY_BUCKETS.len() + 1
+    );
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    assert_eq!(buckets.last(), Some(&3));
 
     // A second scrape sees what happened since.
     bus.send("orders", "one more").await.unwrap();

@@ -54,7 +54,7 @@ async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response
     if let Err(failure) = state.tokens.scope_of_header(authorization) {
         return unauthorized(failure);
     }
-    match crate::prometheus::render(&state.bus.metrics()) {
+    match crate::prometheus::render(&state.bus.metrics_store()) {
         Ok(text) => (
             [(header::CONTENT_TYPE, crate::prometheus::CONTENT_TYPE)],
             text,
