@@ -121,7 +121,7 @@ pub use observe::audit_log::AuditLog;
 pub use observe::audit_record::{AuditError, AuditEvent, AuditOutcome, AuditRecord, AuditWriter};
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
 pub use observe::metrics_manager::MetricsManager;
-pub use observe::metrics_store::MetricsStore;
+pub use observe::metrics_store::{MetricsStore, TopicLatencies};
 pub use observe::snapshot::{MetricsSnapshot, NodeMetrics, TopicMetrics, WorkerMetrics};
 #[cfg(feature = "trace")]
 #[cfg_attr(docsrs, doc(cfg(feature = "trace")))]

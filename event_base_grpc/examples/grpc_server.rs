@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run -p event_base_grpc --example grpc_server
 //! EB_GRPC_ADDR=127.0.0.1:50052 EB_GRPC_TOKEN=s3cret cargo run -p event_base_grpc --example grpc_server
+//! EB_HTTP_ADDR=127.0.0.1:8080 cargo run -p event_base_grpc --example grpc_server
 //! ```
 //!
 //! - `orders` (2 workers) acks everything; `payments` answers `Ack::Dead`, so every payment
@@ -11,6 +12,10 @@
 //!   is the admin token (and `EB_GRPC_READ_TOKEN`, if set, the read token); without it every
 //!   caller is admin, so the server refuses any address but loopback (set a token to serve on
 //!   `0.0.0.0`, and TLS too, or `ebctl` will not send the token there without `--insecure`).
+//! - With `EB_HTTP_ADDR` set (e.g. `127.0.0.1:8080`), it also serves `GET /metrics` there, in
+//!   the Prometheus text format, with the same tokens (the read token is enough): `curl -s
+//!   $EB_HTTP_ADDR/metrics`, adding `-H "Authorization: Bearer $EB_GRPC_READ_TOKEN"` when a
+//!   token is set. Plain HTTP, even with TLS on gRPC.
 //! - Built with `--features tls`, and with `EB_GRPC_TLS_CERT` and `EB_GRPC_TLS_KEY` naming a
 //!   PEM certificate chain and its key, it serves over TLS (`ebctl --addr https://… --tls-ca
 //!   ca.pem`).
@@ -67,9 +72,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bus = feed.register(builder).build().await?;
 
     let open = tokens.is_open();
-    let server = GrpcServer::builder(bus.clone())
+    let mut server = GrpcServer::builder(bus.clone())
         .tokens(tokens)
         .watch_feed(feed);
+    if let Ok(http) = std::env::var("EB_HTTP_ADDR") {
+        server = server.http_addr(http);
+    }
     #[cfg(feature = "tls")]
     let (server, scheme) = match (
         std::env::var_os("EB_GRPC_TLS_CERT"),
@@ -93,6 +101,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "try: cargo run -p event_base_grpc --bin ebctl -- --addr {scheme}://{} status",
         server.local_addr()
     );
+    if let Some(http) = server.http_addr() {
+        println!("metrics: curl -s http://{http}/metrics");
+    }
 
     tokio::signal::ctrl_c().await?;
     println!("stopping: draining the bus, then the server");

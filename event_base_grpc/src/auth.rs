@@ -108,32 +108,51 @@ impl Tokens {
         }
     }
 
-    /// The scope of a request's `authorization` metadata.
-    fn authenticate(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Scope, Status> {
+    /// The scope granted by an `authorization` header value (`None`: no header). Shared by
+    /// the gRPC interceptor and the HTTP endpoints, so both apply the same rules: an open
+    /// server makes every caller admin; otherwise the value must be `Bearer <token>` (or
+    /// `bearer <token>`) with a token [`scope_of`](Self::scope_of) knows.
+    pub(crate) fn scope_of_header(&self, value: Option<&[u8]>) -> Result<Scope, AuthFailure> {
         if self.is_open() {
             return Ok(Scope::Admin);
         }
-        let Some(value) = metadata.get("authorization") else {
-            return Err(Status::unauthenticated(
-                "this server needs a token: send `authorization: Bearer <token>` \
-                 (ebctl: --token or EBCTL_TOKEN)",
-            ));
-        };
+        let value = value.ok_or(AuthFailure::Missing)?;
         let token = value
-            .as_bytes()
             .strip_prefix(b"Bearer ")
-            .or_else(|| value.as_bytes().strip_prefix(b"bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated(
-                    "the authorization header is not `Bearer <token>`; send the token as a bearer token",
-                )
-            })?;
-        self.scope_of(token).ok_or_else(|| {
-            Status::unauthenticated(
-                "the token is not one this server accepts; check --token / EBCTL_TOKEN",
-            )
+            .or_else(|| value.strip_prefix(b"bearer "))
+            .ok_or(AuthFailure::NotBearer)?;
+        self.scope_of(token).ok_or(AuthFailure::Unknown)
+    }
+
+    /// The scope of a request's `authorization` metadata.
+    fn authenticate(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Scope, Status> {
+        let value = metadata.get("authorization").map(|v| v.as_bytes());
+        self.scope_of_header(value).map_err(|failure| {
+            Status::unauthenticated(match failure {
+                AuthFailure::Missing => {
+                    "this server needs a token: send `authorization: Bearer <token>` \
+                     (ebctl: --token or EBCTL_TOKEN)"
+                }
+                AuthFailure::NotBearer => {
+                    "the authorization header is not `Bearer <token>`; send the token as a bearer token"
+                }
+                AuthFailure::Unknown => {
+                    "the token is not one this server accepts; check --token / EBCTL_TOKEN"
+                }
+            })
         })
     }
+}
+
+/// Why a caller was not authenticated: each transport words its own answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthFailure {
+    /// No `authorization` header.
+    Missing,
+    /// A header that is not `Bearer <token>`.
+    NotBearer,
+    /// A bearer token the server does not know.
+    Unknown,
 }
 
 /// The interceptor in front of the gated services: authenticates the call and records its

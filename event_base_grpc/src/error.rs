@@ -38,6 +38,9 @@ pub enum GrpcError {
     /// The transport failed while serving or connecting.
     #[error("gRPC transport error: {0}")]
     Transport(#[source] tonic::transport::Error),
+    /// The HTTP listener (`GET /metrics`) failed while serving.
+    #[error("the HTTP listener (/metrics) failed: {0}")]
+    Http(#[source] std::io::Error),
     /// The reflection service could not be built from the descriptor sets.
     #[error(
         "could not build the reflection service: {0}; serve without it with `.reflection(false)`"

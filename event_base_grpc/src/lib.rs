@@ -48,6 +48,8 @@
 //! - [`WatchFeed`]: the handlers that let `Watch` see dead letters, worker changes and (with
 //!   `with_audit(true)`) audit records.
 //! - [`code_for`] / [`status_for`]: how every `CoreError` becomes a gRPC status.
+//! - [`prometheus`]: the bus's metrics in the Prometheus text format, served at `GET /metrics`
+//!   on [`GrpcServerBuilder::http_addr`].
 //! - [`client`]: connecting with a token; [`pb`]: the generated messages, client and server.
 //!
 //! The guide's gRPC page (`event_base::guide::grpc`) walks through the server, auth and
@@ -62,6 +64,7 @@ pub mod client;
 mod convert;
 mod dlq;
 mod error;
+pub mod prometheus;
 mod server;
 mod status;
 

@@ -100,6 +100,36 @@ impl LatencyHistogram {
         Duration::from_nanos(self.max_ns.load(Ordering::Relaxed))
     }
 
+    /// The samples by bucket, smallest first: for every bucket holding any, its upper bound
+    /// (never above the largest sample, as [`percentile`](Self::percentile) reports it) and
+    /// how many samples it holds. Each sample is at most its bucket's bound and at least 4/5
+    /// of it. What an exporter needs to build histograms of its own buckets (the server's
+    /// `GET /metrics` does).
+    ///
+    /// ```
+    /// # use event_base_core::LatencyHistogram;
+    /// # use std::time::Duration;
+    /// let h = LatencyHistogram::default();
+    /// h.record(Duration::from_millis(1));
+    /// h.record(Duration::from_millis(1));
+    /// h.record(Duration::from_secs(2));
+    /// let buckets = h.buckets();
+    /// assert_eq!(buckets.iter().map(|(_, n)| n).sum::<u64>(), 3);
+    /// assert_eq!(buckets.last(), Some(&(Duration::from_secs(2), 1)));
+    /// assert!(buckets[0].0 >= Duration::from_millis(1) && buckets[0].0 <= Duration::from_micros(1250));
+    /// ```
+    pub fn buckets(&self) -> Vec<(Duration, u64)> {
+        let max = self.max_ns.load(Ordering::Relaxed);
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let n = b.load(Ordering::Relaxed);
+                (n > 0).then(|| (Duration::from_nanos(upper_bound(i).min(max)), n))
+            })
+            .collect()
+    }
+
     /// Count, p50, p90, p99 and max.
     pub fn summary(&self) -> LatencySummary {
         LatencySummary {

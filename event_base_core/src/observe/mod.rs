@@ -6,13 +6,13 @@
 //! | file | recorder or reader | holds |
 //! |---|---|---|
 //! | `topic_counters.rs` | recorder | `TopicCounters`: per-topic atomics and latency histograms |
-//! | `latency_histogram.rs` | recorder | `LatencyHistogram`, `LatencySummary` |
+//! | `latency_histogram.rs` | recorder | `LatencyHistogram` (its percentiles and buckets), `LatencySummary` |
 //! | `audit_stage.rs` | recorder | a worker's staged audit entries, handed over in batches |
 //! | `audit_ring.rs` | recorder | the bus's ring of the newest audit records |
 //! | `audit_record.rs` | data | `AuditRecord`, `AuditEvent`, `AuditOutcome`, `AuditWriter`, `AuditError` |
 //! | `audit_log.rs` | reader | `AuditLog`: what `bus.audit()` reads (`recent`, `for_message`) |
 //! | `snapshot.rs` | data | `MetricsSnapshot`, `TopicMetrics`, `WorkerMetrics`, `NodeMetrics` |
-//! | `metrics_store.rs` | reader | `MetricsStore`: a bus's counters into a snapshot |
+//! | `metrics_store.rs` | reader | `MetricsStore`: a bus's counters into a snapshot; `TopicLatencies` |
 //! | `metrics_manager.rs` | reader | `MetricsManager`: snapshots to the `metrics` facade |
 //! | `audit_publisher.rs` | reader | the task that hands new audit records to writers and `_system.audit` |
 //! | `audit_writer_thread.rs` | reader | the thread the audit writers run on |

@@ -8,6 +8,9 @@
 //! - server reflection v1 and v1alpha (both descriptor sets: ours and health's), behind the
 //!   token interceptor (a read token is enough).
 //!
+//! On an HTTP address of its own ([`GrpcServerBuilder::http_addr`], `http.rs`): `GET
+//! /metrics` in the Prometheus text format, with the same tokens (a read token is enough).
+//!
 //! Secure by default: without tokens it listens on loopback only (anything else is
 //! [`GrpcError::OpenOffLoopback`] unless the builder says
 //! [`allow_unauthenticated`](GrpcServerBuilder::allow_unauthenticated)), and every connection
@@ -15,6 +18,7 @@
 //! `DEFAULT_*` constants below).
 
 mod api;
+mod http;
 mod read;
 pub(crate) mod watch;
 mod write;
@@ -79,6 +83,7 @@ impl GrpcServer {
             health: true,
             reflection: true,
             feed: None,
+            http_addr: None,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -108,6 +113,7 @@ pub struct GrpcServerBuilder {
     health: bool,
     reflection: bool,
     feed: Option<WatchFeed>,
+    http_addr: Option<String>,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::Identity>,
 }
@@ -228,6 +234,38 @@ impl GrpcServerBuilder {
         self
     }
 
+    /// Also serves HTTP/1.1 on `addr` (`"127.0.0.1:0"` picks a free port; see
+    /// [`ServeHandle::http_addr`]): `GET /metrics`, the bus's metrics in the Prometheus text
+    /// format ([`crate::prometheus`]). Default: no HTTP listener.
+    ///
+    /// The same tokens as gRPC: with tokens set, a scrape needs `Authorization: Bearer
+    /// <token>` with the read (or admin) token and is answered `401` without one or with a
+    /// wrong one; without tokens it is open, and `addr` must then be loopback unless
+    /// [`allow_unauthenticated`](Self::allow_unauthenticated) is called, as for gRPC. It is
+    /// plain HTTP even when gRPC uses TLS: keep it on a network you trust (the token travels
+    /// in clear text), or put a TLS proxy in front.
+    ///
+    /// A port of its own rather than beside gRPC: Prometheus scrapes over HTTP/1.1, the gRPC
+    /// port speaks HTTP/2 (and TLS when configured), and apart they can be exposed or
+    /// firewalled separately.
+    ///
+    /// ```
+    /// # async fn demo(bus: event_base_core::EventBus) -> Result<(), event_base_grpc::GrpcError> {
+    /// use event_base_grpc::{GrpcServer, Tokens};
+    /// let server = GrpcServer::builder(bus)
+    ///     .tokens(Tokens::new().read("scrape").admin("s3cret"))
+    ///     .http_addr("127.0.0.1:0")
+    ///     .serve("127.0.0.1:0")
+    ///     .await?;
+    /// let metrics = server.http_addr().expect("asked for");
+    /// println!("curl -H 'Authorization: Bearer scrape' http://{metrics}/metrics");
+    /// # server.shutdown().await }
+    /// ```
+    pub fn http_addr(mut self, addr: impl Into<String>) -> Self {
+        self.http_addr = Some(addr.into());
+        self
+    }
+
     /// Serves over TLS (rustls) with this certificate chain and private key, both PEM
     /// (feature `tls`). Clients then connect to `https://` addresses and must trust the
     /// certificate's issuer (`ClientOptions::tls_ca`, `ebctl --tls-ca`). A certificate or key
@@ -274,15 +312,12 @@ impl GrpcServerBuilder {
             source,
         })?;
         self.limits.check()?;
-        let loopback = local_addr.ip().to_canonical().is_loopback();
-        if self.tokens.is_open() && !loopback {
-            if !self.allow_unauthenticated {
-                return Err(GrpcError::OpenOffLoopback { addr: local_addr });
-            }
-            tracing::warn!(%local_addr, "event_base gRPC server listening without tokens on a non-loopback address (allow_unauthenticated): anyone who reaches it is admin");
-        } else {
-            tracing::info!(%local_addr, "event_base gRPC server listening");
+        self.check_open(local_addr)?;
+        let http_listener = self.bind_http()?;
+        if let Some(l) = &http_listener {
+            tracing::info!(http_addr = %l.0, "event_base HTTP listener (GET /metrics)");
         }
+        tracing::info!(%local_addr, "event_base gRPC server listening");
         let mut transport = self.transport()?;
         let stop = CancellationToken::new();
         let feed = self.feed.clone().unwrap_or_default();
@@ -307,11 +342,20 @@ impl GrpcServerBuilder {
         let router = transport.add_routes(routes.routes());
 
         let watcher = tokio::spawn(watch_lifecycle(
-            self.bus,
+            self.bus.clone(),
             feed,
             health.map(|(reporter, _)| reporter),
             stop.clone(),
         ));
+        let http = http_listener.map(|(addr, listener)| {
+            let task = tokio::spawn(http::serve(
+                listener,
+                self.bus.clone(),
+                self.tokens.clone(),
+                stop.clone(),
+            ));
+            (addr, task)
+        });
         let incoming = TcpListenerStream::new(listener);
         let until = stop.clone();
         let task = tokio::spawn(async move {
@@ -324,12 +368,46 @@ impl GrpcServerBuilder {
             let _ = watcher.await;
             served
         });
+        let (http_addr, http_task) = http.unzip();
         Ok(ServeHandle {
             local_addr,
+            http_addr,
             stop,
             task: Some(task),
+            http_task,
             started_at: SystemTime::now(),
         })
+    }
+
+    /// Refuses to serve without tokens on `addr` if it is not loopback, unless
+    /// [`allow_unauthenticated`](Self::allow_unauthenticated) was called (then warns).
+    fn check_open(&self, addr: SocketAddr) -> Result<(), GrpcError> {
+        if !self.tokens.is_open() || addr.ip().to_canonical().is_loopback() {
+            return Ok(());
+        }
+        if !self.allow_unauthenticated {
+            return Err(GrpcError::OpenOffLoopback { addr });
+        }
+        tracing::warn!(%addr, "event_base server listening without tokens on a non-loopback address (allow_unauthenticated): anyone who reaches it is admin");
+        Ok(())
+    }
+
+    /// Binds the HTTP address, if one was asked for, and checks it as the gRPC one is.
+    fn bind_http(&self) -> Result<Option<(SocketAddr, TcpListener)>, GrpcError> {
+        let Some(addr) = &self.http_addr else {
+            return Ok(None);
+        };
+        let bind_error = |source| GrpcError::Bind {
+            addr: addr.clone(),
+            source,
+        };
+        // std's bind is synchronous, so `serve_with_incoming` can stay so.
+        let listener = std::net::TcpListener::bind(addr.as_str()).map_err(bind_error)?;
+        let local = listener.local_addr().map_err(bind_error)?;
+        self.check_open(local)?;
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let listener = TcpListener::from_std(listener).map_err(bind_error)?;
+        Ok(Some((local, listener)))
     }
 }
 
@@ -426,8 +504,10 @@ async fn watch_lifecycle(
 #[derive(Debug)]
 pub struct ServeHandle {
     local_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
     stop: CancellationToken,
     task: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    http_task: Option<JoinHandle<std::io::Result<()>>>,
     started_at: SystemTime,
 }
 
@@ -435,6 +515,12 @@ impl ServeHandle {
     /// The address it listens on (with the port picked, if port 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the HTTP listener (`GET /metrics`), if
+    /// [`GrpcServerBuilder::http_addr`] asked for one, with the port picked.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// When it started serving.
@@ -455,13 +541,23 @@ impl ServeHandle {
     }
 
     async fn join(&mut self) -> Result<(), GrpcError> {
-        let Some(task) = self.task.take() else {
-            return Ok(());
+        let grpc = match self.task.take() {
+            Some(task) => match task.await {
+                Ok(served) => served.map_err(GrpcError::Transport),
+                Err(e) => Err(GrpcError::Task(e.to_string())),
+            },
+            None => Ok(()),
         };
-        match task.await {
-            Ok(served) => served.map_err(GrpcError::Transport),
-            Err(e) => Err(GrpcError::Task(e.to_string())),
-        }
+        // The gRPC server ends on the shared stop token or a failure: stop HTTP with it.
+        self.stop.cancel();
+        let http = match self.http_task.take() {
+            Some(task) => match task.await {
+                Ok(served) => served.map_err(GrpcError::Http),
+                Err(e) => Err(GrpcError::Task(e.to_string())),
+            },
+            None => Ok(()),
+        };
+        grpc.and(http)
     }
 }
 
