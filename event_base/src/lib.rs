@@ -22,6 +22,7 @@
 //!     let bus = start_system!().await?;                      // MemoryWal + bounded flume queues
 //!     send_msg!("order.created", b"hello".to_vec()).await?;  // payload form
 //!     let msg = EMessage::new("order.created", b"x".to_vec(), DeliveryMode::Broadcast, None);
+//!     // Some(true): try_send (fail at once if the queue is full); None: no send timeout.
 //!     TopicRouter::global().send("order.created", msg, Some(true), None).await?;
 //!     bus.wait_idle(Duration::from_secs(5)).await?;         // every accepted message is final
 //!     assert_eq!(bus.metrics().topic("order.created").unwrap().acked, 5); // 1 + 4 broadcast copies
