@@ -1,15 +1,17 @@
 //! The event_base tour: handlers, sending, broadcast, a retry, a dead letter, and WAL replay
 //! after a real process restart.
 //!
-//! Run with `cargo run --example quickstart`.
+//! Run with `cargo run -p event_base --example quickstart`.
 //!
 //! The tour keeps its WAL in files (`PersistentWal`, in a fresh directory under the system's
 //! temporary directory). For its last step it runs itself again as a child process, which
 //! sends three reports and is killed (`SIGKILL`) before it can handle them; the tour then
 //! starts the system again on the same directory and the reports are replayed.
 //!
-//! In an application, enable the feature and use the re-export:
-//! `event_base = { version = "..", features = ["persistent"] }`, then `event_base::PersistentWal`.
+//! Every name comes from `event_base`, as in an application that depends on it alone. An
+//! application turns on the `persistent` feature for the file WAL
+//! (`event_base = { path = "..", features = ["persistent"] }`); this example gets it from the
+//! package's dev-dependencies, so that it runs with the default features.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use event_base::prelude::*;
-use event_base_wal::PersistentWal;
+use event_base::wal::PersistentWal;
 
 /// Set in the child process: the WAL directory it shares with the tour.
 const CHILD_WAL_DIR: &str = "EVENT_BASE_QUICKSTART_CHILD_WAL";
@@ -29,7 +31,7 @@ async fn handle_order(msg: &EMessage) -> Ack {
     println!(
         "  order.created   handle_order    id={} payload={:?}",
         short(msg),
-        String::from_utf8_lossy(&msg.payload.0),
+        String::from_utf8_lossy(msg.payload.as_bytes()),
     );
     Ack::Ack
 }
@@ -64,7 +66,7 @@ async fn charge_payment(msg: &EMessage) -> Ack {
 /// Bad input is refused for good: it becomes a dead letter.
 #[handler(topic = "inventory.reserve")]
 async fn reserve_stock(msg: &EMessage) -> Ack {
-    if msg.payload.0.is_empty() {
+    if msg.payload.as_bytes().is_empty() {
         println!(
             "  inventory.reserve id={} empty payload -> Dead",
             short(msg)

@@ -13,7 +13,7 @@
 //!
 //! #[handler(topic = "order.created", workers = 4)]
 //! async fn handle_order(msg: &EMessage) -> Ack {
-//!     println!("order {} ({} bytes)", msg.id, msg.payload.0.len());
+//!     println!("order {} ({} bytes)", msg.id, msg.payload.as_bytes().len());
 //!     Ack::Ack
 //! }
 //!
@@ -22,6 +22,7 @@
 //!     let bus = start_system!().await?;                      // MemoryWal + bounded flume queues
 //!     send_msg!("order.created", b"hello".to_vec()).await?;  // payload form
 //!     let msg = EMessage::new("order.created", b"x".to_vec(), DeliveryMode::Broadcast, None);
+//!     // Some(true): try_send (fail at once if the queue is full); None: no send timeout.
 //!     TopicRouter::global().send("order.created", msg, Some(true), None).await?;
 //!     bus.wait_idle(Duration::from_secs(5)).await?;         // every accepted message is final
 //!     assert_eq!(bus.metrics().topic("order.created").unwrap().acked, 5); // 1 + 4 broadcast copies
@@ -30,21 +31,46 @@
 //! }
 //! ```
 //!
-//! ## What is where
+//! ## Start here
 //!
-//! - Everything of [`event_base_core`] is re-exported here: [`EMessage`], [`Ack`],
-//!   [`EHandler`], [`EventBus`], [`TopicRouter`], [`CoreError`] and the rest an application
-//!   uses. It is always there, whatever the features.
-//! - [`backend`]: for authors of WAL and queue backends only (and tools that drive a WAL
-//!   directly): the [`Wal`](backend::Wal) and [`QueueFactory`](backend::QueueFactory)
-//!   contracts and the types that cross them (`WalRecord`, `WalCommit`, `EConsumer`,
-//!   `Claimed`, ...), kept out of the names above.
-//! - `wal`: WAL backends (`MemoryWal`, `PersistentWal`). `queue`: queue backends
-//!   (`FlumeQueueFactory`, `MpmcQueueFactory`).
-//! - Macros: `#[handler]`, `send_msg!`, `start_system!`.
-//! - `builder()`: an [`EventBusBuilder`] with the default backends, for isolated systems
-//!   (tests, several buses in one process).
-//! - `middleware`, `audit`, `grpc`: the optional crates, each behind its feature.
+//! New to it? Read the [guide](crate::guide), in order, starting with its quick start. The
+//! names most programs need are in [`prelude`]: `use event_base::prelude::*;`.
+//!
+//! ## What you do, and where it is
+//!
+//! **Send.** [`send_msg!`](crate::send_msg) on the global system, [`EventBus::send`],
+//! [`EventBus::send_with`] with [`SendOptions`] (try-send, timeout), [`EventBus::send_json`],
+//! [`EventBus::send_batch`]; [`TopicRouter`] for the same from anywhere. A message is an
+//! [`EMessage`] (payload [`MessagePayload`], [`MessageMetadata`], [`DeliveryMode`]); sends
+//! answer a [`MessageId`] or a [`CoreError`].
+//!
+//! **Handle.** [`#[handler]`](crate::handler) on an `async fn`, or a [`HandlerSpec`] built
+//! from [`handler_fn`] or your own [`EHandler`] ([`EBatchHandler`] for batches). A handler
+//! answers an [`Ack`]; a message it gives up on becomes a [`DeadLetterMessage`] with a
+//! [`DeadReason`]. Typed payloads: [`Json`]. Code around every delivery: [`Middleware`],
+//! [`Next`], and the built-in layers in `middleware` (feature `middleware`).
+//!
+//! **Configure and start.** [`start_system!`](crate::start_system) for the process-wide
+//! system; [`builder()`] or [`EventBus::builder`] ([`EventBusBuilder`]) for isolated ones. The
+//! backends: a WAL (`MemoryWal`, `PersistentWal` with feature `persistent`,
+//! `RedisWal` with `redis`) and a queue factory (`FlumeQueueFactory`, `MpmcQueueFactory`,
+//! `RedisQueueFactory`). Node identity: [`set_node_name`], [`NodeType`]. Defaults:
+//! [`constant`].
+//!
+//! **Operate.** [`EventBus::wait_idle`], [`EventBus::shutdown`] with a [`ShutdownStrategy`]
+//! (and its [`ShutdownReport`]), [`EventBus::run_until_signal`]; dead letters with
+//! [`EventBus::dead_letters`] and [`EventBus::replay_dead_letter`]; scaling with
+//! [`EventBus::add_workers`]; what is going on with [`EventBus::metrics`]
+//! ([`MetricsSnapshot`]), [`EventBus::audit`] ([`AuditLog`]), [`EventBus::workers`]
+//! ([`WorkerInfo`]) and [`EventBus::wal_stats`]. Over the network: the gRPC API and `ebctl`
+//! (`grpc`, feature `gRPC`).
+//!
+//! **Test.** `testing::TestBus` (feature `memory`): publish to your handlers, settle without
+//! sleeps, and assert on acks, retries and dead letters.
+//!
+//! **Write a backend.** [`backend`]: the [`Wal`](backend::Wal) and
+//! [`QueueFactory`](backend::QueueFactory) contracts and the types that cross them, kept out
+//! of the names above.
 //!
 //! ## Features
 //!
@@ -76,6 +102,11 @@
 //!
 //! The guide covers the concepts, handlers, sending and more: the `guide` module here (its pages
 //! are the `guide/` folder of this package; in the repository, `docs/README.md` is the index).
+//!
+//! ## Documentation with every feature
+//!
+//! Items behind a feature appear in the API docs only when it is on. To read them all locally:
+//! `cargo doc -p event_base --features full --no-deps --open`.
 
 #![deny(unsafe_code)]
 // docs.rs (`--cfg docsrs`, nightly) marks what each feature adds; stable builds ignore it.
@@ -317,37 +348,56 @@ macro_rules! __event_base_backends {
     };
 }
 
-/// The guide from this package's `guide/` folder, included here so every example in it is
-/// compiled and run as a doctest. Its examples use the default features (`memory`, `macro`); a
-/// page that needs more is included only with those features (`full` includes every page).
+/// The guide, in reading order: start with [`ch01_quick_start`](crate::guide::ch01_quick_start), then the concepts, handlers
+/// and sending; the later pages each cover one subject and can be read when it comes up.
+///
+/// | page | what it covers |
+/// |---|---|
+/// | [`ch01_quick_start`](crate::guide::ch01_quick_start) | the dependency, a first handler, `start_system!`, `send_msg!`, `wait_idle`, shutdown, isolated systems, the `quickstart` demo |
+/// | [`ch02_core_concepts`](crate::guide::ch02_core_concepts) | the message, topics, delivery modes, the WAL-first send path, workers, the at-least-once guarantee, system topics, metrics |
+/// | [`ch03_handler`](crate::guide::ch03_handler) | `#[handler]` and its parameters, `HandlerSpec`, `Ack`, retries, panics, timeouts, dead letters |
+/// | `ch04_middleware` | code around every delivery, the four built-in layers (feature `middleware`) |
+/// | [`ch05_sending`](crate::guide::ch05_sending) | every way to send, payload types, JSON, delays, backpressure, send errors |
+/// | [`ch06_testing`](crate::guide::ch06_testing) | `TestBus`: publish, settle, and assert on what handlers did |
+/// | [`ch07_shutdown`](crate::guide::ch07_shutdown) | the seven shutdown strategies, signals, shutdown by message, workers and scaling |
+/// | `ch08_observability` | metrics, the audit trail, tracing (feature `audit`) |
+/// | `ch09_persistence` | `PersistentWal`: sync policies, replay, the on-disk format, recovery (feature `persistent`) |
+/// | `ch10_grpc` | the management API and `ebctl` (feature `gRPC`) |
+/// | `ch11_distributed` | many processes on Redis Streams (feature `redis`) |
+///
+/// The pages are the `guide/` folder of this package, included here so that every example in
+/// them is compiled and run as a doctest. Their examples use the default features (`memory`,
+/// `macro`); a page that needs more is included only with those features (`full` includes
+/// every page).
 #[cfg(all(feature = "memory", feature = "macro"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "memory", feature = "macro"))))]
 pub mod guide {
-    #[doc = include_str!("../guide/quick-start.md")]
-    pub mod quick_start {}
-    #[doc = include_str!("../guide/core-concepts.md")]
-    pub mod core_concepts {}
-    #[doc = include_str!("../guide/handler.md")]
-    pub mod handler {}
+    // The pages as `build.rs` leaves them: links between pages point at these modules.
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/quick-start.md"))]
+    pub mod ch01_quick_start {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/core-concepts.md"))]
+    pub mod ch02_core_concepts {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/handler.md"))]
+    pub mod ch03_handler {}
     #[cfg(feature = "middleware")]
-    #[doc = include_str!("../guide/middleware.md")]
-    pub mod middleware {}
-    #[doc = include_str!("../guide/sending.md")]
-    pub mod sending {}
-    #[doc = include_str!("../guide/testing.md")]
-    pub mod testing {}
-    #[doc = include_str!("../guide/shutdown.md")]
-    pub mod shutdown {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/middleware.md"))]
+    pub mod ch04_middleware {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/sending.md"))]
+    pub mod ch05_sending {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/testing.md"))]
+    pub mod ch06_testing {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/shutdown.md"))]
+    pub mod ch07_shutdown {}
     #[cfg(feature = "audit")]
-    #[doc = include_str!("../guide/observability.md")]
-    pub mod observability {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/observability.md"))]
+    pub mod ch08_observability {}
     #[cfg(feature = "persistent")]
-    #[doc = include_str!("../guide/persistence.md")]
-    pub mod persistence {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/persistence.md"))]
+    pub mod ch09_persistence {}
     #[cfg(feature = "gRPC")]
-    #[doc = include_str!("../guide/grpc.md")]
-    pub mod grpc {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/grpc.md"))]
+    pub mod ch10_grpc {}
     #[cfg(feature = "redis")]
-    #[doc = include_str!("../guide/distributed.md")]
-    pub mod distributed {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/distributed.md"))]
+    pub mod ch11_distributed {}
 }

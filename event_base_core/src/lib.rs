@@ -105,7 +105,11 @@ pub use handler::ehandler::{handler_fn, EHandler, FnHandler};
 pub use handler::into_ack::IntoAck;
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};
 pub use handler::pipeline::Pipeline;
-pub use handler::spec::{BatchRegistration, HandlerRegistration, HandlerSpec, HANDLER_REGISTRY};
+pub use handler::spec::HandlerSpec;
+// What `#[handler]`'s expansion names: public so that it can, hidden from the docs because no
+// program writes it.
+#[doc(hidden)]
+pub use handler::spec::{BatchRegistration, HandlerRegistration, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
 pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
@@ -136,6 +140,9 @@ pub use system_topics::discovery::{
 pub use worker::registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
 pub use worker::Worker;
 
+// For `impl EHandler` blocks (it is in the prelude); hidden here, where it would list as one
+// of this crate's own attributes.
+#[doc(hidden)]
 pub use async_trait::async_trait;
 pub use bytes::Bytes;
 pub use uuid::Uuid;

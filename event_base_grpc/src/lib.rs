@@ -52,7 +52,7 @@
 //!   on [`GrpcServerBuilder::http_addr`].
 //! - [`client`]: connecting with a token; [`pb`]: the generated messages, client and server.
 //!
-//! The guide's gRPC page (`event_base::guide::grpc`) walks through the server, auth and
+//! The guide's gRPC page (`event_base::guide::ch10_grpc`) walks through the server, auth and
 //! every `ebctl` command.
 
 #![deny(unsafe_code)]

@@ -63,10 +63,21 @@ async fn read_commands_in_table_and_json() {
     assert_eq!(status["node_name"], s.bus.node_name());
     assert_eq!(status["dead_letters"], 1);
     assert_eq!(status["accepting"], true);
+    // Of the messages the WAL took, two are the test's; the rest are the bus's own.
+    let own = status["system_messages_accepted"].as_u64().unwrap();
+    assert!(own > 0, "{status}");
+    assert_eq!(status["wal"]["appended"].as_u64().unwrap(), 2 + own);
     let table = ebctl(Some(&s), Some(READ), &["status"]).await;
     assert_eq!(code(&table), 0);
     assert!(
         stdout(&table).contains("dead letters  1"),
+        "{}",
+        stdout(&table)
+    );
+    assert!(
+        stdout(&table).contains(&format!(
+            "({own} of them the bus's own, on _system. topics)"
+        )),
         "{}",
         stdout(&table)
     );
@@ -362,6 +373,32 @@ async fn auth_connection_and_shutdown_exit_codes() {
         "UNAVAILABLE after shutdown: {}",
         stderr(&after)
     );
+}
+
+/// A port that accepts TCP but never answers HTTP/2 (another program, a stuck proxy): ebctl
+/// gives up within seconds, not at its 30 s call deadline, and names the address it tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_that_never_speaks_http2_fails_within_seconds_naming_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts every connection and holds it open, reading nothing, writing nothing.
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let started = std::time::Instant::now();
+    let out = ebctl(None, None, &["--addr", &addr, "status"]).await;
+    let took = started.elapsed();
+    silent.abort();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "took {took:?}: {}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains(&addr), "{}", stderr(&out));
 }
 
 #[tokio::test]

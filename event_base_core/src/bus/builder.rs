@@ -173,7 +173,7 @@ impl EventBusBuilder {
         self
     }
 
-    /// Adds every `#[handler]` in [`HANDLER_REGISTRY`].
+    /// Adds every `#[handler]` linked into the binary (the registry the macro fills).
     pub fn with_registered_handlers(mut self) -> Self {
         self.registered = true;
         self

@@ -17,7 +17,9 @@ use crate::handler::ehandler::EHandler;
 use crate::handler::middleware::Middleware;
 use crate::message::topic::MessageTopic;
 
-/// What `#[handler]` records about a handler at compile time.
+/// What `#[handler]` records about a handler at compile time. (Hidden: the macro's, not a
+/// program's.)
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct HandlerRegistration {
     /// The handler's name (the function name); worker names derive from it.
@@ -43,7 +45,9 @@ pub struct HandlerRegistration {
     pub make_middleware: fn() -> Vec<Arc<dyn Middleware>>,
 }
 
-/// What `#[handler(.., batch = n, linger_ms = ms)]` records of a batch handler.
+/// What `#[handler(.., batch = n, linger_ms = ms)]` records of a batch handler. (Hidden: the
+/// macro's, not a program's.)
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct BatchRegistration {
     /// The most messages per call.
@@ -88,7 +92,9 @@ impl HandlerRegistration {
     }
 }
 
-/// Every handler declared with `#[handler]` in the crates linked into the binary.
+/// Every handler declared with `#[handler]` in the crates linked into the binary. (Hidden:
+/// the macro's, not a program's.)
+#[doc(hidden)]
 #[linkme::distributed_slice]
 pub static HANDLER_REGISTRY: [HandlerRegistration];
 

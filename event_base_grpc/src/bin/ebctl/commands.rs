@@ -4,8 +4,10 @@
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, SystemTime};
 
-use event_base_grpc::client::{connect, AdminClient, ClientOptions};
+use event_base_grpc::client::{endpoint, AdminClient, BearerToken, ClientOptions};
 use event_base_grpc::pb;
+use event_base_grpc::pb::admin_service_client::AdminServiceClient;
+use event_base_grpc::GrpcError;
 use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 
@@ -70,7 +72,34 @@ async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Fai
     }
     options.tls_domain.clone_from(&cli.tls_domain);
     options.insecure = cli.insecure;
-    Ok(connect(&options).await?)
+    connect(&options).await
+}
+
+/// How long the server may take to answer HTTP/2 (its settings, then each keep-alive ping).
+const ANSWER_WITHIN: Duration = Duration::from_secs(3);
+/// How often to ping the server while a connection is open.
+const PING_EVERY: Duration = Duration::from_secs(2);
+
+/// `client::connect`, with HTTP/2 keep-alive pings: a connection counts as made once TCP (and
+/// TLS) is up, so a port that accepts TCP but never speaks HTTP/2 (another program, a proxy
+/// that holds the connection) would otherwise hold the first call until its deadline, 30 s by
+/// default. An unanswered ping closes the connection: the call fails after about
+/// `PING_EVERY + ANSWER_WITHIN`, 5 s.
+async fn connect(options: &ClientOptions) -> Result<AdminClient, Failure> {
+    let interceptor = BearerToken::new(options.token.as_deref())?;
+    let channel = endpoint(options)?
+        .http2_keep_alive_interval(PING_EVERY)
+        .keep_alive_timeout(ANSWER_WITHIN)
+        .keep_alive_while_idle(true)
+        .connect()
+        .await
+        .map_err(|source| GrpcError::Connect {
+            addr: options.addr.clone(),
+            source,
+        })?;
+    Ok(AdminServiceClient::with_interceptor(channel, interceptor)
+        // As `client::connect`: dead-letter pages with whole payloads can be large.
+        .max_decoding_message_size(16 << 20))
 }
 
 /// Runs the command `cli` names.
@@ -89,11 +118,15 @@ pub(crate) async fn run(cli: &Cli) -> Result<Done, Failure> {
             // The call may take as long as the strategy allows, and a little more.
             let deadline = strategy.longest().map(|d| d + Duration::from_secs(10));
             let mut c = client(cli, deadline).await?;
-            shutdown(&mut c, strategy, *yes, reason).await
+            shutdown(&mut c, strategy, *yes, reason)
+                .await
+                .map_err(|f| f.naming_server(&cli.addr))
         }
         command => {
             let mut c = client(cli, Some(cli.timeout)).await?;
-            run_with(&mut c, command, cli.output).await
+            run_with(&mut c, command, cli.output)
+                .await
+                .map_err(|f| f.naming_server(&cli.addr))
         }
     }
 }
@@ -133,6 +166,22 @@ async fn run_with(c: &mut AdminClient, command: &Command, format: Format) -> Res
 async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
     let s = c.get_status(pb::GetStatusRequest {}).await?.into_inner();
     let w = s.wal.unwrap_or_default();
+    // The WAL holds the bus's own messages too (worker and topic announcements on `_system.`
+    // topics): say how many of `appended` they are.
+    let m = c
+        .get_metrics(pb::GetMetricsRequest {
+            topics: Vec::new(),
+            include_workers: false,
+            include_handlers: false,
+        })
+        .await?
+        .into_inner();
+    let system_accepted: u64 = m
+        .topics
+        .iter()
+        .filter(|(name, _)| name.starts_with(event_base_core::constant::SYSTEM_PREFIX))
+        .map(|(_, t)| t.accepted)
+        .sum();
     let json = json!({
         "node_name": s.node_name,
         "node_type": pb::NodeType::try_from(s.node_type).map_or_else(
@@ -145,6 +194,7 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
         "in_flight": s.in_flight, "waiting_on_timers": s.waiting_on_timers,
         "topics": s.topic_count, "workers": s.worker_count,
         "dead_letters": s.dead_letter_count, "wal": output::wal(&w),
+        "system_messages_accepted": system_accepted,
     });
     let text = pairs(&[
         ("node", s.node_name.clone()),
@@ -170,8 +220,8 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
         (
             "wal",
             format!(
-                "{} live, {} appended, {} completed, {} bytes",
-                w.live, w.appended, w.completed, w.disk_bytes
+                "{} live, {} appended ({} of them the bus's own, on _system. topics), {} completed, {} bytes",
+                w.live, w.appended, system_accepted, w.completed, w.disk_bytes
             ),
         ),
         ("wal state", output::wal_state(&w)),

@@ -35,7 +35,7 @@ impl Failure {
         match self {
             Failure::Status(s) => format!(
                 "ebctl: {} ({})",
-                s.message(),
+                with_commands(s.message()),
                 event_base_grpc::code_name(s.code())
             ),
             Failure::Unreachable(m)
@@ -44,6 +44,42 @@ impl Failure {
             | Failure::Partial(m) => format!("ebctl: {m}"),
         }
     }
+}
+
+impl Failure {
+    /// A call that failed in the transport (no gRPC answer: the connection broke, or the
+    /// server never answered HTTP/2) becomes "cannot reach `addr`", naming the server. A
+    /// status the server sent is left as it is.
+    pub(crate) fn naming_server(self, addr: &str) -> Self {
+        match self {
+            Failure::Status(s)
+                if matches!(s.code(), Code::Unavailable | Code::Unknown)
+                    && std::error::Error::source(&s).is_some() =>
+            {
+                Failure::Unreachable(format!(
+                    "no gRPC answer from {addr} ({}); is the event_base management API \
+                     listening there, and over plain text or TLS as the address says?",
+                    s.message()
+                ))
+            }
+            other => other,
+        }
+    }
+}
+
+/// What ebctl says instead of the Rust calls the bus's messages name.
+const COMMAND_FOR_CALL: &[(&str, &str)] = &[
+    ("EventBus::dead_letters", "`ebctl dlq list`"),
+    ("EventBus::workers(topic)", "`ebctl workers`"),
+];
+
+/// `message` with each Rust call it names replaced by the ebctl command that does the same.
+fn with_commands(message: &str) -> String {
+    COMMAND_FOR_CALL
+        .iter()
+        .fold(message.to_owned(), |text, (call, command)| {
+            text.replace(call, command)
+        })
 }
 
 /// The exit code of a gRPC status code (sysexits classes).
@@ -93,4 +129,19 @@ fn event_base_grpc_error_text(e: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_hints_name_ebctl_commands() {
+        // The bus's own message, as the server sends it.
+        let error = event_base_core::CoreError::NotFound("x".to_owned());
+        let status = tonic::Status::not_found(error.to_string());
+        let message = Failure::Status(status).message();
+        assert!(message.contains("`ebctl dlq list`"), "{message}");
+        assert!(!message.contains("EventBus::"), "{message}");
+    }
 }
