@@ -7,6 +7,10 @@
 #
 #   program        Debian/Ubuntu package   used by
 #   redis-server   redis-server            event_base_redis and the Redis tests of event_base_test
+#   promtool       prometheus              event_base_grpc's metrics_endpoint test (checks /metrics)
+#
+# (The full-disk tests of the WAL mount a small tmpfs: they need root, as CI has; set
+# EB_TEST_NO_MOUNT=1 to skip them elsewhere.)
 #
 # A missing program is installed with apt-get when this script runs as root; otherwise the script
 # names the packages to install and exits with status 1 before building anything. Arguments are
@@ -15,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # program:package, one per server the tests start.
-servers=("redis-server:redis-server")
+servers=("redis-server:redis-server" "promtool:prometheus")
 
 missing_packages=()
 for entry in "${servers[@]}"; do
