@@ -4,10 +4,8 @@
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, SystemTime};
 
-use event_base_grpc::client::{endpoint, AdminClient, BearerToken, ClientOptions};
+use event_base_grpc::client::{connect, AdminClient, ClientOptions};
 use event_base_grpc::pb;
-use event_base_grpc::pb::admin_service_client::AdminServiceClient;
-use event_base_grpc::GrpcError;
 use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 
@@ -72,35 +70,15 @@ async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Fai
     }
     options.tls_domain.clone_from(&cli.tls_domain);
     options.insecure = cli.insecure;
-    connect(&options).await
+    options.keep_alive = Some(KEEP_ALIVE);
+    Ok(connect(&options).await?)
 }
 
-/// How long the server may take to answer HTTP/2 (its settings, then each keep-alive ping).
-const ANSWER_WITHIN: Duration = Duration::from_secs(3);
-/// How often to ping the server while a connection is open.
-const PING_EVERY: Duration = Duration::from_secs(2);
-
-/// `client::connect`, with HTTP/2 keep-alive pings: a connection counts as made once TCP (and
-/// TLS) is up, so a port that accepts TCP but never speaks HTTP/2 (another program, a proxy
-/// that holds the connection) would otherwise hold the first call until its deadline, 30 s by
-/// default. An unanswered ping closes the connection: the call fails after about
-/// `PING_EVERY + ANSWER_WITHIN`, 5 s.
-async fn connect(options: &ClientOptions) -> Result<AdminClient, Failure> {
-    let interceptor = BearerToken::new(options.token.as_deref())?;
-    let channel = endpoint(options)?
-        .http2_keep_alive_interval(PING_EVERY)
-        .keep_alive_timeout(ANSWER_WITHIN)
-        .keep_alive_while_idle(true)
-        .connect()
-        .await
-        .map_err(|source| GrpcError::Connect {
-            addr: options.addr.clone(),
-            source,
-        })?;
-    Ok(AdminServiceClient::with_interceptor(channel, interceptor)
-        // As `client::connect`: dead-letter pages with whole payloads can be large.
-        .max_decoding_message_size(16 << 20))
-}
+/// How often ebctl pings the server, and how long a ping may go unanswered
+/// (`ClientOptions::keep_alive`): a port that accepts TCP but never speaks HTTP/2 (another
+/// program, a proxy that holds the connection) fails the call after about 5 s, not at its
+/// deadline (30 s by default).
+const KEEP_ALIVE: Duration = Duration::from_millis(2500);
 
 /// Runs the command `cli` names.
 pub(crate) async fn run(cli: &Cli) -> Result<Done, Failure> {
