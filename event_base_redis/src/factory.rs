@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use event_base_core::backend::{QueueFactory, RemoteRoutes, TopicQueue};
+use event_base_core::constant::MAX_WAIT;
 use event_base_core::{MessageTopic, QueueError};
 use event_base_queue::FlumeQueueFactory;
 
@@ -194,8 +195,9 @@ impl RedisQueueFactory {
     /// takeover at once, their consumers deleted once they hold nothing. So three beats,
     /// not the visibility timeout, is how long a whole node may stall before its entries
     /// move: keep it well above the pauses expected. Use the same value on every node.
+    /// At most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn heartbeat(mut self, d: Duration) -> Self {
-        self.heartbeat = d.max(Duration::from_millis(50));
+        self.heartbeat = d.clamp(Duration::from_millis(50), MAX_WAIT);
         self.renew_node();
         self
     }
@@ -203,8 +205,9 @@ impl RedisQueueFactory {
     /// How long dead letters are kept (default [`DEFAULT_DLQ_MAX_AGE`], 90 days), besides
     /// their count (about [`DLQ_MAX_LEN`](crate::DLQ_MAX_LEN) per topic): the janitor
     /// deletes older ones every 30 heartbeats. The janitor's value is the one that counts.
+    /// At most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn dead_letter_max_age(mut self, d: Duration) -> Self {
-        self.dead_letter_age = d;
+        self.dead_letter_age = d.min(MAX_WAIT);
         self.renew_node();
         self
     }
@@ -272,8 +275,9 @@ impl RedisQueueFactory {
     /// long every node of a handler may be down (restarting, say) and its messages still
     /// queued for it; a handler taken out of the code stops getting copies this long after
     /// its last node stopped, or at once with [`forget_handler`](Self::forget_handler).
+    /// At most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn registry_max_age(mut self, d: Duration) -> Self {
-        self.registry_max_age = d;
+        self.registry_max_age = d.min(MAX_WAIT);
         self.renew_node();
         self
     }
@@ -303,8 +307,9 @@ impl RedisQueueFactory {
     /// an entry whose lease ran out (its process died, or stopped for longer) is taken over
     /// by the next consumer of the group that looks, which every consumer does every half of
     /// it. So a dead process's entries are delivered again within about 1.5 times this.
+    /// At most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn visibility_timeout(mut self, d: Duration) -> Self {
-        self.settings.visibility = d.max(Duration::from_millis(100));
+        self.settings.visibility = d.clamp(Duration::from_millis(100), MAX_WAIT);
         self
     }
 
@@ -325,8 +330,9 @@ impl RedisQueueFactory {
 
     /// The longest one claim waits in Redis before looking again (default
     /// [`DEFAULT_BLOCK`]).
+    /// At most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn block(mut self, d: Duration) -> Self {
-        self.settings.block = d.max(Duration::from_millis(10));
+        self.settings.block = d.clamp(Duration::from_millis(10), MAX_WAIT);
         self
     }
 

@@ -341,3 +341,29 @@ async fn a_send_that_panics_after_the_wal_append_strands_nothing() {
     let report = bus.shutdown(ShutdownStrategy::Force).await.unwrap();
     assert_eq!(report.left_for_replay, 0, "the WAL keeps no record of it");
 }
+
+/// The file WAL's own settings: a `Batch` delay, an idle sync and a writer spin of
+/// `Duration::MAX` used to panic the writer thread at its first batch (`Instant::now() +
+/// max_delay`), after which every append failed. They are taken as `MAX_WAIT`.
+#[tokio::test]
+async fn the_file_wals_durations_of_duration_max_are_taken_as_max_wait() {
+    use event_base::backend::Wal;
+    use event_base::{PersistentWal, SyncPolicy};
+    let dir = tempfile::tempdir().unwrap();
+    let wal = PersistentWal::builder(dir.path())
+        .sync_policy(SyncPolicy::Batch {
+            max_records: 1,
+            max_delay: Duration::MAX,
+        })
+        .idle_sync(Duration::MAX)
+        .writer_spin(Duration::MAX)
+        .open()
+        .unwrap();
+    for _ in 0..3 {
+        let msg = Arc::new(EMessage::standard("t", b"x".to_vec()));
+        wal.append(&msg).unwrap().wait().await.unwrap();
+    }
+    wal.flush().await.unwrap();
+    assert_eq!(wal.stats().live, 3);
+    assert!(!wal.stats().failed);
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use event_base_core::backend::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalStats};
+use event_base_core::constant::MAX_WAIT;
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use super::backlog::{read_back, Backlog, Damaged, ReadBack, Slot};
@@ -122,8 +123,18 @@ pub struct PersistentWalBuilder {
 
 impl PersistentWalBuilder {
     /// When to `fdatasync` (default [`SyncPolicy::Always`]).
+    /// Durations of at most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn sync_policy(mut self, policy: SyncPolicy) -> Self {
-        self.policy = policy;
+        self.policy = match policy {
+            SyncPolicy::Batch {
+                max_records,
+                max_delay,
+            } => SyncPolicy::Batch {
+                max_records,
+                max_delay: max_delay.min(MAX_WAIT),
+            },
+            other => other,
+        };
         self
     }
 
@@ -182,8 +193,9 @@ impl PersistentWalBuilder {
     /// interval of its last handled message may therefore deliver those messages again
     /// after its restart (at least once; nothing a `send` accepted is lost). `flush` and a
     /// clean drop write and sync everything at once.
+    /// Durations of at most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn idle_sync(mut self, interval: Duration) -> Self {
-        self.idle_sync = interval;
+        self.idle_sync = interval.min(MAX_WAIT);
         self
     }
 
@@ -195,8 +207,9 @@ impl PersistentWalBuilder {
     /// wake-up a message. The price is this much CPU of the writer after each answered
     /// batch; an idle WAL spins once, after its last answer, then sleeps. Durability and
     /// order are the same either way.
+    /// Durations of at most [`MAX_WAIT`] (30 years): a longer one is taken as that.
     pub fn writer_spin(mut self, spin: Duration) -> Self {
-        self.writer_spin = spin;
+        self.writer_spin = spin.min(MAX_WAIT);
         self
     }
 
