@@ -25,6 +25,7 @@ use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::sent_to::SentTo;
 use crate::error::CoreError;
+use crate::handler::handler_override::{apply_overrides, HandlerOverride};
 use crate::handler::middleware::Middleware;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
 use crate::node::{self, NodeIdentity, NodeType};
@@ -55,6 +56,7 @@ pub struct EventBusBuilder {
     batch_size: usize,
     dedup_window: Duration,
     handlers: Vec<HandlerSpec>,
+    overrides: Vec<(String, HandlerOverride)>,
     registered: bool,
     global_middleware: Vec<Arc<dyn Middleware>>,
     heartbeat_interval: Duration,
@@ -80,6 +82,7 @@ impl std::fmt::Debug for EventBusBuilder {
             .field("batch_size", &self.batch_size)
             .field("dedup_window", &self.dedup_window)
             .field("handlers", &self.handlers)
+            .field("overrides", &self.overrides)
             .field("registered", &self.registered)
             .field("middleware", &self.global_middleware.len())
             .field("heartbeat_interval", &self.heartbeat_interval)
@@ -114,6 +117,7 @@ impl EventBusBuilder {
             batch_size: DEFAULT_BATCH_SIZE,
             dedup_window: DEFAULT_DEDUP_WINDOW,
             handlers: Vec::new(),
+            overrides: Vec::new(),
             registered: false,
             global_middleware: Vec::new(),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
@@ -170,6 +174,22 @@ impl EventBusBuilder {
     /// Adds a handler by value.
     pub fn handler(mut self, spec: HandlerSpec) -> Self {
         self.handlers.push(spec);
+        self
+    }
+
+    /// Replaces settings of the handler named `name` (workers, retries, timeout) when the bus
+    /// is built, whether it was added by value or by `#[handler]`; a later override of the
+    /// same name is applied after an earlier one. `build()` fails if no handler has the
+    /// name, listing the names there are.
+    ///
+    /// ```
+    /// use event_base_core::*;
+    /// let builder = EventBus::builder()
+    ///     .handler(HandlerSpec::new("echo", "echo", handler_fn(|_m: EMessage| async { Ack::Ack })))
+    ///     .handler_override("echo", HandlerOverride::new().workers(4));
+    /// ```
+    pub fn handler_override(mut self, name: impl Into<String>, o: HandlerOverride) -> Self {
+        self.overrides.push((name.into(), o));
         self
     }
 
@@ -270,6 +290,7 @@ impl EventBusBuilder {
             }
             specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
         }
+        apply_overrides(&mut specs, &self.overrides)?;
         validate(&specs)?;
         let defaults = node::identity();
         let node = NodeIdentity {
