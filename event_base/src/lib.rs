@@ -197,6 +197,10 @@ pub use event_base_redis::{RedisError, RedisQueueFactory, RedisWal};
 #[cfg_attr(docsrs, doc(cfg(feature = "gRPC")))]
 pub use event_base_grpc as grpc;
 
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+pub mod config;
+
 /// The names most programs need: `use event_base::prelude::*;`. Every name the guide's
 /// examples use without another import; the macros, backends and middleware are in it when
 /// their features are on.
@@ -215,6 +219,8 @@ pub mod prelude {
     pub use crate::{FlumeQueueFactory, MemoryWal};
     #[cfg(feature = "persistent")]
     pub use crate::{PersistentWal, SyncPolicy};
+    #[cfg(feature = "config")]
+    pub use crate::config::ConfigExt;
 }
 
 /// A builder with the default backends (`MemoryWal`, bounded flume queues) and no handlers;
@@ -251,6 +257,7 @@ pub fn builder() -> EventBusBuilder {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__event_base_backends as backends;
+    pub use crate::__event_base_config as config;
     pub use event_base_core::__private::{decode_param, linkme, one_of_batch};
     pub use event_base_core::async_trait;
 
@@ -258,6 +265,16 @@ pub mod __private {
         CoreError, EMessage, EventBus, EventBusBuilder, MessageId, TopicRouter, TryIntoMessage,
     };
     use std::time::Duration;
+
+    /// Builds the system of `start_system!(config: ..)` and installs it as the global one.
+    #[cfg(feature = "config")]
+    pub async fn start_global_config(
+        builder: EventBusBuilder,
+        config: impl crate::config::IntoConfig + Send,
+    ) -> Result<EventBus, CoreError> {
+        use crate::config::ConfigExt;
+        start_global(builder.config(config).await?).await
+    }
 
     /// Builds the system from `start_system!` and installs it as the global one.
     pub async fn start_global(builder: EventBusBuilder) -> Result<EventBus, CoreError> {
@@ -345,6 +362,31 @@ macro_rules! __event_base_backends {
     };
     (wal = [$wal:expr], queue = [$queue:expr]) => {
         ($wal, $queue)
+    };
+}
+
+/// `start_system!(config: ..)`: the call that builds from a config file, or, without the
+/// `config` feature, a compile error that says to turn it on.
+#[cfg(all(feature = "macro", feature = "config"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_config {
+    ($builder:expr, $config:expr) => {
+        $crate::__private::start_global_config($builder, $config)
+    };
+}
+
+/// `start_system!(config: ..)`: the call that builds from a config file, or, without the
+/// `config` feature, a compile error that says to turn it on.
+#[cfg(all(feature = "macro", not(feature = "config")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_config {
+    ($builder:expr, $config:expr) => {
+        ::core::compile_error!(
+            "start_system!(config: ..) needs the `config` feature of event_base: \
+             event_base = { version = \"0.1\", features = [\"config\"] }"
+        )
     };
 }
 
