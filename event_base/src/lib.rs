@@ -88,6 +88,7 @@
 //! | `gRPC-tls` | `gRPC` with TLS (rustls): `GrpcServerBuilder::tls`, `ClientOptions::tls_ca` and `https://` addresses |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
+//! | `config` | the `config` module: a TOML file with `EB_…` environment variables into the builder (`event_base::builder().config(path)`, `start_system!(config: path)`); turns on `memory` |
 //! | `full` | all of the above |
 //!
 //! Without `memory` there are no default backends: `start_system!` needs both `wal:` and
@@ -205,6 +206,8 @@ pub mod config;
 /// examples use without another import; the macros, backends and middleware are in it when
 /// their features are on.
 pub mod prelude {
+    #[cfg(feature = "config")]
+    pub use crate::config::ConfigExt;
     #[cfg(feature = "middleware")]
     pub use crate::LoggerMiddleware;
     pub use crate::{
@@ -219,8 +222,6 @@ pub mod prelude {
     pub use crate::{FlumeQueueFactory, MemoryWal};
     #[cfg(feature = "persistent")]
     pub use crate::{PersistentWal, SyncPolicy};
-    #[cfg(feature = "config")]
-    pub use crate::config::ConfigExt;
 }
 
 /// A builder with the default backends (`MemoryWal`, bounded flume queues) and no handlers;
@@ -406,6 +407,7 @@ macro_rules! __event_base_config {
 /// | `ch09_persistence` | `PersistentWal`: sync policies, replay, the on-disk format, recovery (feature `persistent`) |
 /// | `ch10_grpc` | the management API and `ebctl` (feature `gRPC`) |
 /// | `ch11_distributed` | many processes on Redis Streams (feature `redis`) |
+/// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -442,4 +444,7 @@ pub mod guide {
     #[cfg(feature = "redis")]
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/distributed.md"))]
     pub mod ch11_distributed {}
+    #[cfg(feature = "config")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/config.md"))]
+    pub mod ch12_config {}
 }

@@ -4,13 +4,19 @@
 use std::path::{Path, PathBuf};
 
 use event_base::config::{Config, ConfigExt, QueueKind, WalKind};
-use event_base::{handler_fn, Ack, ConfigError, CoreError, EMessage, HandlerSpec, ShutdownStrategy};
+use event_base::{
+    handler_fn, Ack, ConfigError, CoreError, EMessage, HandlerSpec, ShutdownStrategy,
+};
 use event_base_test::redis_server::RedisServer;
 use event_base_test::WAIT;
 
 /// A handler named `echo` on topic `echo` that acks.
 fn echo() -> HandlerSpec {
-    HandlerSpec::new("echo", "echo", handler_fn(|_m: EMessage| async { Ack::Ack }))
+    HandlerSpec::new(
+        "echo",
+        "echo",
+        handler_fn(|_m: EMessage| async { Ack::Ack }),
+    )
 }
 
 /// Writes `text` to `eb.toml` in `dir`.
@@ -21,7 +27,10 @@ fn write(dir: &Path, text: &str) -> PathBuf {
 }
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The error of loading `text` with `env`, as its message.
@@ -75,7 +84,10 @@ admin_token = "s3cret"
     assert_eq!(config.wal.kind, WalKind::Persistent);
     assert_eq!(config.queue.kind, QueueKind::Mpmc);
     assert_eq!(config.admin.grpc_addr.as_deref(), Some("127.0.0.1:0"));
-    assert!(!format!("{config:?}").contains("s3cret"), "Debug shows a token");
+    assert!(
+        !format!("{config:?}").contains("s3cret"),
+        "Debug shows a token"
+    );
 
     let bus = event_base::builder()
         .handler(echo())
@@ -95,11 +107,18 @@ admin_token = "s3cret"
     let stats = bus.wal_stats();
     assert!(stats.syncs > 0, "a batch policy syncs: {stats:?}");
     let segments = std::fs::read_dir(&wal_dir).unwrap().count();
-    assert!(segments > 0, "the persistent WAL writes in {}", wal_dir.display());
+    assert!(
+        segments > 0,
+        "the persistent WAL writes in {}",
+        wal_dir.display()
+    );
 
     // The admin section makes a server that serves with its tokens.
     let server = config.grpc_server(bus.clone()).unwrap();
-    let handle = server.serve(config.admin.grpc_addr.as_deref().unwrap()).await.unwrap();
+    let handle = server
+        .serve(config.admin.grpc_addr.as_deref().unwrap())
+        .await
+        .unwrap();
     handle.shutdown().await.unwrap();
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
 }
@@ -144,7 +163,10 @@ async fn environment_variables_win_over_the_file() {
 
     let (always_syncs, workers) = syncs_and_workers(&path, &[]).await;
     assert_eq!(workers, 2, "the file's workers");
-    assert!(always_syncs >= 20, "sync_policy = always syncs each send: {always_syncs}");
+    assert!(
+        always_syncs >= 20,
+        "sync_policy = always syncs each send: {always_syncs}"
+    );
 
     let env_dir = dir.path().join("env-wal");
     let env_dir = env_dir.to_str().unwrap();
@@ -159,7 +181,10 @@ async fn environment_variables_win_over_the_file() {
     )
     .await;
     assert_eq!(workers, 4, "EB_HANDLERS__ECHO__WORKERS wins");
-    assert!(never_syncs < 5, "EB_WAL__SYNC_POLICY=never wins: {never_syncs} syncs");
+    assert!(
+        never_syncs < 5,
+        "EB_WAL__SYNC_POLICY=never wins: {never_syncs} syncs"
+    );
     assert!(Path::new(env_dir).exists(), "EB_WAL__DIR wins");
 }
 
@@ -167,20 +192,36 @@ async fn environment_variables_win_over_the_file() {
 fn an_unknown_key_is_an_error_naming_it() {
     let (path, err) = load_error("[wal]\nkind = \"memory\"\ndri = \"/tmp/x\"\n", &[]);
     let msg = err.to_string();
-    assert!(msg.starts_with(&format!("{}: wal.dri: ", path.display())), "{msg}");
-    assert!(msg.contains("unknown field `dri`") && msg.contains("`dir`"), "{msg}");
+    assert!(
+        msg.starts_with(&format!("{}: wal.dri: ", path.display())),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("unknown field `dri`") && msg.contains("`dir`"),
+        "{msg}"
+    );
 
     let (_, err) = load_error("[wall]\nkind = \"memory\"\n", &[]);
     let msg = err.to_string();
-    assert!(msg.contains(": wall: unknown field `wall`") && msg.contains("`wal`"), "{msg}");
+    assert!(
+        msg.contains(": wall: unknown field `wall`") && msg.contains("`wal`"),
+        "{msg}"
+    );
 
     let (_, err) = load_error("", &[("EB_WAL__DRI", "/tmp/x")]);
     let msg = err.to_string();
-    assert!(msg.starts_with("EB_WAL__DRI: wal.dri: unknown key"), "{msg}");
+    assert!(
+        msg.starts_with("EB_WAL__DRI: wal.dri: unknown key"),
+        "{msg}"
+    );
     assert!(msg.contains("dir"), "{msg}");
 
     let (_, err) = load_error("", &[("EB_WALL__DIR", "/tmp/x")]);
-    assert!(err.to_string().starts_with("EB_WALL__DIR: wall: unknown section"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("EB_WALL__DIR: wall: unknown section"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -197,17 +238,35 @@ fn a_bad_value_names_the_key_and_what_is_allowed() {
 
     let (_, err) = load_error("[handlers.echo]\ntimeout = \"soon\"\n", &[]);
     let msg = err.to_string();
-    assert!(msg.contains(": handlers.echo.timeout: \"soon\" is not a duration") && msg.contains("\"30s\""), "{msg}");
+    assert!(
+        msg.contains(": handlers.echo.timeout: \"soon\" is not a duration")
+            && msg.contains("\"30s\""),
+        "{msg}"
+    );
 
     let (_, err) = load_error("[queue]\nbound = \"lots\"\n", &[]);
-    assert!(err.to_string().contains(": queue.bound: invalid type: string \"lots\""), "{err}");
+    assert!(
+        err.to_string()
+            .contains(": queue.bound: invalid type: string \"lots\""),
+        "{err}"
+    );
 
     let (_, err) = load_error("", &[("EB_QUEUE__BOUND", "lots")]);
-    assert_eq!(err.to_string(), "EB_QUEUE__BOUND: queue.bound: \"lots\" is not a whole number");
+    assert_eq!(
+        err.to_string(),
+        "EB_QUEUE__BOUND: queue.bound: \"lots\" is not a whole number"
+    );
 
     // A value from a variable is named by the variable, even when serde finds it wrong.
-    let (_, err) = load_error("[wal]\nsync_policy = \"always\"\n", &[("EB_WAL__SYNC_POLICY", "sometimes")]);
-    assert!(err.to_string().starts_with("EB_WAL__SYNC_POLICY: wal.sync_policy: unknown variant"), "{err}");
+    let (_, err) = load_error(
+        "[wal]\nsync_policy = \"always\"\n",
+        &[("EB_WAL__SYNC_POLICY", "sometimes")],
+    );
+    assert!(
+        err.to_string()
+            .starts_with("EB_WAL__SYNC_POLICY: wal.sync_policy: unknown variant"),
+        "{err}"
+    );
 
     let (path, err) = load_error("[wal]\nkind = \"persistent\"\n", &[]);
     assert_eq!(
@@ -216,7 +275,10 @@ fn a_bad_value_names_the_key_and_what_is_allowed() {
     );
 
     let (path, err) = load_error("[wal\nkind = 1", &[]);
-    assert!(matches!(err, ConfigError::Syntax { path: ref p, .. } if *p == path), "{err}");
+    assert!(
+        matches!(err, ConfigError::Syntax { path: ref p, .. } if *p == path),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -225,11 +287,20 @@ async fn a_missing_file_names_the_path() {
     let path = dir.path().join("nowhere").join("eb.toml");
     let err = Config::load(&path).unwrap_err();
     assert!(matches!(err, ConfigError::Read { path: ref p, .. } if *p == path));
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 
     let err = event_base::builder().config(&path).await.unwrap_err();
-    assert!(matches!(err, CoreError::ConfigFile(ConfigError::Read { .. })), "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        matches!(err, CoreError::ConfigFile(ConfigError::Read { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -245,11 +316,20 @@ async fn an_override_of_a_handler_the_bus_lacks_fails_the_build() {
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("`ecoh`") && msg.contains("its handlers are: echo"), "{msg}");
-    assert!(msg.contains(&format!("{}: handlers.ecoh", path.display())), "{msg}");
+    assert!(
+        msg.contains("`ecoh`") && msg.contains("its handlers are: echo"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("{}: handlers.ecoh", path.display())),
+        "{msg}"
+    );
 
     let (_, err) = load_error("[handlers.echo]\nworkers = 0\n", &[]);
-    assert!(err.to_string().contains("handlers.echo.workers: 0 workers"), "{err}");
+    assert!(
+        err.to_string().contains("handlers.echo.workers: 0 workers"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -259,17 +339,44 @@ fn a_redis_section_is_checked() {
         vars(&[("EB_REDIS__HEARTBEAT", "500ms")]),
     )
     .unwrap();
-    assert_eq!(config.redis.url.as_deref(), Some("redis://127.0.0.1:6390/2"));
-    assert_eq!(config.redis.heartbeat, Some(std::time::Duration::from_millis(500)));
+    assert_eq!(
+        config.redis.url.as_deref(),
+        Some("redis://127.0.0.1:6390/2")
+    );
+    assert_eq!(
+        config.redis.heartbeat,
+        Some(std::time::Duration::from_millis(500))
+    );
 
-    let err = Config::from_toml_str("[wal]\nkind = \"redis\"\n[redis]\nurl = \"redis://x\"\n", vars(&[])).unwrap_err();
-    assert!(err.to_string().starts_with("the config: wal.kind: the Redis WAL is a view of the Redis queue's streams"), "{err}");
+    let err = Config::from_toml_str(
+        "[wal]\nkind = \"redis\"\n[redis]\nurl = \"redis://x\"\n",
+        vars(&[]),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "the config: wal.kind: the Redis WAL is a view of the Redis queue's streams"
+        ),
+        "{err}"
+    );
 
-    let err = Config::from_toml_str("[wal]\nkind = \"redis\"\n[queue]\nkind = \"redis\"\n", vars(&[])).unwrap_err();
-    assert!(err.to_string().starts_with("the config: redis.url: missing"), "{err}");
+    let err = Config::from_toml_str(
+        "[wal]\nkind = \"redis\"\n[queue]\nkind = \"redis\"\n",
+        vars(&[]),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the config: redis.url: missing"),
+        "{err}"
+    );
 
     let err = Config::from_toml_str("[wal]\nkind = \"mongo\"\n", vars(&[])).unwrap_err();
-    assert!(err.to_string().contains("expected one of `memory`, `persistent`, `redis`"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("expected one of `memory`, `persistent`, `redis`"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,11 +400,35 @@ async fn a_tls_file_that_cannot_be_read_is_named() {
     let cert = dir.path().join("server.crt");
     let path = write(
         dir.path(),
-        &format!("[admin]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n", cert.display(), dir.path().join("server.key").display()),
+        &format!(
+            "[admin]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            cert.display(),
+            dir.path().join("server.key").display()
+        ),
     );
     let config = Config::load_with_vars(&path, vars(&[])).unwrap();
     let bus = event_base::builder().handler(echo()).build().await.unwrap();
     let err = config.grpc_server(bus.clone()).unwrap_err();
-    assert!(matches!(err, ConfigError::ReadNamed { ref key, path: ref p, .. } if key == "admin.tls_cert" && *p == cert), "{err}");
+    assert!(
+        matches!(err, ConfigError::ReadNamed { ref key, path: ref p, .. } if key == "admin.tls_cert" && *p == cert),
+        "{err}"
+    );
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
+}
+
+/// The guide's complete file is a valid file, and sets what it says.
+#[test]
+fn the_guides_complete_file_loads() {
+    let page = include_str!("../../event_base/guide/config.md");
+    let from = page.find("## A complete file").unwrap();
+    let start = from + page[from..].find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + page[start..].find("```").unwrap();
+    let config = Config::from_toml_str(&page[start..end], vars(&[])).unwrap();
+    assert_eq!(config.wal.kind, WalKind::Persistent);
+    assert_eq!(config.handlers["send_email"].workers, Some(4));
+    assert_eq!(config.admin.max_encoding_message_size, Some(16 << 20));
+    assert_eq!(
+        config.bus.dedup_window,
+        Some(std::time::Duration::from_secs(120))
+    );
 }

@@ -27,10 +27,17 @@ async fn start_system_reads_the_file_and_the_environment() {
     std::env::set_var("EB_HANDLERS__CONFIG_ORDERS__WORKERS", "3");
 
     let bus = start_system!(config: &path, batch_size: 8).await.unwrap();
-    assert_eq!(bus.workers("config.orders").len(), 3, "the variable wins over the file's 2 and the #[handler]'s 1");
+    assert_eq!(
+        bus.workers("config.orders").len(),
+        3,
+        "the variable wins over the file's 2 and the #[handler]'s 1"
+    );
     send_msg!("config.orders", b"hi".to_vec()).await.unwrap();
     bus.wait_idle(WAIT).await.unwrap();
     assert_eq!(bus.metrics().topic("config.orders").unwrap().acked, 1);
-    assert!(std::fs::read_dir(&wal_dir).unwrap().count() > 0, "the file's persistent WAL");
+    assert!(
+        std::fs::read_dir(&wal_dir).unwrap().count() > 0,
+        "the file's persistent WAL"
+    );
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
 }

@@ -100,10 +100,12 @@ impl Config {
         use crate::config::sections::SyncPolicyName;
         use crate::{PersistentWal, SyncPolicy};
         let w = &self.wal;
-        let dir = w
-            .dir
-            .as_ref()
-            .ok_or_else(|| self.origins.invalid("wal.dir", "missing: wal.kind = \"persistent\" needs the WAL's directory"))?;
+        let dir = w.dir.as_ref().ok_or_else(|| {
+            self.origins.invalid(
+                "wal.dir",
+                "missing: wal.kind = \"persistent\" needs the WAL's directory",
+            )
+        })?;
         let policy = match w.sync_policy {
             SyncPolicyName::Always => SyncPolicy::Always,
             SyncPolicyName::Batch => SyncPolicy::Batch {
@@ -127,10 +129,12 @@ impl Config {
     #[cfg(feature = "redis")]
     async fn redis(&self) -> Result<(Arc<dyn Wal>, Arc<dyn QueueFactory>), CoreError> {
         let r = &self.redis;
-        let url = r
-            .url
-            .as_deref()
-            .ok_or_else(|| self.origins.invalid("redis.url", "missing: the Redis backends need the server's URL"))?;
+        let url = r.url.as_deref().ok_or_else(|| {
+            self.origins.invalid(
+                "redis.url",
+                "missing: the Redis backends need the server's URL",
+            )
+        })?;
         let mut queue = crate::RedisQueueFactory::connect(url).await?;
         if let Some(prefix) = &r.prefix {
             queue = queue.prefix(prefix.clone());

@@ -149,7 +149,10 @@ fn kind_of(var: &str, path: &[String]) -> Result<Kind, ConfigError> {
             _ => {
                 return Err(invalid(
                     path.join("."),
-                    format!("a key of [{section}] is set by EB_{}__<KEY>, one double underscore", section.to_uppercase()),
+                    format!(
+                        "a key of [{section}] is set by EB_{}__<KEY>, one double underscore",
+                        section.to_uppercase()
+                    ),
                 ))
             }
         }
@@ -237,7 +240,14 @@ mod tests {
                     (&"kind", _) => "flume",
                     (&"node_type", _) => "worker",
                     (&"sync_policy", _) => "batch",
-                    (k, _) if k.contains("delay") || k.contains("timeout") || k.contains("window") || *k == "heartbeat" => "1s",
+                    (k, _)
+                        if k.contains("delay")
+                            || k.contains("timeout")
+                            || k.contains("window")
+                            || *k == "heartbeat" =>
+                    {
+                        "1s"
+                    }
                     _ => "text",
                 };
                 let name = if *section == "handlers" {

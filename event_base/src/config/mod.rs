@@ -112,7 +112,9 @@ impl Origins {
     /// file.
     fn of(&self, key: &str) -> String {
         let var = self.vars.iter().find(|(k, _)| {
-            k.as_str() == key || k.starts_with(&format!("{key}.")) || key.starts_with(&format!("{k}."))
+            k.as_str() == key
+                || k.starts_with(&format!("{key}."))
+                || key.starts_with(&format!("{k}."))
         });
         match (var, &self.file) {
             (Some((_, var)), _) => var.clone(),
@@ -139,7 +141,11 @@ impl Config {
     /// [`ConfigError::Syntax`] if it is not TOML; [`ConfigError::Invalid`] naming the file
     /// or variable, the key and what is allowed for an unknown key or a bad value.
     pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
-        Self::load_with_vars(path, std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
+        Self::load_with_vars(
+            path,
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
     }
 
     /// [`load`](Self::load) with these variables instead of the process's (only those
@@ -180,8 +186,8 @@ impl Config {
             file: file.map(Path::to_owned),
             vars,
         };
-        let mut config: Config =
-            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
                 let key = match e.path().to_string() {
                     dot if dot == "." => "(top level)".to_owned(),
                     key => key,
@@ -233,7 +239,11 @@ impl Config {
             return Err(o.invalid("bus.batch_size", "a batch holds at least 1 message"));
         }
         if self.admin.tls_cert.is_some() != self.admin.tls_key.is_some() {
-            let key = if self.admin.tls_cert.is_some() { "admin.tls_key" } else { "admin.tls_cert" };
+            let key = if self.admin.tls_cert.is_some() {
+                "admin.tls_key"
+            } else {
+                "admin.tls_cert"
+            };
             return Err(o.invalid(key, "missing: TLS needs both tls_cert and tls_key"));
         }
         Ok(())
