@@ -21,7 +21,7 @@ impl Config {
     /// connecting to Redis), the `[bus]` settings the config sets, and an override per
     /// `[handlers.<name>]` (a name no handler of the bus has fails `build()`, naming it).
     ///
-    /// Errors: a backend the config names whose feature is off ([`ConfigError::Invalid`]
+    /// Errors: a backend the config names whose feature is off ([`ConfigError::Invalid`](crate::ConfigError::Invalid)
     /// naming the feature), a WAL that does not open, a Redis server that does not answer.
     pub async fn apply(&self, builder: EventBusBuilder) -> Result<EventBusBuilder, CoreError> {
         let (wal, queue) = self.backends().await?;

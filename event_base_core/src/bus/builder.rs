@@ -281,17 +281,7 @@ impl EventBusBuilder {
     /// (nothing was accepted yet; a replay it began leaves the rest of the WAL as it was).
     pub async fn build(self) -> Result<EventBus, CoreError> {
         let (wal, queue) = backends(self.wal, self.queue, self.batch_size)?;
-        let mut specs = self.handlers;
-        if self.registered {
-            if HANDLER_REGISTRY.is_empty() && specs.is_empty() {
-                return Err(CoreError::Config(
-                    "with_registered_handlers() (or start_system!) found no #[handler] in this binary: the linker only keeps handlers of crates the binary names; if yours live in another crate, add `use my_handlers as _;` to the binary (or to the test file)".into(),
-                ));
-            }
-            specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
-        }
-        apply_overrides(&mut specs, &self.overrides)?;
-        validate(&specs)?;
+        let mut specs = handler_specs(self.handlers, self.registered, &self.overrides)?;
         let defaults = node::identity();
         let node = NodeIdentity {
             name: self
@@ -411,6 +401,26 @@ fn shared_routes(queue: &dyn QueueFactory, node: &NodeIdentity) -> Option<Arc<dy
         r.describe_node(&node.name, node.kind);
     }
     routes
+}
+
+/// The bus's handlers: those added by value, then (if asked) every `#[handler]`, with the
+/// overrides applied and the whole checked.
+fn handler_specs(
+    mut specs: Vec<HandlerSpec>,
+    registered: bool,
+    overrides: &[(String, HandlerOverride)],
+) -> Result<Vec<HandlerSpec>, CoreError> {
+    if registered {
+        if HANDLER_REGISTRY.is_empty() && specs.is_empty() {
+            return Err(CoreError::Config(
+                "with_registered_handlers() (or start_system!) found no #[handler] in this binary: the linker only keeps handlers of crates the binary names; if yours live in another crate, add `use my_handlers as _;` to the binary (or to the test file)".into(),
+            ));
+        }
+        specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
+    }
+    apply_overrides(&mut specs, overrides)?;
+    validate(&specs)?;
+    Ok(specs)
 }
 
 /// The WAL and queue a build needs, and the checks that need nothing else.
