@@ -29,6 +29,7 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("persistence.md", "ch09_persistence", &["PERSISTENT"]),
     ("grpc.md", "ch10_grpc", &["GRPC"]),
     ("distributed.md", "ch11_distributed", &["REDIS"]),
+    ("config.md", "ch12_config", &["CONFIG"]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -88,6 +88,7 @@
 //! | `gRPC-tls` | `gRPC` with TLS (rustls): `GrpcServerBuilder::tls`, `ClientOptions::tls_ca` and `https://` addresses |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
+//! | `config` | the `config` module: a TOML file with `EB_…` environment variables into the builder (`event_base::builder().config(path)`, `start_system!(config: path)`); turns on `memory` |
 //! | `full` | all of the above |
 //!
 //! Without `memory` there are no default backends: `start_system!` needs both `wal:` and
@@ -197,10 +198,16 @@ pub use event_base_redis::{RedisError, RedisQueueFactory, RedisWal};
 #[cfg_attr(docsrs, doc(cfg(feature = "gRPC")))]
 pub use event_base_grpc as grpc;
 
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+pub mod config;
+
 /// The names most programs need: `use event_base::prelude::*;`. Every name the guide's
 /// examples use without another import; the macros, backends and middleware are in it when
 /// their features are on.
 pub mod prelude {
+    #[cfg(feature = "config")]
+    pub use crate::config::ConfigExt;
     #[cfg(feature = "middleware")]
     pub use crate::LoggerMiddleware;
     pub use crate::{
@@ -251,6 +258,7 @@ pub fn builder() -> EventBusBuilder {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__event_base_backends as backends;
+    pub use crate::__event_base_config as config;
     pub use event_base_core::__private::{decode_param, linkme, one_of_batch};
     pub use event_base_core::async_trait;
 
@@ -258,6 +266,16 @@ pub mod __private {
         CoreError, EMessage, EventBus, EventBusBuilder, MessageId, TopicRouter, TryIntoMessage,
     };
     use std::time::Duration;
+
+    /// Builds the system of `start_system!(config: ..)` and installs it as the global one.
+    #[cfg(feature = "config")]
+    pub async fn start_global_config(
+        builder: EventBusBuilder,
+        config: impl crate::config::IntoConfig + Send,
+    ) -> Result<EventBus, CoreError> {
+        use crate::config::ConfigExt;
+        start_global(builder.config(config).await?).await
+    }
 
     /// Builds the system from `start_system!` and installs it as the global one.
     pub async fn start_global(builder: EventBusBuilder) -> Result<EventBus, CoreError> {
@@ -348,6 +366,31 @@ macro_rules! __event_base_backends {
     };
 }
 
+/// `start_system!(config: ..)`: the call that builds from a config file, or, without the
+/// `config` feature, a compile error that says to turn it on.
+#[cfg(all(feature = "macro", feature = "config"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_config {
+    ($builder:expr, $config:expr) => {
+        $crate::__private::start_global_config($builder, $config)
+    };
+}
+
+/// `start_system!(config: ..)`: the call that builds from a config file, or, without the
+/// `config` feature, a compile error that says to turn it on.
+#[cfg(all(feature = "macro", not(feature = "config")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_base_config {
+    ($builder:expr, $config:expr) => {
+        ::core::compile_error!(
+            "start_system!(config: ..) needs the `config` feature of event_base: \
+             event_base = { version = \"0.1\", features = [\"config\"] }"
+        )
+    };
+}
+
 /// The guide, in reading order: start with [`ch01_quick_start`](crate::guide::ch01_quick_start), then the concepts, handlers
 /// and sending; the later pages each cover one subject and can be read when it comes up.
 ///
@@ -364,6 +407,7 @@ macro_rules! __event_base_backends {
 /// | `ch09_persistence` | `PersistentWal`: sync policies, replay, the on-disk format, recovery (feature `persistent`) |
 /// | `ch10_grpc` | the management API and `ebctl` (feature `gRPC`) |
 /// | `ch11_distributed` | many processes on Redis Streams (feature `redis`) |
+/// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -400,4 +444,7 @@ pub mod guide {
     #[cfg(feature = "redis")]
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/distributed.md"))]
     pub mod ch11_distributed {}
+    #[cfg(feature = "config")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/config.md"))]
+    pub mod ch12_config {}
 }

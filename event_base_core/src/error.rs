@@ -1,4 +1,4 @@
-//! Errors: one enum per concern ([`WalError`], [`QueueError`]), all converted into [`CoreError`],
+//! Errors: one enum per concern ([`WalError`], [`QueueError`], [`ConfigError`]), all converted into [`CoreError`],
 //! the error every public operation returns. Each message says what happened and what to do.
 
 use std::path::PathBuf;
@@ -116,6 +116,54 @@ pub enum QueueError {
     Backend(#[source] BoxError),
 }
 
+/// Errors of a configuration file (`event_base::config`, feature `config`) and of the
+/// `EB_…` environment variables over it. Each names where the bad setting came from (the
+/// file's path, or the variable), the key, and what is allowed instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read (it is missing, or not readable).
+    #[error("cannot read the config file {path}: {source}; check the path (a relative path is taken from the working directory)")]
+    Read {
+        /// The path given.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML.
+    #[error("{path}: not valid TOML: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint, with line and column.
+        message: String,
+    },
+    /// A key is unknown, or its value is not one it accepts.
+    #[error("{origin}: {key}: {message}")]
+    Invalid {
+        /// Where the setting came from: the file's path, or an `EB_…` variable's name.
+        origin: String,
+        /// The key, dotted (`wal.sync_policy`, `handlers.send_email.workers`).
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// A file the configuration names (a TLS certificate, say) could not be read.
+    #[error("{origin}: {key}: cannot read {path}: {source}")]
+    ReadNamed {
+        /// Where the setting came from: the file's path, or an `EB_…` variable's name.
+        origin: String,
+        /// The key that names the file.
+        key: String,
+        /// The file named.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The error type of every event_base operation.
 ///
 /// Its `Debug` is its message and the chain of its sources, so that `fn main() ->
@@ -210,6 +258,9 @@ pub enum CoreError {
     /// The builder or a macro got an invalid setting.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A configuration file or an `EB_…` environment variable over it is invalid.
+    #[error(transparent)]
+    ConfigFile(#[from] ConfigError),
     /// An argument is outside what the bus accepts (a rate that is not a positive number, or
     /// so low that its period overflows the clock); nothing was done.
     #[error("invalid `{name}` ({value}): {reason}")]

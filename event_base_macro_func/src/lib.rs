@@ -39,16 +39,18 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
     let mut queue = None;
     let mut batch = None;
     let mut audit = None;
+    let mut config = None;
     for kv in args.0 {
         let slot = match kv.key.to_string().as_str() {
             "wal" => &mut wal,
             "queue" => &mut queue,
             "batch_size" => &mut batch,
             "audit" => &mut audit,
+            "config" => &mut config,
             other => {
                 return Err(syn::Error::new_spanned(
                     &kv.key,
-                    format!("unknown key `{other}`; start_system! takes `wal: ..`, `queue: ..`, `batch_size: ..` and `audit: ..`"),
+                    format!("unknown key `{other}`; start_system! takes `wal: ..`, `queue: ..`, `batch_size: ..`, `audit: ..` and `config: ..`"),
                 ))
             }
         };
@@ -59,6 +61,9 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
             ));
         }
         *slot = Some(kv.value);
+    }
+    if let Some(config) = config {
+        return expand_start_config(config, &wal, &queue, batch, audit);
     }
     let batch =
         batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
@@ -87,12 +92,43 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
     }})
 }
 
+/// `start_system!(config: path_or_config, batch_size: .., audit: ..)`: the backends come from
+/// the file, so `wal:` and `queue:` are refused; `batch_size` and `audit` are defaults the
+/// file (and its `EB_…` variables) may change.
+fn expand_start_config(
+    config: Expr,
+    wal: &Option<Expr>,
+    queue: &Option<Expr>,
+    batch: Option<Expr>,
+    audit: Option<Expr>,
+) -> syn::Result<TokenStream2> {
+    if let Some(given) = wal.as_ref().or(queue.as_ref()) {
+        return Err(syn::Error::new_spanned(
+            given,
+            "`config:` takes the backends from the file ([wal] and [queue]); leave out `wal:` and `queue:`, or leave out `config:`",
+        ));
+    }
+    let batch =
+        batch.map(|b| quote!(let __event_base_builder = __event_base_builder.batch_size(#b);));
+    let audit = audit.map(|a| quote!(let __event_base_builder = __event_base_builder.audit(#a);));
+    Ok(quote! {{
+        let __event_base_builder = ::event_base::EventBus::builder().with_registered_handlers();
+        #batch
+        #audit
+        ::event_base::__private::config!(__event_base_builder, #config)
+    }})
+}
+
 /// Starts the global system and returns a future of `Result<EventBus, CoreError>`.
 ///
 /// - `start_system!()`: `MemoryWal`, a bounded flume queue per topic, every `#[handler]`.
 /// - `start_system!(wal: W, queue: Q, batch_size: N, audit: A)`: any subset of the keys, in
 ///   any order. `audit: 0` turns the audit ring off; the default keeps the newest 10,000
 ///   records.
+/// - `start_system!(config: "eb.toml")` (feature `config` of event_base): the backends,
+///   bus settings and handler overrides of a TOML file with `EB_…` variables over it (or of
+///   an `event_base::config::Config`); `batch_size:` and `audit:` may come with it, as
+///   defaults the file may change, `wal:` and `queue:` may not.
 ///
 /// The defaults come with the umbrella's `memory` feature (on by default). Without it, leaving
 /// out `wal:` or `queue:` is a compile error that says which keys to give.
@@ -100,6 +136,7 @@ fn expand_start(input: TokenStream2) -> syn::Result<TokenStream2> {
 /// ```ignore
 /// let bus = start_system!().await?;
 /// let bus = start_system!(queue: FlumeQueueFactory::bounded(100), batch_size: 16).await?;
+/// let bus = start_system!(config: "eb.toml").await?;
 /// ```
 #[proc_macro]
 pub fn start_system(input: TokenStream) -> TokenStream {

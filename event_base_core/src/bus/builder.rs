@@ -25,6 +25,7 @@ use crate::delivery::remote_table::RemoteTable;
 use crate::delivery::scheduler::SchedulerHandle;
 use crate::delivery::sent_to::SentTo;
 use crate::error::CoreError;
+use crate::handler::handler_override::{apply_overrides, HandlerOverride};
 use crate::handler::middleware::Middleware;
 use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
 use crate::node::{self, NodeIdentity, NodeType};
@@ -55,6 +56,7 @@ pub struct EventBusBuilder {
     batch_size: usize,
     dedup_window: Duration,
     handlers: Vec<HandlerSpec>,
+    overrides: Vec<(String, HandlerOverride)>,
     registered: bool,
     global_middleware: Vec<Arc<dyn Middleware>>,
     heartbeat_interval: Duration,
@@ -80,6 +82,7 @@ impl std::fmt::Debug for EventBusBuilder {
             .field("batch_size", &self.batch_size)
             .field("dedup_window", &self.dedup_window)
             .field("handlers", &self.handlers)
+            .field("overrides", &self.overrides)
             .field("registered", &self.registered)
             .field("middleware", &self.global_middleware.len())
             .field("heartbeat_interval", &self.heartbeat_interval)
@@ -114,6 +117,7 @@ impl EventBusBuilder {
             batch_size: DEFAULT_BATCH_SIZE,
             dedup_window: DEFAULT_DEDUP_WINDOW,
             handlers: Vec::new(),
+            overrides: Vec::new(),
             registered: false,
             global_middleware: Vec::new(),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
@@ -170,6 +174,22 @@ impl EventBusBuilder {
     /// Adds a handler by value.
     pub fn handler(mut self, spec: HandlerSpec) -> Self {
         self.handlers.push(spec);
+        self
+    }
+
+    /// Replaces settings of the handler named `name` (workers, retries, timeout) when the bus
+    /// is built, whether it was added by value or by `#[handler]`; a later override of the
+    /// same name is applied after an earlier one. `build()` fails if no handler has the
+    /// name, listing the names there are.
+    ///
+    /// ```
+    /// use event_base_core::*;
+    /// let builder = EventBus::builder()
+    ///     .handler(HandlerSpec::new("echo", "echo", handler_fn(|_m: EMessage| async { Ack::Ack })))
+    ///     .handler_override("echo", HandlerOverride::new().workers(4));
+    /// ```
+    pub fn handler_override(mut self, name: impl Into<String>, o: HandlerOverride) -> Self {
+        self.overrides.push((name.into(), o));
         self
     }
 
@@ -261,16 +281,7 @@ impl EventBusBuilder {
     /// (nothing was accepted yet; a replay it began leaves the rest of the WAL as it was).
     pub async fn build(self) -> Result<EventBus, CoreError> {
         let (wal, queue) = backends(self.wal, self.queue, self.batch_size)?;
-        let mut specs = self.handlers;
-        if self.registered {
-            if HANDLER_REGISTRY.is_empty() && specs.is_empty() {
-                return Err(CoreError::Config(
-                    "with_registered_handlers() (or start_system!) found no #[handler] in this binary: the linker only keeps handlers of crates the binary names; if yours live in another crate, add `use my_handlers as _;` to the binary (or to the test file)".into(),
-                ));
-            }
-            specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
-        }
-        validate(&specs)?;
+        let mut specs = handler_specs(self.handlers, self.registered, &self.overrides)?;
         let defaults = node::identity();
         let node = NodeIdentity {
             name: self
@@ -390,6 +401,26 @@ fn shared_routes(queue: &dyn QueueFactory, node: &NodeIdentity) -> Option<Arc<dy
         r.describe_node(&node.name, node.kind);
     }
     routes
+}
+
+/// The bus's handlers: those added by value, then (if asked) every `#[handler]`, with the
+/// overrides applied and the whole checked.
+fn handler_specs(
+    mut specs: Vec<HandlerSpec>,
+    registered: bool,
+    overrides: &[(String, HandlerOverride)],
+) -> Result<Vec<HandlerSpec>, CoreError> {
+    if registered {
+        if HANDLER_REGISTRY.is_empty() && specs.is_empty() {
+            return Err(CoreError::Config(
+                "with_registered_handlers() (or start_system!) found no #[handler] in this binary: the linker only keeps handlers of crates the binary names; if yours live in another crate, add `use my_handlers as _;` to the binary (or to the test file)".into(),
+            ));
+        }
+        specs.extend(HANDLER_REGISTRY.iter().map(|r| r.to_spec()));
+    }
+    apply_overrides(&mut specs, overrides)?;
+    validate(&specs)?;
+    Ok(specs)
 }
 
 /// The WAL and queue a build needs, and the checks that need nothing else.

@@ -11,6 +11,7 @@
 //! | `batch.rs` | `EBatchHandler`, `BatchAck`, `BatchSpec`, `batch_fn`: handlers that take several messages per call |
 //! | `into_ack.rs` | `IntoAck`: what a handler function returns (`Ack`, `Result<(), E>`, `Result<Ack, E>`) as an `Ack` |
 //! | `spec.rs` | `HandlerSpec`, `HandlerRegistration`, `HANDLER_REGISTRY` |
+//! | `handler_override.rs` | `HandlerOverride`: settings that replace a handler's own, by name, when a bus is built |
 //! | `middleware.rs` | `Middleware`, `Next`, `BoxAckFuture` |
 //! | `pipeline.rs` | `Pipeline`: a handler inside its middleware |
 //! | `backoff.rs` | `Backoff`: how long to wait before a failed message's next delivery |
@@ -19,6 +20,7 @@
 pub(crate) mod backoff;
 pub(crate) mod batch;
 pub(crate) mod ehandler;
+pub(crate) mod handler_override;
 pub(crate) mod into_ack;
 pub(crate) mod middleware;
 pub(crate) mod pipeline;
