@@ -53,6 +53,10 @@ impl Config {
         if let Some(on) = a.reflection {
             b = b.reflection(on);
         }
+        if let Some(addr) = &a.http_addr {
+            // `GET /metrics`, with the same tokens.
+            b = b.http_addr(addr.clone());
+        }
         self.tls(b)
     }
 

@@ -167,8 +167,8 @@ pub struct AdminSection {
     /// `grpc_addr`: where the gRPC server listens, e.g. `"127.0.0.1:50051"` (default: not
     /// served).
     pub grpc_addr: Option<String>,
-    /// `http_addr`: where the application serves HTTP (metrics, dashboard), e.g.
-    /// `"127.0.0.1:8080"` (default: not served).
+    /// `http_addr`: where the admin server serves HTTP (`GET /metrics`, with the same
+    /// tokens; `Config::grpc_server` sets it), e.g. `"127.0.0.1:8080"` (default: not served).
     pub http_addr: Option<String>,
     /// `read_token`: the bearer token of the read scope (default: none).
     pub read_token: Option<String>,
