@@ -222,6 +222,7 @@ pub(crate) async fn top(c: &mut AdminClient, top: &Top, format: Format) -> Resul
             _ = &mut stop => break,
             _ = ticks.tick() => {}
         }
+        let asked = Instant::now();
         let sample = tokio::select! {
             biased;
             _ = &mut stop => break,
@@ -231,7 +232,10 @@ pub(crate) async fn top(c: &mut AdminClient, top: &Top, format: Format) -> Resul
                 include_handlers: false,
             }) => answer?.into_inner(),
         };
-        let now = Instant::now();
+        // The server took its snapshot somewhere between the question and the answer: the
+        // middle is the best guess, and keeps a slow first call (the connection being set
+        // up) out of the next refresh's rates.
+        let now = asked + asked.elapsed() / 2;
         number += 1;
         let before = previous
             .as_ref()
