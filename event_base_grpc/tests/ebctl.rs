@@ -627,3 +627,149 @@ async fn workers_add_and_remove() {
     let unknown_handler = ebctl(Some(&s), Some(ADMIN), &["workers", "add", "ghost", "1"]).await;
     assert_eq!(code(&unknown_handler), 65, "{}", stderr(&unknown_handler));
 }
+
+/// The `jobs` row of one `top -o json` refresh.
+fn top_row(refresh: &Value, topic: &str) -> Value {
+    refresh["topics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{refresh}"))
+        .iter()
+        .find(|t| t["topic"] == topic)
+        .unwrap_or_else(|| panic!("no {topic} in {refresh}"))
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_shows_rates_between_samples_and_ends_on_ctrl_c() {
+    let probe = Probe::new();
+    let s = start(vec![probe.handler("jobs", "jobs", ack)]).await;
+    let mut top = Follower::spawn(&s, &["-o", "json", "top", "--interval", "200ms"]);
+
+    // The first refresh has nothing to compare with: counters, no rates.
+    let first = top.json_line().await;
+    assert_eq!(first["refresh"], 1, "{first}");
+    assert!(first["elapsed_ms"].is_null(), "{first}");
+    let jobs = top_row(&first, "jobs");
+    assert!(jobs["handled_per_s"].is_null(), "{first}");
+    assert_eq!(jobs["handled"], 0, "{first}");
+    assert!(
+        first["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| !t["topic"].as_str().unwrap().starts_with("_system.")),
+        "system topics hidden without --system: {first}"
+    );
+
+    // Sent after the first sample: later refreshes count them, each rate being the
+    // difference of its counter over the time measured between the two samples.
+    const SENT: u64 = 4;
+    for i in 0..SENT {
+        s.bus.send("jobs", vec![i as u8]).await.unwrap();
+    }
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    let mut before = jobs;
+    let mut positive = false;
+    while before["acked"] != SENT {
+        let refresh = top.json_line().await;
+        let elapsed = refresh["elapsed_ms"].as_f64().unwrap() / 1000.0;
+        assert!(elapsed > 0.0, "{refresh}");
+        let now = top_row(&refresh, "jobs");
+        for counter in ["accepted", "handled", "acked"] {
+            let delta = now[counter].as_u64().unwrap() - before[counter].as_u64().unwrap();
+            let rate = now[&format!("{counter}_per_s")].as_f64().unwrap();
+            assert!(
+                (rate * elapsed - delta as f64).abs() < 1e-6,
+                "{counter}: {rate}/s over {elapsed}s is not {delta}: {refresh}"
+            );
+        }
+        positive |= now["handled_per_s"].as_f64().unwrap() > 0.0;
+        before = now;
+    }
+    assert!(
+        positive,
+        "a refresh in which messages were handled has a handled rate"
+    );
+    assert_eq!(before["handled"], SENT);
+    assert_eq!(before["in_flight"], 0);
+
+    // Ctrl-C ends it cleanly.
+    let pid = top.child.id().unwrap();
+    let kill = tokio::process::Command::new("sh")
+        .args(["-c", &format!("kill -INT {pid}")])
+        .status()
+        .await
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::time::timeout(common::WAIT, top.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "Ctrl-C is a clean end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_off_a_terminal_prints_blocks_without_escapes() {
+    let probe = Probe::new();
+    let s = start(vec![
+        probe.handler("jobs", "jobs", ack),
+        probe.handler("bad", "bad", dead),
+    ])
+    .await;
+    s.bus.send("jobs", b"j".to_vec()).await.unwrap();
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+
+    let out = ebctl(
+        Some(&s),
+        Some(READ),
+        &["top", "--count", "2", "--interval", "100ms"],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "--count 2 ends it: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains('\x1b'),
+        "no escape codes off a terminal: {text:?}"
+    );
+    let blocks: Vec<&str> = text.trim_end().split("\n\n").collect();
+    assert_eq!(blocks.len(), 2, "one block per refresh: {text}");
+    for (i, block) in blocks.iter().enumerate() {
+        let lines: Vec<&str> = block.lines().collect();
+        assert!(
+            lines[1].starts_with("TOPIC  ACCEPTED/S  HANDLED/S"),
+            "{block}"
+        );
+        let jobs: Vec<&str> = lines
+            .iter()
+            .find(|l| l.starts_with("jobs "))
+            .unwrap_or_else(|| panic!("{block}"))
+            .split_whitespace()
+            .collect();
+        // Nothing was sent between the samples: no rate on the first, 0.0 on the second.
+        let rate = if i == 0 { "-" } else { "0.0" };
+        assert_eq!(
+            jobs,
+            ["jobs", rate, rate, rate, rate, rate, "0", "0"],
+            "{block}"
+        );
+        assert!(lines.iter().any(|l| l.starts_with("bad ")), "{block}");
+        assert!(!block.contains("_system."), "{block}");
+    }
+
+    let system = ebctl(Some(&s), Some(READ), &["top", "--count", "1", "--system"]).await;
+    assert_eq!(code(&system), 0, "{}", stderr(&system));
+    assert!(
+        stdout(&system).contains("\n_system."),
+        "{}",
+        stdout(&system)
+    );
+
+    let help = ebctl(None, None, &["--help"]).await;
+    assert!(
+        stdout(&help)
+            .lines()
+            .any(|l| l.trim_start().starts_with("top ")),
+        "{}",
+        stdout(&help)
+    );
+}

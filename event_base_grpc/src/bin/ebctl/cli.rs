@@ -107,6 +107,16 @@ pub(crate) enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         watch: Option<Duration>,
     },
+    /// A live view of the topics: rates per second, in flight, queue depth.
+    ///
+    /// Samples the counters every --interval and shows one table per refresh, the busiest
+    /// topics (handled per second) first. Each rate is a counter's difference between two
+    /// samples over the time measured between them, so the first refresh shows `-` (JSON
+    /// `null`). On a terminal the table is redrawn in place; off one (a pipe, a file) each
+    /// refresh is a block of its own after a blank line, with no escape codes. `-o json`
+    /// prints one JSON object per refresh, one per line. Lag per subscription is not shown:
+    /// the management API does not report it.
+    Top(Top),
     /// The write-ahead log's counters.
     Wal,
     /// Send a message.
@@ -361,6 +371,29 @@ pub(crate) struct Replay {
     /// Bulk: do it without asking (needed when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Top {
+    /// How often to sample (e.g. 500ms, 2s; at least 100ms).
+    #[arg(long, value_parser = interval, default_value = "1s")]
+    pub(crate) interval: Duration,
+    /// Stop after this many refreshes (default: until Ctrl-C, which exits with 0).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) count: Option<u64>,
+    /// Include the bus's own `_system.` topics.
+    #[arg(long)]
+    pub(crate) system: bool,
+}
+
+/// A sampling interval: a duration (humantime, as every ebctl duration) of at least 100ms,
+/// so `top` neither spins nor divides by a time too short to measure.
+fn interval(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("{text} is shorter than 100ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]

@@ -132,6 +132,7 @@ async fn run_with(c: &mut AdminClient, command: &Command, format: Format) -> Res
                 tokio::time::sleep(*every).await;
             },
         },
+        Command::Top(t) => crate::top::top(c, t, format).await,
         Command::Wal => wal(c).await,
         Command::Publish(p) => publish(c, p).await,
         Command::Dlq { action } => dlq(c, action, format).await,

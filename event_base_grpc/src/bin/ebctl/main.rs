@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ebctl [--addr URL] [--token T] [-o table|json|jsonl] <command>
-//!   status | topics | workers [add|remove] | metrics [--watch 2s] | wal
+//!   status | topics | workers [add|remove] | metrics [--watch 2s] | top [--interval 1s] | wal
 //!   publish TOPIC (--data S | --data-file F | --stdin) [--broadcast | --repeat N] ...
 //!   dlq list|show|replay|purge|tail | watch | trace MSG_ID | shutdown <strategy> | completions <shell>
 //! ```
@@ -14,6 +14,7 @@ mod cli;
 mod commands;
 mod failure;
 mod output;
+mod top;
 
 use std::process::ExitCode;
 
