@@ -74,6 +74,7 @@ timeout = "5s"
 
 [admin]
 grpc_addr = "127.0.0.1:0"
+http_addr = "127.0.0.1:0"
 read_token = "r3ad"
 admin_token = "s3cret"
 "#,
@@ -119,6 +120,10 @@ admin_token = "s3cret"
         .serve(config.admin.grpc_addr.as_deref().unwrap())
         .await
         .unwrap();
+    assert!(
+        handle.http_addr().is_some(),
+        "admin.http_addr serves GET /metrics beside gRPC"
+    );
     handle.shutdown().await.unwrap();
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
 }
