@@ -5,13 +5,15 @@
 //! instead of sleeping, a [`Gate`] that holds handlers until the test opens it, and a
 //! [`span_capture::SpanCapture`] layer that records what a span carried. [`conformance`] holds
 //! the cases every WAL and queue backend must pass, and those every bus over them must.
-//! [`child_kill`] is the killing half of the crash tests, [`file_restart`] the restart half.
+//! [`child_kill`] is the killing half of the crash tests, [`file_restart`] the restart half;
+//! [`child_node::ChildNode`] is a bus in a child process a test can freeze and kill.
 //! [`redis_server::RedisServer`] starts a real `redis-server` for a test, and
 //! [`redis_cluster`] makes nodes and buses on it.
 
 #![deny(unsafe_code)]
 
 pub mod child_kill;
+pub mod child_node;
 pub mod conformance;
 pub mod file_restart;
 pub mod redis_cluster;

@@ -9,82 +9,20 @@
 //! check of the ack script), the entry stays with its new owner, who settles it once.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use event_base::{Ack, EventBus, RedisQueueFactory};
+use event_base_test::child_node::ChildNode;
 use event_base_test::redis_server::RedisServer;
 use event_base_test::{Gate, Probe, WAIT};
 
 const STREAM: &str = "eb:{jobs}:s:work";
 const GROUP: &str = "work";
 
-/// A child process, killed if the test ends early.
-struct Node {
-    child: Child,
-    stdin: Option<ChildStdin>,
-}
-
-impl Node {
-    /// Starts `redis_node <args>`; each line of its stdout goes to `events` as `(index, line)`.
-    fn start(index: usize, args: &[String], events: &mpsc::Sender<(usize, String)>) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redis_node"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start redis_node");
-        let out = BufReader::new(child.stdout.take().expect("piped"));
-        let stdin = child.stdin.take();
-        let events = events.clone();
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if events.send((index, line)).is_err() {
-                    break;
-                }
-            }
-        });
-        Node { child, stdin }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .arg(sig)
-            .arg(self.pid().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {sig} {}", self.pid());
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.signal_quietly();
-        self.kill();
-    }
-}
-
-impl Node {
-    /// A stopped child ignores nothing but SIGKILL; resume it anyway so none stays frozen.
-    fn signal_quietly(&self) {
-        let _ = Command::new("kill")
-            .arg("-CONT")
-            .arg(self.pid().to_string())
-            .stderr(Stdio::null())
-            .status();
-    }
+/// Starts a `redis_node` child process (see [`ChildNode`]).
+fn start_node(index: usize, args: &[String], events: &mpsc::Sender<(usize, String)>) -> ChildNode {
+    ChildNode::start(env!("CARGO_BIN_EXE_redis_node"), index, args, events)
 }
 
 /// `XPENDING <stream> <group>`: entries pending per consumer name.
@@ -141,7 +79,7 @@ struct Outcome {
 /// reads what they printed to the end.
 fn run_and_kill(
     server: &RedisServer,
-    workers: &mut [Node],
+    workers: &mut [ChildNode],
     killed: usize,
     sender_index: usize,
     events: &mpsc::Receiver<(usize, String)>,
@@ -238,9 +176,9 @@ fn run_and_kill(
 fn three_workers_and_a_sender_survive_a_sigkilled_worker() {
     let server = RedisServer::start();
     let (tx, events) = mpsc::channel();
-    let mut workers: Vec<Node> = (0..WORKER_PROCESSES)
+    let mut workers: Vec<ChildNode> = (0..WORKER_PROCESSES)
         .map(|i| {
-            Node::start(
+            start_node(
                 i,
                 &[
                     "worker".into(),
@@ -255,7 +193,7 @@ fn three_workers_and_a_sender_survive_a_sigkilled_worker() {
         })
         .collect();
     let sender_index = WORKER_PROCESSES;
-    let _sender = Node::start(
+    let _sender = start_node(
         sender_index,
         &[
             "sender".into(),
@@ -340,7 +278,7 @@ async fn a_worker_frozen_past_its_lease_cannot_ack_what_was_taken_over() {
     const FROZEN_VISIBILITY: Duration = Duration::from_millis(600);
     let server = RedisServer::start();
     let (tx, events) = mpsc::channel();
-    let mut zombie = Node::start(
+    let mut zombie = start_node(
         0,
         &[
             "zombie".into(),
@@ -394,12 +332,7 @@ async fn a_worker_frozen_past_its_lease_cannot_ack_what_was_taken_over() {
     assert_eq!(owners.values().sum::<i64>(), 1, "held by the new owner");
 
     // The zombie wakes up and its handler acks: fenced.
-    zombie
-        .stdin
-        .as_mut()
-        .expect("piped")
-        .write_all(b"go\n")
-        .unwrap();
+    zombie.say("go");
     zombie.signal("-CONT");
     expect(&mut lines, "`returning`", |l| {
         l == format!("returning {id}")

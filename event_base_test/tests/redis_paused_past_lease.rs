@@ -13,11 +13,10 @@
 //! old claims with Redis before starting a handler on them, and drops those it lost.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use event_base_test::child_node::ChildNode;
 use event_base_test::redis_server::RedisServer;
 
 const STREAM: &str = "eb:{jobs}:s:work";
@@ -36,68 +35,9 @@ const B_BATCH: usize = 64;
 /// Per message, so the frozen process holds a backlog when it freezes.
 const WORK: Duration = Duration::from_millis(20);
 
-/// A child process, resumed and killed if the test ends early.
-struct Node {
-    child: Child,
-    stdin: Option<ChildStdin>,
-}
-
-impl Node {
-    /// Starts `redis_node <args>`; each line of its stdout goes to `events` as `(index, line)`.
-    fn start(index: usize, args: &[String], events: &mpsc::Sender<(usize, String)>) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redis_node"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start redis_node");
-        let out = BufReader::new(child.stdout.take().expect("piped"));
-        let stdin = child.stdin.take();
-        let events = events.clone();
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if events.send((index, line)).is_err() {
-                    break;
-                }
-            }
-        });
-        Node { child, stdin }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .arg(sig)
-            .arg(self.pid().to_string())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {sig} {}", self.pid());
-    }
-
-    /// Asks a worker to say `idle` once its bus holds nothing.
-    fn ask_idle(&mut self) {
-        let stdin = self.stdin.as_mut().expect("piped");
-        writeln!(stdin, "idle").expect("write to the child");
-        stdin.flush().expect("flush to the child");
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        // A stopped child would stay frozen: resume it, then kill it.
-        let _ = Command::new("kill")
-            .arg("-CONT")
-            .arg(self.pid().to_string())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts a `redis_node` child process (see [`ChildNode`]).
+fn start_node(index: usize, args: &[String], events: &mpsc::Sender<(usize, String)>) -> ChildNode {
+    ChildNode::start(env!("CARGO_BIN_EXE_redis_node"), index, args, events)
 }
 
 /// Entries of the group pending with the consumers of process `pid` (a consumer's name
@@ -238,15 +178,15 @@ fn run(scenario: &Scenario) {
         sent: HashSet::new(),
         sender_done: false,
     };
-    let mut a = Node::start(
+    let mut a = start_node(
         A,
         &scenario.worker_args(&server, (A_BATCH, A_WORKERS), false),
         &tx,
     );
     lines.wait_line(A, "ready", deadline);
-    let mut b = Node::start(B, &scenario.worker_args(&server, (B_BATCH, 4), true), &tx);
+    let mut b = start_node(B, &scenario.worker_args(&server, (B_BATCH, 4), true), &tx);
     lines.wait_line(B, "ready", deadline);
-    let _sender = Node::start(
+    let _sender = start_node(
         SENDER,
         &[
             "sender".into(),
@@ -285,9 +225,9 @@ fn run(scenario: &Scenario) {
         }
         lines.step(deadline);
     }
-    a.ask_idle();
+    a.say("idle");
     lines.wait_line(A, "idle", deadline);
-    b.ask_idle();
+    b.say("idle");
     lines.wait_line(B, "idle", deadline);
 
     let mut times: HashMap<&str, usize> = HashMap::new();
