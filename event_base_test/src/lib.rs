@@ -264,6 +264,16 @@ pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
         .expect("the bus publishes valid JSON")
 }
 
+/// The ids of every record `wal` would replay (`Wal::pending`), in its order.
+pub async fn pending_ids(wal: &dyn event_base::backend::Wal) -> Vec<String> {
+    wal.pending()
+        .await
+        .expect("read the WAL's pending records")
+        .into_iter()
+        .map(|r| r.message.id.clone())
+        .collect()
+}
+
 /// The default time a test waits for an event before it fails.
 pub const WAIT: Duration = Duration::from_secs(10);
 

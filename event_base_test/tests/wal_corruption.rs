@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use event_base::backend::Wal;
 use event_base::{EMessage, PersistentWal, WalError};
+use event_base_test::pending_ids;
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -157,13 +158,7 @@ async fn corruption_in_a_sealed_segment_is_an_error_unless_skipped() {
         .skip_corrupt(true)
         .open()
         .unwrap();
-    let live: Vec<String> = wal
-        .pending()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.message.id.clone())
-        .collect();
+    let live = pending_ids(&wal).await;
     assert!(
         !live.contains(&ids[0]),
         "the damaged segment's records are skipped"
@@ -185,15 +180,6 @@ async fn write_segmented(dir: &Path, n: u8) -> Vec<String> {
         ids.push(m.id.clone());
     }
     ids
-}
-
-async fn pending_ids(wal: &PersistentWal) -> Vec<String> {
-    wal.pending()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.message.id.clone())
-        .collect()
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use event_base::{
     Ack, CoreError, EMessage, EventBus, FlumeQueueFactory, PersistentWal, ShutdownStrategy,
     SyncPolicy, WalError,
 };
-use event_base_test::Probe;
+use event_base_test::{pending_ids, Probe};
 
 /// A tmpfs mounted on a temporary directory, unmounted on drop.
 struct Tmpfs {
@@ -163,13 +163,7 @@ async fn fill(policy: SyncPolicy, over_grpc: bool) -> Option<()> {
     bus.close().await.unwrap();
     fs.resize("64m");
     let wal = PersistentWal::builder(wal_dir(&fs)).open().unwrap();
-    let pending: HashSet<String> = wal
-        .pending()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.message.id.clone())
-        .collect();
+    let pending: HashSet<String> = pending_ids(&wal).await.into_iter().collect();
     let lost: Vec<_> = acknowledged.difference(&pending).collect();
     assert!(
         lost.is_empty(),
@@ -298,13 +292,7 @@ async fn a_compaction_that_meets_a_full_disk_loses_no_survivor() {
     drop(wal);
     std::fs::remove_file(&filler).unwrap();
     let wal = open();
-    let pending: HashSet<String> = wal
-        .pending()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.message.id.clone())
-        .collect();
+    let pending: HashSet<String> = pending_ids(&wal).await.into_iter().collect();
     for m in &survivors {
         assert!(pending.contains(&m.id), "survivor {} lost", m.id);
     }
