@@ -213,8 +213,8 @@ pub mod prelude {
     pub use crate::{
         async_trait, set_node_name, set_node_type, Ack, BatchAck, CoreError, DeadLetterMessage,
         DeadReason, DeliveryMode, EBatchHandler, EHandler, EMessage, EventBus, HandlerSpec, Json,
-        JsonPayload, MessageMetadata, MessagePayload, MessageTopic, Middleware, Next, NodeType,
-        SendOptions, ShutdownStrategy, TopicRouter,
+        JsonPayload, MessageHeaders, MessageMetadata, MessagePayload, MessageTopic, Middleware,
+        Next, NodeType, SendOptions, ShutdownStrategy, TopicRouter,
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};

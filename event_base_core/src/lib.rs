@@ -116,6 +116,7 @@ pub use message::context::current_message;
 pub use message::dead_letter::DeadLetterMessage;
 pub use message::delivery_mode::DeliveryMode;
 pub use message::emessage::{EMessage, IntoMessage, JsonPayload, TryIntoMessage, MESSAGE_VERSION};
+pub use message::headers::MessageHeaders;
 pub use message::id::{new_message_id, MessageId};
 pub use message::json::Json;
 pub use message::metadata::MessageMetadata;

@@ -245,6 +245,14 @@ pub(crate) fn message(m: &EMessage, cut: PayloadCut) -> pb::Message {
         delivery_mode: Some(delivery_mode(&m.delivery_mode)),
         deliver_at: m.deliver_at.map(timestamp),
         to_worker: m.to_worker.clone(),
+        headers: m
+            .headers
+            .iter()
+            .map(|(name, value)| pb::Header {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            })
+            .collect(),
     }
 }
 
@@ -445,6 +453,9 @@ pub(crate) fn outgoing(topic: &str, m: &pb::OutgoingMessage) -> Result<EMessage,
     }
     if let Some(s) = &m.source {
         msg = msg.with_source(s.clone());
+    }
+    for h in &m.headers {
+        msg = msg.with_header(h.name.clone(), h.value.clone());
     }
     let (at, delay) = match &m.schedule {
         Some(Schedule::DeliverAt(t)) => (Some(t), None),

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use event_base::prelude::*;
 
 #[test]
-fn emessage_has_the_ten_documented_fields_with_their_types() {
+fn emessage_has_the_ten_documented_fields_with_their_types_and_its_headers() {
     let msg = EMessage {
         id: String::from("order-1"),
         topic: MessageTopic("order.created".to_owned()),
@@ -30,6 +30,8 @@ fn emessage_has_the_ten_documented_fields_with_their_types() {
         deliver_at: None,
         to_worker: None,
         version: 1,
+        // The one field beside the ten (DESIGN §3: the ordering key and trace context).
+        headers: MessageHeaders::default(),
     };
     // Each field has the documented type.
     let EMessage {
@@ -43,7 +45,9 @@ fn emessage_has_the_ten_documented_fields_with_their_types() {
         deliver_at,
         to_worker,
         version,
+        headers,
     } = msg;
+    let _: MessageHeaders = headers;
     let _: (String, MessageTopic, MessagePayload, MessageMetadata) = (id, topic, payload, metadata);
     let _: (u32, DeliveryMode, u32, u32) = (attempts, delivery_mode, consumed_count, version);
     let _: (Option<SystemTime>, Option<String>) = (deliver_at, to_worker);

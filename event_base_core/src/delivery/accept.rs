@@ -888,6 +888,9 @@ pub(crate) fn prepare_into(
     wrap: impl FnOnce(EMessage) -> Arc<EMessage>,
 ) -> Result<Arc<EMessage>, CoreError> {
     check_id(&message.id)?;
+    if let Some(key) = message.key() {
+        check_key(key)?;
+    }
     if message.topic != route.topic {
         message.topic = route.topic.clone();
     }
@@ -908,6 +911,21 @@ pub(crate) fn prepare_into(
     }
     crate::message::context::inherit(&mut message);
     Ok(wrap(message))
+}
+
+/// Refuses an ordering key that is empty or longer than [`MAX_ID_BYTES`](crate::constant::MAX_ID_BYTES).
+fn check_key(key: &str) -> Result<(), CoreError> {
+    let max = crate::constant::MAX_ID_BYTES;
+    if key.is_empty() || key.len() > max {
+        return Err(CoreError::InvalidParameter {
+            name: "key",
+            value: format!("{} bytes", key.len()),
+            reason: format!(
+                "an ordering key is 1 to {max} bytes; hash a longer one (EMessage::with_key)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The handlers a message goes to: every handler of its topic, or, addressed to a worker

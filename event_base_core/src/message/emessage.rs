@@ -11,6 +11,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::error::CoreError;
 use crate::message::delivery_mode::DeliveryMode;
+use crate::message::headers::MessageHeaders;
 use crate::message::id::new_message_id;
 use crate::message::metadata::MessageMetadata;
 use crate::message::payload::MessagePayload;
@@ -61,6 +62,15 @@ pub struct EMessage {
     pub to_worker: Option<String>,
     /// Layout version ([`MESSAGE_VERSION`]).
     pub version: u32,
+    /// Named values that travel with the message: its ordering key
+    /// ([`with_key`](Self::with_key)), W3C trace context, the application's own
+    /// ([`with_header`](Self::with_header)). Empty by default, and then free.
+    ///
+    /// The one field beside the ten of the original documents (whose
+    /// [`MessageMetadata`] keeps its five): a struct literal of `EMessage` names it too, or
+    /// ends with `..EMessage::standard(..)`.
+    #[serde(default, skip_serializing_if = "MessageHeaders::is_empty")]
+    pub headers: MessageHeaders,
 }
 
 impl EMessage {
@@ -82,6 +92,7 @@ impl EMessage {
             deliver_at: None,
             to_worker,
             version: MESSAGE_VERSION,
+            headers: MessageHeaders::new(),
         }
     }
 
@@ -184,6 +195,50 @@ impl EMessage {
     /// Sets the source.
     pub fn with_source(mut self, source: impl Into<String>) -> Self {
         self.metadata.source = Some(source.into());
+        self
+    }
+
+    /// Gives the message an ordering key: for each handler of its topic, messages with the
+    /// same key are handled one at a time, in the order they were sent, across the handler's
+    /// workers, across retries (a failed message holds its key until it is acked or
+    /// dead-lettered) and across a restart. Different keys run in parallel; messages without
+    /// a key are not ordered.
+    ///
+    /// Only `Standard` messages for no worker in particular are ordered by their key;
+    /// `Broadcast`, `Repeated` and addressed (`to_worker`) messages carry it but are not held
+    /// by it. A key is 1 to [`MAX_ID_BYTES`](crate::constant::MAX_ID_BYTES) bytes, or the
+    /// send is refused with [`CoreError::InvalidParameter`]. Stored as the header
+    /// [`MessageHeaders::KEY`].
+    ///
+    /// ```
+    /// # use event_base_core::EMessage;
+    /// let msg = EMessage::standard("payments", b"x".to_vec()).with_key("account-42");
+    /// assert_eq!(msg.key(), Some("account-42"));
+    /// ```
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.headers.insert(MessageHeaders::KEY, key);
+        self
+    }
+
+    /// The message's ordering key, if it has one ([`with_key`](Self::with_key)).
+    #[inline]
+    pub fn key(&self) -> Option<&str> {
+        if self.headers.is_empty() {
+            return None;
+        }
+        self.headers.get(MessageHeaders::KEY)
+    }
+
+    /// Sets header `name` to `value` (replacing its value if set). See [`MessageHeaders`] for
+    /// the names the bus reads itself.
+    ///
+    /// ```
+    /// # use event_base_core::EMessage;
+    /// let msg = EMessage::standard("orders", b"x".to_vec()).with_header("tenant", "acme");
+    /// assert_eq!(msg.headers.get("tenant"), Some("acme"));
+    /// ```
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name, value);
         self
     }
 

@@ -11,6 +11,7 @@
 //! | `topic.rs` | `MessageTopic` |
 //! | `payload.rs` | `MessagePayload` |
 //! | `metadata.rs` | `MessageMetadata` |
+//! | `headers.rs` | `MessageHeaders`: the ordering key, trace context and the application's headers |
 //! | `delivery_mode.rs` | `DeliveryMode` |
 //! | `id.rs` | `new_message_id`: fast UUID v4 ids; `check_id`, the length check of any id |
 //! | `minted.rs` | the ids this process minted and no send has taken yet (their first send skips the dedup lookup) |
@@ -23,6 +24,7 @@ pub(crate) mod context;
 pub(crate) mod dead_letter;
 pub(crate) mod delivery_mode;
 pub(crate) mod emessage;
+pub(crate) mod headers;
 pub(crate) mod id;
 pub(crate) mod json;
 pub(crate) mod metadata;

@@ -9,7 +9,7 @@
 //! 8       len   body
 //!
 //! body:
-//! 0       1     format version (3)
+//! 0       1     format version (4)
 //! 1       1     kind
 //! 2       4+n   message id: str (1 to 255 bytes of UTF-8, the text of `EMessage::id`)
 //! 6+n     ..    kind-specific fields
@@ -19,8 +19,9 @@
 //! offset 2 (and `causation_id` as 16 bytes too). It is still read: its ids come back as the
 //! UUIDs' hyphenated text, so a log written by an older build replays unchanged. Version 2 is
 //! version 3 without the `handlers` of `Failed` and `Snapshot` records (they read as none)
-//! and without the `at` of `Complete` records (read as unknown).
-//! New records are always version 3; a log may hold all three.
+//! and without the `at` of `Complete` records (read as unknown). Version 3 is version 4
+//! without a message's `headers` (they read as none).
+//! New records are always version 4; a log may hold all four.
 //!
 //! | kind | name | fields after the id | effect on replay |
 //! |---|---|---|---|
@@ -37,7 +38,8 @@
 //! A `message` is: topic (str), payload (bytes), created_at (u64 ns since the Unix epoch),
 //! trace_id (opt str), correlation_id (opt str), causation_id (opt str), source (opt str),
 //! attempts u32, delivery mode (u8: 0 Standard, 1 Repeated, 2 Broadcast; then u32 n),
-//! consumed_count u32, deliver_at (opt u64 ns), to_worker (opt str), version u32.
+//! consumed_count u32, deliver_at (opt u64 ns), to_worker (opt str), version u32, and
+//! (version 4 on) headers: a u32 count then that many (name str, value str).
 //! `str`/`bytes` are a u32 length then the bytes; `opt` is a u8 flag (0 absent, 1 present)
 //! then the value. A reason is a u8 tag (0 Explicit, 1 MaxRetriesExceeded, 2 Timeout,
 //! 3 NoHandler, 4 UnknownWorker + str, 5 Other + str). `handlers` (version 3 on) is a u32
@@ -53,14 +55,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use event_base_core::backend::WalRecordState;
 use event_base_core::{
-    DeadReason, DeliveryMode, EMessage, MessageMetadata, MessagePayload, MessageTopic,
+    DeadReason, DeliveryMode, EMessage, MessageHeaders, MessageMetadata, MessagePayload,
+    MessageTopic,
 };
 use uuid::Uuid;
 
 use crate::record_id::RecordId;
 
 /// Format version written in every record body.
-pub(crate) const FORMAT_VERSION: u8 = 3;
+pub(crate) const FORMAT_VERSION: u8 = 4;
+/// Without a message's headers; still read.
+const FORMAT_V3: u8 = 3;
 /// Ids as text, dead letters without their handlers; still read.
 const FORMAT_V2: u8 = 2;
 /// The first format (ids as 16 UUID bytes), still read.
@@ -303,6 +308,11 @@ fn put_message(out: &mut Vec<u8>, m: &EMessage) {
     }
     put_opt_str(out, &m.to_worker);
     put_u32(out, m.version);
+    put_u32(out, m.headers.len() as u32);
+    for (name, value) in m.headers.iter() {
+        put_bytes(out, name.as_bytes());
+        put_bytes(out, value.as_bytes());
+    }
 }
 
 /// An upper bound of the body length of an `Append`/`Retry` record for `m` (exact but for
@@ -320,6 +330,7 @@ pub(crate) fn message_body_bound(m: &EMessage) -> usize {
         + 4 + 5 + 4 + 9
         + opt(&m.to_worker)
         + 4
+        + 4 + m.headers.iter().map(|(n, v)| 8 + n.len() + v.len()).sum::<usize>()
         + 64 // Failed/Snapshot extras (state, time, reason tag and length)
 }
 
@@ -435,7 +446,7 @@ impl<'a> Cursor<'a> {
 pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
     let mut c = Cursor { buf: body, pos: 0 };
     let version = c.u8("version")?;
-    if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_VERSION) {
+    if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_V3 | FORMAT_VERSION) {
         return Err(format!("unknown record format version {version}"));
     }
     let kind = c.u8("kind")?;
@@ -445,7 +456,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         1 => Entry::Append(Arc::new(get_message(&mut c, id, version)?)),
         2 => Entry::Processing(text(id)),
         3 => {
-            let at = if version >= FORMAT_VERSION {
+            let at = if version >= FORMAT_V3 {
                 c.time("at")?
             } else {
                 UNIX_EPOCH
@@ -518,7 +529,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
 /// bytes left (each name takes at least its 4-byte length), so a corrupt count cannot make
 /// the decoder allocate more than the record holds.
 fn get_handlers(c: &mut Cursor<'_>, version: u8) -> Result<Vec<String>, DecodeError> {
-    if version < FORMAT_VERSION {
+    if version < FORMAT_V3 {
         return Ok(Vec::new());
     }
     let n = c.u32("handlers")? as usize;
@@ -568,7 +579,8 @@ fn get_message(c: &mut Cursor<'_>, id: String, version: u8) -> Result<EMessage, 
         None
     };
     let to_worker = c.opt_string("to_worker")?;
-    let version = c.u32("version")?;
+    let layout = c.u32("version")?;
+    let headers = get_headers(c, version)?;
     Ok(EMessage {
         id,
         topic,
@@ -585,8 +597,27 @@ fn get_message(c: &mut Cursor<'_>, id: String, version: u8) -> Result<EMessage, 
         consumed_count,
         deliver_at,
         to_worker,
-        version,
+        version: layout,
+        headers,
     })
+}
+
+/// A message's headers (none before version 4), the count checked as `get_handlers` does.
+fn get_headers(c: &mut Cursor<'_>, version: u8) -> Result<MessageHeaders, DecodeError> {
+    if version < FORMAT_VERSION {
+        return Ok(MessageHeaders::new());
+    }
+    let n = c.u32("headers")? as usize;
+    if n > (c.buf.len() - c.pos) / 8 {
+        return Err(format!("{n} headers cannot fit in the record"));
+    }
+    let mut headers = MessageHeaders::new();
+    for _ in 0..n {
+        let name = c.string("header name")?;
+        let value = c.string("header value")?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }
 
 /// Result of reading one frame from a buffer.
@@ -672,7 +703,7 @@ pub(crate) fn peek_frame(buf: &[u8], max_body: usize) -> Peeked<'_> {
     let mut c = Cursor { buf: body, pos: 0 };
     let light = (|| {
         let version = c.u8("version")?;
-        if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_VERSION) {
+        if !matches!(version, FORMAT_V1 | FORMAT_V2 | FORMAT_V3 | FORMAT_VERSION) {
             return Err(format!("unknown record format version {version}"));
         }
         let kind = c.u8("kind")?;
@@ -744,6 +775,7 @@ mod tests {
             (0u8..3, any::<u32>()),
             proptest::option::of(0u64..4_000_000_000_000_000_000),
             arb_opt_string(),
+            proptest::collection::vec(("[a-z-]{1,8}", ".{0,12}"), 0..3),
         )
             .prop_map(
                 |(
@@ -756,6 +788,7 @@ mod tests {
                     (mode, n),
                     at,
                     to,
+                    headers,
                 )| {
                     let mut m = EMessage::new(
                         topic.as_str(),
@@ -776,6 +809,7 @@ mod tests {
                     m.metadata.causation_id = cause;
                     m.attempts = attempts;
                     m.deliver_at = at.map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
+                    m.headers = headers.into_iter().collect();
                     m
                 },
             )
@@ -879,7 +913,44 @@ mod tests {
         let count_at = 2 + 4 + message.id.len() + 8 + 1;
         assert_eq!(&body[count_at..count_at + 4], &[0, 0, 0, 0]);
         body.drain(count_at..count_at + 4);
+        // Nor a header count at the end of the message (version 4 on).
+        assert_eq!(&body[body.len() - 4..], &[0, 0, 0, 0]);
+        body.truncate(body.len() - 4);
         assert_eq!(decode_body(&body), Ok(entry));
+    }
+
+    /// A version 3 message (no headers) is still read, with none; a version 4 one keeps them.
+    #[test]
+    fn a_version_3_message_reads_with_no_headers_and_version_4_keeps_them() {
+        let keyed = Arc::new(
+            EMessage::standard("orders", b"x".to_vec())
+                .with_key("customer-7")
+                .with_header("traceparent", "00-abc-def-01"),
+        );
+        let mut v4 = Vec::new();
+        encode(&Entry::Append(keyed.clone()), &mut v4);
+        let body = v4[FRAME_HEADER..].to_vec();
+        assert_eq!(decode_body(&body), Ok(Entry::Append(keyed.clone())));
+
+        let plain = Arc::new(EMessage::standard("orders", b"x".to_vec()));
+        let mut buf = Vec::new();
+        encode(&Entry::Append(plain.clone()), &mut buf);
+        let mut v3 = buf[FRAME_HEADER..].to_vec();
+        v3[0] = FORMAT_V3;
+        v3.truncate(v3.len() - 4);
+        assert_eq!(decode_body(&v3), Ok(Entry::Append(plain)));
+    }
+
+    /// A header count larger than the record is an error, not an allocation.
+    #[test]
+    fn a_corrupt_header_count_is_an_error() {
+        let plain = Arc::new(EMessage::standard("orders", b"x".to_vec()));
+        let mut buf = Vec::new();
+        encode(&Entry::Append(plain), &mut buf);
+        let mut body = buf[FRAME_HEADER..].to_vec();
+        let at = body.len() - 4;
+        body[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_body(&body).unwrap_err().contains("headers"));
     }
 
     proptest! {

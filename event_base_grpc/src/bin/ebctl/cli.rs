@@ -229,6 +229,13 @@ pub(crate) struct Publish {
     /// A trace id.
     #[arg(long)]
     pub(crate) trace_id: Option<String>,
+    /// Its ordering key: messages with the same key are handled one at a time by each
+    /// handler, in the order they were sent.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// A header, NAME=VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
+    pub(crate) headers: Vec<(String, String)>,
     /// Fail at once if the topic's queue is full.
     #[arg(long)]
     pub(crate) try_send: bool,
@@ -483,6 +490,14 @@ impl Strategy {
             Strategy::Drain { timeout } => Some(*timeout),
             Strategy::Graceful { .. } | Strategy::StateBasedIdle | Strategy::Batched { .. } => None,
         }
+    }
+}
+
+/// A `--header NAME=VALUE`.
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("`{s}` is not NAME=VALUE")),
     }
 }
 

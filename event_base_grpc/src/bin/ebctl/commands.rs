@@ -479,6 +479,13 @@ async fn publish(c: &mut AdminClient, p: &cli::Publish) -> Result<Done, Failure>
         trace_id: p.trace_id.clone(),
         correlation_id: p.correlation_id.clone(),
         source: Some("ebctl".to_owned()),
+        headers: p
+            .headers
+            .iter()
+            .cloned()
+            .chain(p.key.clone().map(|k| ("eb-key".to_owned(), k)))
+            .map(|(name, value)| pb::Header { name, value })
+            .collect(),
     };
     let id = c
         .publish(pb::PublishRequest {
