@@ -9,6 +9,8 @@ use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
+use crate::delivery::key_order::KeyOrder;
+use crate::delivery::keyed_producer::KeyedProducer;
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
 use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_hasher::TopicMap;
@@ -51,6 +53,15 @@ pub(crate) fn topic_table(
             }
             _ => q.producer,
         };
+        // Keyed messages enter their lines where their order is known: as an in-memory
+        // queue takes them (its workers claim for themselves), or as the router claims them.
+        let keys = Arc::new(KeyOrder::new(work_tx.clone()));
+        let keys_at_claim = q.consumer.requires_ack();
+        let producer: Arc<dyn crate::backend::EProducer> = if keys_at_claim {
+            producer
+        } else {
+            Arc::new(KeyedProducer::new(producer, keys.clone()))
+        };
         let entry = Arc::new(TopicEntry {
             topic: spec.topic.clone(),
             handler,
@@ -62,6 +73,8 @@ pub(crate) fn topic_table(
             work_rx,
             workers: RwLock::new(Vec::with_capacity(spec.workers)),
             counters: TopicCounters::default(),
+            keys,
+            keys_at_claim,
         });
         match subs.iter_mut().find(|(t, _)| *t == spec.topic) {
             Some((_, list)) => list.push(entry),

@@ -149,6 +149,10 @@ impl ConsumerRouter {
             }
             for claimed in batch.drain(..) {
                 let message = claimed.message.clone();
+                // In the order claimed: its place in its key's line (`key_order.rs`).
+                if self.entry.keys_at_claim && message.deliver_at.is_none() {
+                    self.entry.keys.enter(&message);
+                }
                 // Held here from the claim until settled, when other processes share the
                 // queue (they do not count what this one claims).
                 let held = self

@@ -40,6 +40,11 @@
 //! `key_set.rs` is the set of keys the dedup window's generations are; `wall_clock.rs` turns a
 //! `deliver_at` into a point on the runtime's clock for the scheduler.
 //!
+//! `key_order.rs` holds each subscription's key lines (order per key: a keyed message is
+//! handled only at the front of its key's line), which `keyed_producer.rs` fills as an
+//! in-memory queue takes keyed messages, and the router as it claims them from a queue that
+//! needs acks.
+//!
 //! `message_pool.rs` keeps the allocations of finished messages (their worker held the last
 //! reference) for the next sends to move their messages into: `admit` takes one, a worker
 //! whose delivery completed its message gives one back.
@@ -53,7 +58,9 @@ pub(crate) mod fan_out;
 pub(crate) mod id_key;
 pub(crate) mod job;
 pub(crate) mod job_channel;
+pub(crate) mod key_order;
 pub(crate) mod key_set;
+pub(crate) mod keyed_producer;
 pub(crate) mod message_pool;
 pub(crate) mod remote_routes;
 pub(crate) mod remote_table;

@@ -8,6 +8,7 @@ use crate::backend::queue::{EConsumer, EProducer};
 use crate::delivery::elsewhere::Elsewhere;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
+use crate::delivery::key_order::KeyOrder;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
@@ -135,6 +136,11 @@ pub(crate) struct TopicEntry {
     /// held across an `.await`.
     pub(crate) workers: RwLock<Vec<Arc<WorkerSlot>>>,
     pub(crate) counters: TopicCounters,
+    /// Order per key: the lines of its keyed messages (`key_order.rs`).
+    pub(crate) keys: Arc<KeyOrder>,
+    /// Whether keyed messages enter their lines when the router claims them (queues that
+    /// need acks), rather than when the queue takes them (`keyed_producer.rs`).
+    pub(crate) keys_at_claim: bool,
 }
 
 impl TopicEntry {

@@ -233,6 +233,12 @@ impl Worker {
     /// state. Returns `false` if the worker was declared dead meanwhile (the monitor took the
     /// batch and delivers it elsewhere): the worker must then end.
     async fn process_batch(&self, spec: &BatchSpec, jobs: &mut Vec<Job>) -> bool {
+        // Keyed messages whose turn has not come wait in their key's line (so a batch never
+        // holds two of one key).
+        if jobs.iter().any(|j| j.message.key().is_some()) {
+            let taken = std::mem::take(jobs);
+            jobs.extend(taken.into_iter().filter_map(|j| self.entry.keys.admit(j)));
+        }
         self.drop_lost_claims(jobs).await;
         if jobs.is_empty() {
             return true;
@@ -257,6 +263,7 @@ impl Worker {
                 batch.push(job);
             } else {
                 // Withdrawn or finished already: nothing to deliver, its queue entry is done.
+                self.entry.keys.leave(&job.message);
                 ack_claim(&job);
             }
         }
@@ -309,7 +316,11 @@ impl Worker {
                 .await;
         }
         if !acked.is_empty() {
-            for dead in self.shared.finish_batch_ok(&self.entry, &acked, ended) {
+            let dead = self.shared.finish_batch_ok(&self.entry, &acked, ended);
+            for job in &acked {
+                self.entry.keys.leave(&job.message);
+            }
+            for dead in dead {
                 self.shared.settle_dead(&self.entry, dead).await;
             }
         }

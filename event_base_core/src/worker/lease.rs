@@ -71,6 +71,9 @@ impl Worker {
         for job in jobs.drain(..) {
             if !self.claim_lost(&job).await {
                 kept.push(job);
+            } else {
+                // Another consumer has it now, and its place in the key's order.
+                self.entry.keys.leave(&job.message);
             }
         }
         *jobs = kept;

@@ -347,7 +347,14 @@ impl Worker {
     /// Handles one job. Returns `false` if the worker was declared dead meanwhile (the
     /// monitor took the job and delivered it elsewhere): the worker must then end.
     async fn process(&self, job: Job) -> bool {
+        // A keyed message whose turn has not come waits in its key's line; it comes back
+        // through the work channel when the one ahead of it is done.
+        let Some(job) = self.entry.keys.admit(job) else {
+            return true;
+        };
         if self.claim_lost(&job).await {
+            // Another consumer has it now, and its place in the key's order.
+            self.entry.keys.leave(&job.message);
             return true;
         }
         let message = job.message.clone();
@@ -357,6 +364,7 @@ impl Worker {
             Ok(false) if !self.entry.claim_counted => {
                 // Withdrawn by a refused send, or already finished: nothing to deliver, and
                 // its queue entry (if the queue needs acks) is done too.
+                self.entry.keys.leave(&message);
                 crate::delivery::job::ack_claim(&job);
                 return true;
             }
@@ -420,7 +428,10 @@ impl Worker {
         self.entry.counters.acked();
         TopicCounters::add(&self.state.acked);
         self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-        match self.shared.finish_ok(&self.entry, &job, ended, held) {
+        let dead = self.shared.finish_ok(&self.entry, &job, ended, held);
+        // The next message of its key, if any, may start.
+        self.entry.keys.leave(&job.message);
+        match dead {
             Some(dead) => Some(dead),
             None => {
                 // Its allocation carries a later send, if this was its last reference.
@@ -482,6 +493,7 @@ impl Worker {
                 };
                 self.audit_finished(mark, &job.message, outcome, took);
                 self.shared.dead_letter(&self.entry, &job, reason).await;
+                self.entry.keys.leave(&job.message);
             }
         }
     }
@@ -538,9 +550,12 @@ impl Worker {
         let Some(ticket) = &job.claim else {
             return Some(job);
         };
+        // A keyed message's retry stays here, its claim held: in the queue it would take a
+        // new place in its key's order, behind messages sent after it.
         if delay.is_zero()
             || job.group.is_some()
             || next.to_worker.is_some()
+            || crate::delivery::key_order::ordering_key(next).is_some()
             || !self.entry.consumer.keeps_retries()
         {
             return Some(job);
@@ -550,6 +565,7 @@ impl Worker {
             Ok(_fenced) => {
                 // Another consumer owns the entry now and decides; here the delivery ends as
                 // a fenced ack does (the queue logged it), so the message stops counting.
+                self.entry.keys.leave(&job.message);
                 if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
                     self.shared.settle_dead(&self.entry, dead).await;
                 }

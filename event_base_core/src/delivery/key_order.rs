@@ -1,0 +1,348 @@
+//! Order per key within one subscription: [`KeyOrder`].
+//!
+//! A message with a key ([`EMessage::with_key`]) takes its place in its key's line when it
+//! enters the subscription: when it is queued, for queues whose workers claim for themselves
+//! (`KeyedProducer` registers it just before the queue takes it), or when the subscription's
+//! router claims it, for queues that need acks (the router claims in the queue's order). The
+//! front of a line holds the key: only it is handled. A worker that takes a message whose
+//! turn has not come parks it in its line and goes on with other work; when the front ends
+//! for good (acked, dead-lettered, withdrawn, or taken over by another consumer; a retry
+//! keeps its place), the next one becomes the front, and if it was parked it is handed to
+//! the subscription's workers again.
+//!
+//! Messages without a key never come here beyond one look at their (empty) headers. Only
+//! `Standard` messages for no worker in particular are ordered ([`ordering_key`]); a
+//! broadcast, repeated or addressed message carries its key but is not held by it.
+//!
+//! Parked messages are not in the queue, so the queue's bound no longer limits them: the
+//! lines of a subscription hold at most [`LINE_LIMIT`] messages in all, and a keyed send
+//! waits (or, with `try_send`, is refused as by a full queue) while they are full.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::delivery::id_key::{IdKeys, KeyHasher};
+use crate::delivery::job::Job;
+use crate::delivery::job_channel::JobSender;
+use crate::message::delivery_mode::DeliveryMode;
+use crate::message::emessage::EMessage;
+
+/// Independently locked shards of the lines; a power of two.
+const SHARDS: usize = 16;
+
+/// Keyed messages one subscription's lines hold at most (queued, parked or being handled).
+pub(crate) const LINE_LIMIT: usize = 65_536;
+
+/// The key a message is ordered by in a subscription: its key, if it is a `Standard`
+/// message for no worker in particular.
+#[inline]
+pub(crate) fn ordering_key(message: &EMessage) -> Option<&str> {
+    let key = message.key()?;
+    (message.delivery_mode == DeliveryMode::Standard && message.to_worker.is_none()).then_some(key)
+}
+
+/// One key's messages in a subscription, in the order they entered it.
+///
+/// Positions are sequence numbers: a message's slot is `seq - base`, found through `index`
+/// (by the 128-bit key of its id) without a scan, and a message that leaves from the middle
+/// leaves a hole that the front skips. So entering, parking and leaving cost the same with
+/// ten messages in the line as with ten thousand.
+#[derive(Default)]
+struct Line {
+    /// Sequence number of `slots[0]`.
+    base: u64,
+    /// The front holds the key; `None` is a hole.
+    slots: VecDeque<Option<Slot>>,
+    /// Each message's sequence number, by id key.
+    index: HashMap<u128, u64, BuildHasherDefault<KeyHasher>>,
+}
+
+struct Slot {
+    /// Taken by a worker before its turn.
+    parked: Option<Job>,
+}
+
+impl Line {
+    /// Where message `id` is (0: the front).
+    fn position(&self, id: u128) -> Option<usize> {
+        self.index.get(&id).map(|seq| (seq - self.base) as usize)
+    }
+
+    fn push(&mut self, id: u128) {
+        let seq = self.base + self.slots.len() as u64;
+        self.index.insert(id, seq);
+        self.slots.push_back(Some(Slot { parked: None }));
+    }
+
+    /// Takes message `id` out; its slot becomes a hole, and holes at the front go.
+    fn remove(&mut self, id: u128) -> Option<Slot> {
+        let at = self.position(id)?;
+        self.index.remove(&id);
+        let slot = self.slots.get_mut(at)?.take();
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        slot
+    }
+
+    /// The parked job of the front, if the front is parked.
+    fn take_front_parked(&mut self) -> Option<Job> {
+        self.slots.front_mut()?.as_mut()?.parked.take()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Every parked job (of a line found empty of messages: none, unless a bug put one).
+    fn drain_parked(&mut self) -> impl Iterator<Item = Job> + '_ {
+        self.slots.drain(..).flatten().filter_map(|s| s.parked)
+    }
+}
+
+type Shard = HashMap<String, Line>;
+
+/// The key lines of one subscription.
+pub(crate) struct KeyOrder {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: std::collections::hash_map::RandomState,
+    ids: IdKeys,
+    /// Messages in all lines.
+    held: AtomicUsize,
+    /// Rung when a message leaves a line (a keyed send waiting for room).
+    room: Notify,
+    /// Where a parked message goes when its turn comes: the subscription's work channel.
+    work: JobSender,
+}
+
+impl std::fmt::Debug for KeyOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyOrder")
+            .field("held", &self.held.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyOrder {
+    /// The lines of a subscription whose workers take work from `work`.
+    pub(crate) fn new(work: JobSender) -> Self {
+        KeyOrder {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: Default::default(),
+            ids: IdKeys::new(),
+            held: AtomicUsize::new(0),
+            room: Notify::new(),
+            work,
+        }
+    }
+
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+        let i = (self.hasher.hash_one(key) as usize) & (SHARDS - 1);
+        // A panic while a shard was held left it consistent (every change is one step).
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the lines are full: a keyed send waits for [`room`](Self::room).
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.held.load(Ordering::Acquire) >= LINE_LIMIT
+    }
+
+    /// Waits until the lines have room.
+    pub(crate) async fn room(&self) {
+        loop {
+            let rung = self.room.notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
+            if !self.is_full() {
+                return;
+            }
+            rung.await;
+        }
+    }
+
+    /// Messages in all lines (queued, parked or being handled).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// `message` enters its key's line, at the back, unless it is in it already (a claim of
+    /// an entry this subscription claimed before, a replayed dead letter whose first life is
+    /// still there): it then keeps its place.
+    pub(crate) fn enter(&self, message: &EMessage) {
+        let Some(key) = ordering_key(message) else {
+            return;
+        };
+        let id = self.ids.key(&message.id);
+        let mut shard = self.shard(key);
+        let line = match shard.get_mut(key) {
+            Some(line) => line,
+            None => shard.entry(key.to_owned()).or_default(),
+        };
+        if line.position(id).is_some() {
+            return;
+        }
+        line.push(id);
+        self.held.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether `job` may be handled now: it is handed back if its message holds its key (or
+    /// is not ordered, or not in a line), and parked otherwise, to come back through the
+    /// work channel when its turn comes.
+    #[inline]
+    pub(crate) fn admit(&self, job: Job) -> Option<Job> {
+        let Some(key) = ordering_key(&job.message) else {
+            return Some(job);
+        };
+        let id = self.ids.key(&job.message.id);
+        let mut shard = self.shard(key);
+        let Some(line) = shard.get_mut(key) else {
+            return Some(job);
+        };
+        match line.position(id) {
+            Some(0) | None => Some(job),
+            Some(at) => match line.slots.get_mut(at) {
+                Some(Some(slot)) => {
+                    slot.parked = Some(job);
+                    None
+                }
+                _ => Some(job),
+            },
+        }
+    }
+
+    /// `message` is done with for good in this subscription (acked, dead, withdrawn, or
+    /// another consumer's now): it leaves its line, and the next message of its key, if
+    /// parked, goes to the workers.
+    #[inline]
+    pub(crate) fn leave(&self, message: &EMessage) {
+        let Some(key) = ordering_key(message) else {
+            return;
+        };
+        let id = self.ids.key(&message.id);
+        let mut next = Vec::new();
+        {
+            let mut shard = self.shard(key);
+            let Some(line) = shard.get_mut(key) else {
+                return;
+            };
+            let was_front = line.position(id) == Some(0);
+            // A parked copy of it (withdrawn after a worker took it) goes with it.
+            if line.remove(id).is_none() {
+                return;
+            }
+            if was_front {
+                next.extend(line.take_front_parked());
+            }
+            if line.is_empty() {
+                next.extend(line.drain_parked());
+                shard.remove(key);
+            }
+        }
+        self.held.fetch_sub(1, Ordering::AcqRel);
+        self.room.notify_waiters();
+        for job in next {
+            self.hand_on(job);
+        }
+    }
+
+    /// Hands a job whose turn came to the workers, never blocking the caller.
+    fn hand_on(&self, job: Job) {
+        if let Err(job) = self.work.try_send(job) {
+            let tx = self.work.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(job).await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::job_channel::job_channel;
+    use std::sync::Arc;
+
+    fn keyed(id: &str, key: &str) -> Arc<EMessage> {
+        Arc::new(
+            EMessage::standard("t", b"x".to_vec())
+                .with_id(id)
+                .with_key(key),
+        )
+    }
+
+    fn job(m: &Arc<EMessage>) -> Job {
+        Job {
+            message: m.clone(),
+            group: None,
+            claim: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_message_taken_before_its_turn_waits_for_the_one_ahead() {
+        let (tx, rx) = job_channel(8);
+        let keys = KeyOrder::new(tx);
+        let (a, b, c) = (keyed("a", "k"), keyed("b", "k"), keyed("c", "other"));
+        for m in [&a, &b, &c] {
+            keys.enter(m);
+        }
+        assert_eq!(keys.held(), 3);
+        // b is taken first: parked. c has a key of its own: handled at once.
+        assert!(keys.admit(job(&b)).is_none());
+        assert!(keys.admit(job(&c)).is_some());
+        assert!(keys.admit(job(&a)).is_some());
+        assert!(rx.try_recv().is_none());
+        // a retried keeps the key; a acked hands b on.
+        assert!(keys.admit(job(&a)).is_some());
+        keys.leave(&a);
+        assert_eq!(
+            rx.try_recv().map(|j| j.message.id.clone()),
+            Some("b".into())
+        );
+        assert!(keys.admit(job(&b)).is_some(), "b holds the key now");
+        keys.leave(&b);
+        keys.leave(&c);
+        assert_eq!(keys.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_message_lets_the_next_one_through() {
+        let (tx, rx) = job_channel(8);
+        let keys = KeyOrder::new(tx);
+        let (a, b) = (keyed("a", "k"), keyed("b", "k"));
+        keys.enter(&a);
+        keys.enter(&b);
+        assert!(keys.admit(job(&b)).is_none());
+        keys.leave(&a);
+        assert_eq!(
+            rx.try_recv().map(|j| j.message.id.clone()),
+            Some("b".into())
+        );
+        keys.enter(&b);
+        assert_eq!(keys.held(), 1, "entered once");
+    }
+
+    #[tokio::test]
+    async fn unordered_messages_pass_untouched() {
+        let (tx, _rx) = job_channel(8);
+        let keys = KeyOrder::new(tx);
+        let plain = Arc::new(EMessage::standard("t", b"x".to_vec()));
+        let broadcast = Arc::new(
+            EMessage::standard("t", b"x".to_vec())
+                .with_key("k")
+                .with_mode(DeliveryMode::Broadcast),
+        );
+        keys.enter(&plain);
+        keys.enter(&broadcast);
+        assert_eq!(keys.held(), 0);
+        assert!(keys.admit(job(&plain)).is_some());
+        assert!(keys.admit(job(&broadcast)).is_some());
+    }
+}
