@@ -187,6 +187,16 @@ pub enum CoreError {
         /// The topic.
         topic: String,
     },
+    /// No handler of that name runs on that topic in this process (pause, resume, lag).
+    #[error("topic `{topic}` has no handler `{handler}` here; its handlers: [{}] (EventBus::router().topics() lists the topics)", .handlers.join(", "))]
+    UnknownHandler {
+        /// The topic.
+        topic: String,
+        /// The handler name asked for.
+        handler: String,
+        /// The handlers the topic has in this process (none if the topic has none).
+        handlers: Vec<String>,
+    },
     /// `to_worker` names a worker the topic does not have.
     #[error("topic `{topic}` has no worker named `{worker}`; see EventBus::workers(topic) for the names (with Redis, `<node id>/<worker>` or `<node name>/<worker>` names a worker of a node that runs its handler now, RedisQueueFactory::node_id() of that process; a node that stopped or was evicted has none: send the message again naming a running node, or delete its dead letter)")]
     UnknownWorker {

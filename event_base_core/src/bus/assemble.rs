@@ -75,6 +75,7 @@ pub(crate) fn topic_table(
             counters: TopicCounters::default(),
             keys,
             keys_at_claim,
+            pause: Default::default(),
         });
         match subs.iter_mut().find(|(t, _)| *t == spec.topic) {
             Some((_, list)) => list.push(entry),

@@ -9,6 +9,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `event_bus.rs` | `EventBus`: the handle to send, observe, scale and stop |
+//! | `subscriptions.rs` | `EventBus::pause`, `resume`, `is_paused`, `lag`: one handler of a topic |
 //! | `builder.rs` | `EventBusBuilder`: settings, and `build()` as a list of steps |
 //! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
 //! | `shared.rs` | `BusShared`: the fields; its behaviours live with their concern |
@@ -26,4 +27,5 @@ pub(crate) mod global;
 pub(crate) mod idle;
 pub(crate) mod in_flight;
 pub(crate) mod shared;
+pub(crate) mod subscriptions;
 pub(crate) mod tasks;

@@ -137,6 +137,17 @@ impl ConsumerRouter {
         // claims return what it still holds for this router, then Closed.
         let mut watch_shutdown = self.stops_at_shutdown();
         loop {
+            if self.entry.pause.is_paused() {
+                // Claims nothing new while paused; the entries wait in the backend.
+                tokio::select! {
+                    biased;
+                    () = self.shared.stopped_accepting(), if watch_shutdown => {}
+                    () = self.entry.pause.running() => {}
+                }
+                if self.entry.pause.is_paused() {
+                    return;
+                }
+            }
             match self.claim(&mut batch, &mut watch_shutdown).await {
                 Ok(_) => backoff = Duration::from_millis(50),
                 Err(QueueError::Closed(_)) => return,

@@ -45,6 +45,9 @@
 //! in-memory queue takes keyed messages, and the router as it claims them from a queue that
 //! needs acks.
 //!
+//! `pause.rs` is a subscription's pause switch (`EventBus::pause`/`resume`), read by its
+//! workers and its router before they take new work.
+//!
 //! `message_pool.rs` keeps the allocations of finished messages (their worker held the last
 //! reference) for the next sends to move their messages into: `admit` takes one, a worker
 //! whose delivery completed its message gives one back.
@@ -62,6 +65,7 @@ pub(crate) mod key_order;
 pub(crate) mod key_set;
 pub(crate) mod keyed_producer;
 pub(crate) mod message_pool;
+pub(crate) mod pause;
 pub(crate) mod remote_routes;
 pub(crate) mod remote_table;
 pub(crate) mod replay;

@@ -9,6 +9,7 @@ use crate::delivery::elsewhere::Elsewhere;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
 use crate::delivery::key_order::KeyOrder;
+use crate::delivery::pause::PauseSwitch;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
@@ -141,6 +142,8 @@ pub(crate) struct TopicEntry {
     /// Whether keyed messages enter their lines when the router claims them (queues that
     /// need acks), rather than when the queue takes them (`keyed_producer.rs`).
     pub(crate) keys_at_claim: bool,
+    /// Whether it starts new work (`EventBus::pause`/`resume`).
+    pub(crate) pause: PauseSwitch,
 }
 
 impl TopicEntry {

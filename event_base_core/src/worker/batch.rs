@@ -50,6 +50,9 @@ impl Worker {
         let mut jobs: Vec<Job> = Vec::with_capacity(max);
         let mut claimed: Vec<Claimed> = Vec::with_capacity(max);
         loop {
+            if self.entry.pause.is_paused() && !self.wait_resumed().await {
+                break;
+            }
             self.take_ready(&mut jobs, max, router.as_deref(), &mut claimed)
                 .await;
             if jobs.is_empty() {

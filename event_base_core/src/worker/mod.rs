@@ -207,6 +207,9 @@ impl Worker {
         work.ring_on(self.state.bell());
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
         loop {
+            if self.entry.pause.is_paused() && !self.wait_resumed().await {
+                break;
+            }
             if let Some(job) = self.inbox.try_recv() {
                 if !self.process(job).await {
                     return;
@@ -325,6 +328,23 @@ impl Worker {
         }
         // Looked at on the next turn, the queue included.
         Ok(Source::Rung)
+    }
+
+    /// The subscription is paused: waits, taking nothing new, until it is resumed (`true`)
+    /// or the worker is asked to stop (`false`).
+    async fn wait_resumed(&self) -> bool {
+        self.idle();
+        self.state.set_status(WorkerStatus::Idle);
+        loop {
+            if self.state.stop_requested() {
+                return false;
+            }
+            tokio::select! {
+                biased;
+                _ = self.state.stop_signal() => {}
+                _ = self.entry.pause.running() => return true,
+            }
+        }
     }
 
     /// A claim from the queue failed (other than closed): logged, and the worker parks and
