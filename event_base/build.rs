@@ -30,6 +30,7 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("grpc.md", "ch10_grpc", &["GRPC"]),
     ("distributed.md", "ch11_distributed", &["REDIS"]),
     ("config.md", "ch12_config", &["CONFIG"]),
+    ("ordering.md", "ch13_ordering", &[]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

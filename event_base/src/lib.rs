@@ -408,6 +408,7 @@ macro_rules! __event_base_config {
 /// | `ch10_grpc` | the management API and `ebctl` (feature `gRPC`) |
 /// | `ch11_distributed` | many processes on Redis Streams (feature `redis`) |
 /// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
+/// | [`ch13_ordering`](crate::guide::ch13_ordering) | subscriptions: order per key (`with_key`) across workers, retries and restarts, pause and resume, lag |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -447,4 +448,6 @@ pub mod guide {
     #[cfg(feature = "config")]
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/config.md"))]
     pub mod ch12_config {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/ordering.md"))]
+    pub mod ch13_ordering {}
 }
