@@ -61,12 +61,16 @@ fn status_name(s: WorkerStatus) -> &'static str {
     }
 }
 
-/// The table of `workers` (without those of `_system.` topics), by name.
+/// The table of `workers` (without those of `_system.` topics), by topic, then name.
 pub(super) fn workers_table(workers: &[WorkerInfo], metrics: &MetricsSnapshot) -> Value {
     let now = SystemTime::now();
-    let rows: Vec<Row> = workers
+    let mut shown: Vec<&WorkerInfo> = workers
         .iter()
         .filter(|w| !super::is_system(w.topic.as_str()))
+        .collect();
+    shown.sort_by(|a, b| (a.topic.as_str(), &a.name).cmp(&(b.topic.as_str(), &b.name)));
+    let rows: Vec<Row> = shown
+        .into_iter()
         .map(|w| {
             let m = metrics.worker(&w.name).unwrap_or_default();
             let seen = now
