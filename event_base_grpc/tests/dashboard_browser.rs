@@ -9,8 +9,8 @@
 //!
 //! `chromium` and `chromedriver` come from Debian's `chromium` and `chromium-driver`
 //! packages; `./test.sh` installs them. Screenshots for the guide: `EB_SCREENSHOTS=docs/images
-//! cargo test -p event_base_grpc --test dashboard_browser -- --ignored` (from the workspace
-//! root).
+//! cargo test -p event_base_grpc --test dashboard_browser -- --ignored` (a relative folder is
+//! the workspace root's).
 
 // A test's unwrap is its assertion (as in event_base_test); helpers here too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -398,6 +398,116 @@ async fn a_read_token_sees_no_buttons_and_its_post_is_refused() {
     assert_eq!(anonymous.status, 401, "{anonymous:?}");
     assert_eq!(d.bus.dead_letters().await.unwrap().len(), 1, "still there");
 
+    browser.close().await;
+    d.handle.shutdown().await.unwrap();
+}
+
+/// A payment's payload, as the screenshots show it.
+fn payment(n: u32) -> String {
+    format!(
+        r#"{{"payment": "pay_{n:04}", "amount": {}.{:02}, "currency": "EUR", "card": "declined"}}"#,
+        10 + n * 7,
+        n * 13 % 100
+    )
+}
+
+/// The guide's screenshots (`event_base/guide/observability.md`, "Dashboard"): a bus with
+/// some traffic, each main view saved as a PNG into `$EB_SCREENSHOTS` (relative to the
+/// workspace root): `EB_SCREENSHOTS=docs/images cargo test -p event_base_grpc --test
+/// dashboard_browser -- --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes the guide's screenshots: run with EB_SCREENSHOTS=<dir> and --ignored"]
+async fn screenshots_for_the_guide() {
+    let dir = std::env::var_os("EB_SCREENSHOTS").expect(
+        "set EB_SCREENSHOTS to the folder for the PNGs (docs/images: relative to the workspace root)",
+    );
+    // A relative folder is the workspace root's (cargo runs tests in the package's folder).
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let dir = workspace.join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = Probe::new();
+    let d = dashboard(vec![
+        probe.handler("orders", "orders", ack).workers(3),
+        probe.handler("order-audit", "orders", ack),
+        probe.handler("emails", "emails", ack).workers(2),
+        probe.handler("payments", "payments", |_| Ack::dead()),
+    ])
+    .await;
+    for n in 0..7 {
+        d.bus.send("payments", payment(n)).await.unwrap();
+    }
+    // Traffic while the pictures are taken, so that rates show.
+    let bus = d.bus.clone();
+    let traffic = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        for n in 0u64.. {
+            tick.tick().await;
+            let _ = bus.send("orders", format!(r#"{{"order": {n}}}"#)).await;
+            if n % 3 == 0 {
+                let email = format!(r#"{{"to": "customer-{n}@example.com"}}"#);
+                let _ = bus.send("emails", email).await;
+            }
+        }
+    });
+    let browser = Browser::start().await;
+    browser.client.set_window_size(1200, 760).await.unwrap();
+    browser.open(d.http, ADMIN).await;
+    // A few seconds of traffic (a few overviews), so the rate columns are filled.
+    browser
+        .until_text("#topics tr[data-key='orders'] td[data-col='sent']", |t| {
+            t.replace(',', "").parse::<u32>().is_ok_and(|n| n >= 120)
+        })
+        .await;
+    let save = |name: &str, png: Vec<u8>| {
+        let path = dir.join(name);
+        std::fs::write(&path, &png).unwrap();
+        println!("{}: {} bytes", path.display(), png.len());
+    };
+    save(
+        "dashboard-topics.png",
+        browser.client.screenshot().await.unwrap(),
+    );
+
+    browser.click("nav button[data-tab='workers']").await;
+    let orders_0 = "#workers tr[data-key='orders-0'] td[data-col='name']";
+    browser.until_text(orders_0, |t| t == "orders-0").await;
+    save(
+        "dashboard-workers.png",
+        browser.client.screenshot().await.unwrap(),
+    );
+
+    browser.click("nav button[data-tab='dead']").await;
+    browser
+        .until_text("#page-info", |t| t.contains("7 matching"))
+        .await;
+    save(
+        "dashboard-dead-letters.png",
+        browser.client.screenshot().await.unwrap(),
+    );
+    browser
+        .click("#dead-letters tbody tr:nth-child(3) button[data-action='show']")
+        .await;
+    browser
+        .until_text("#detail dl", |t| t.contains("payments"))
+        .await;
+    let detail = browser.client.find(Locator::Css("#detail")).await.unwrap();
+    save(
+        "dashboard-dead-letter.png",
+        detail.screenshot().await.unwrap(),
+    );
+
+    browser.click("nav button[data-tab='wal']").await;
+    browser
+        .until_text("#wal tr[data-key='state'] td", |t| t == "ok")
+        .await;
+    save(
+        "dashboard-wal.png",
+        browser.client.screenshot().await.unwrap(),
+    );
+
+    traffic.abort();
     browser.close().await;
     d.handle.shutdown().await.unwrap();
 }
