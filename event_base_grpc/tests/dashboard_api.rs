@@ -133,6 +133,36 @@ async fn whoami_says_each_tokens_scope() {
     let answer = get(http, "/api/whoami", None).await;
     assert_eq!(answer.json()["scope"], "admin");
     assert_eq!(answer.json()["open"], true);
+    let local = request(
+        http,
+        "GET",
+        "/api/whoami",
+        &[("Host", format!("localhost:{}", http.port()))],
+        None,
+    )
+    .await;
+    assert_eq!(local.status, 200, "{local:?}");
+    // ... to requests for a loopback host only: a site whose name was made to resolve to
+    // 127.0.0.1 (DNS rebinding) reads nothing, and acts on nothing.
+    for (method, path) in [
+        ("GET", "/api/whoami"),
+        ("GET", "/metrics"),
+        ("POST", "/api/dead-letters/purge"),
+    ] {
+        let rebound = request(
+            http,
+            method,
+            path,
+            &[
+                ("Host", format!("evil.example:{}", http.port())),
+                ("Content-Type", "application/json".into()),
+            ],
+            Some(r#"{"all": true}"#),
+        )
+        .await;
+        assert_eq!(rebound.status, 403, "{method} {path}: {rebound:?}");
+        assert!(rebound.body.contains("loopback"), "{}", rebound.body);
+    }
     handle.shutdown().await.unwrap();
 }
 

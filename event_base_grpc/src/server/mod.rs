@@ -369,13 +369,12 @@ impl GrpcServerBuilder {
             stop.clone(),
         ));
         let http = http_listener.map(|(addr, listener)| {
-            let task = tokio::spawn(http::serve(
-                listener,
-                http_api,
-                self.tokens.clone(),
-                self.dashboard,
-                stop.clone(),
-            ));
+            let settings = http::HttpSettings {
+                tokens: self.tokens.clone(),
+                allow_unauthenticated: self.allow_unauthenticated,
+                dashboard: self.dashboard,
+            };
+            let task = tokio::spawn(http::serve(listener, http_api, settings, stop.clone()));
             (addr, task)
         });
         let incoming = TcpListenerStream::new(listener);

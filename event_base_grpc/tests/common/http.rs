@@ -48,7 +48,8 @@ pub async fn post_json(addr: SocketAddr, path: &str, token: Option<&str>, body: 
     request(addr, "POST", path, &headers, Some(body)).await
 }
 
-/// Any request; reads until the server closes.
+/// Any request (`Host: <addr>` unless `headers` name another); reads until the server
+/// closes.
 pub async fn request(
     addr: SocketAddr,
     method: &str,
@@ -57,7 +58,10 @@ pub async fn request(
     body: Option<&str>,
 ) -> Answer {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

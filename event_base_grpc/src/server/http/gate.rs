@@ -10,6 +10,12 @@
 //! cross-site form cannot send JSON, and a cross-site script cannot without a CORS preflight
 //! this server never answers: so another web page open in the operator's browser cannot make
 //! it act, even on an open (tokenless, loopback) server, where no token stands in the way.
+//!
+//! An open server on loopback also answers only requests whose `Host` names loopback
+//! (`localhost`, `127.0.0.1`, `[::1]`, with any port), else `403`: a web page on another
+//! site that has its own name re-resolved to 127.0.0.1 (DNS rebinding) would otherwise be the
+//! page's "own origin" and read everything. A server with tokens, or an open one told
+//! `allow_unauthenticated` (its network is trusted), takes any `Host`.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -72,13 +78,45 @@ impl FromRequestParts<HttpState> for Admin {
     }
 }
 
-/// The scope of the caller, or the `401` that refuses it.
+/// The scope of the caller, or the `401` (or `403`, see the module docs on `Host`) that
+/// refuses it.
 fn scope(headers: &HeaderMap, state: &HttpState) -> Result<Scope, Refusal> {
+    if state.loopback_hosts_only && !names_loopback(headers) {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "this server has no tokens and answers on loopback only: ask for it as \
+             localhost or 127.0.0.1 (the Host header names another host); to serve under \
+             another name, give it tokens",
+        ));
+    }
     let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
     state
         .tokens
         .scope_of_header(authorization)
         .map_err(unauthorized)
+}
+
+/// Whether the `Host` header names a loopback host: `localhost` (or a name under
+/// `.localhost`) or a loopback address, with or without a port.
+fn names_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // `[v6]` or `[v6]:port`
+        rest.split_once(']').map_or(rest, |(ip, _)| ip)
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        }
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// Whether the body is declared JSON.
@@ -180,6 +218,34 @@ mod tests {
             "application/x-www-form-urlencoded"
         )])));
         assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn loopback_hosts_are_localhost_and_loopback_addresses() {
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST.:80",
+            "app.localhost:1",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.9.9.9:8080",
+            "[::1]:8080",
+            "[::1]",
+            "[::ffff:127.0.0.1]:8080",
+        ] {
+            assert!(names_loopback(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "10.0.0.1:8080",
+            "[::2]:80",
+            "",
+        ] {
+            assert!(!names_loopback(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        assert!(!names_loopback(&HeaderMap::new()));
     }
 
     #[test]

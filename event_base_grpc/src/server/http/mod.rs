@@ -33,22 +33,39 @@ use crate::server::api::AdminApi;
 pub(crate) struct HttpState {
     api: AdminApi,
     tokens: Tokens,
+    /// An open server on loopback: only requests to a loopback `Host` (see `gate.rs`).
+    loopback_hosts_only: bool,
+}
+
+/// What the HTTP listener serves, and to whom.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpSettings {
+    /// The tokens (those of gRPC).
+    pub(crate) tokens: Tokens,
+    /// Whether the server was told its network is trusted (`allow_unauthenticated`).
+    pub(crate) allow_unauthenticated: bool,
+    /// Whether to serve the dashboard besides `/metrics`.
+    pub(crate) dashboard: bool,
 }
 
 /// Serves `listener` until `stop` is cancelled; connections under way finish first (the
-/// dashboard's event streams end on `stop`). Without `dashboard`, `/metrics` only.
+/// dashboard's event streams end on `stop`). Without `settings.dashboard`, `/metrics` only.
 pub(crate) async fn serve(
     listener: TcpListener,
     api: AdminApi,
-    tokens: Tokens,
-    dashboard: bool,
+    settings: HttpSettings,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let mut app = metrics::routes();
-    if dashboard {
+    if settings.dashboard {
         app = app.merge(dashboard::routes());
     }
-    let app: Router = app.with_state(HttpState { api, tokens });
+    let state = HttpState {
+        api,
+        loopback_hosts_only: settings.tokens.is_open() && !settings.allow_unauthenticated,
+        tokens: settings.tokens,
+    };
+    let app: Router = app.with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
