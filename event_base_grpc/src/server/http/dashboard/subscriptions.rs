@@ -14,8 +14,9 @@ use serde_json::Value;
 use super::table::{column, millis, table, Column, Kind, Row};
 
 // TODO(issue 34): lag and pause/resume go here, and only here. Add the columns `lag`
-// (`EventBus::lag(topic, handler)`, Kind::Count) and `paused` (Kind::State) to COLUMNS and
-// fill them in `row`; give `row` a "Pause" or "Resume" `Action` posting to
+// (`EventBus::lag(topic, handler)`, Kind::Count) and `paused` (Kind::State, from whatever
+// issue 34 gives to read it) to COLUMNS and fill them in `row` (a `lag` that fails for a
+// subscription leaves its cell empty); give `row` a "Pause" or "Resume" `Action` posting to
 // `api/subscriptions/{topic}/{handler}/pause` (or `/resume`, path segments made with
 // `table::segment`), with a `confirm` text; and add `routes()` here with those two `POST`
 // endpoints (extractor `gate::Admin`, calling `EventBus::pause`/`resume`), merged in
