@@ -8,6 +8,8 @@
 #   program        Debian/Ubuntu package   used by
 #   redis-server   redis-server            event_base_redis and the Redis tests of event_base_test
 #   promtool       prometheus              event_base_grpc's metrics_endpoint test (checks /metrics)
+#   chromium       chromium                event_base_grpc's dashboard_browser test (a headless browser)
+#   chromedriver   chromium-driver         event_base_grpc's dashboard_browser test (drives it, WebDriver)
 #
 # (The full-disk tests of the WAL mount a small tmpfs: they need root, as CI has; set
 # EB_TEST_NO_MOUNT=1 to skip them elsewhere.)
@@ -18,8 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# program:package, one per server the tests start.
-servers=("redis-server:redis-server" "promtool:prometheus")
+# program:package, one per program the tests start.
+servers=("redis-server:redis-server" "promtool:prometheus" "chromium:chromium" "chromedriver:chromium-driver")
 
 missing_packages=()
 for entry in "${servers[@]}"; do

@@ -15,7 +15,10 @@
 //! - With `EB_HTTP_ADDR` set (e.g. `127.0.0.1:8080`), it also serves `GET /metrics` there, in
 //!   the Prometheus text format, with the same tokens (the read token is enough): `curl -s
 //!   $EB_HTTP_ADDR/metrics`, adding `-H "Authorization: Bearer $EB_GRPC_READ_TOKEN"` when a
-//!   token is set. Plain HTTP, even with TLS on gRPC.
+//!   token is set. And the web dashboard, at `http://$EB_HTTP_ADDR/`: the page asks for the
+//!   token when one is set (or give it as `http://$EB_HTTP_ADDR/#token=...`); the read token
+//!   looks, the admin token also replays, deletes and purges. Plain HTTP, even with TLS on
+//!   gRPC.
 //! - Built with `--features tls`, and with `EB_GRPC_TLS_CERT` and `EB_GRPC_TLS_KEY` naming a
 //!   PEM certificate chain and its key, it serves over TLS (`ebctl --addr https://… --tls-ca
 //!   ca.pem`).
@@ -103,6 +106,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     if let Some(http) = server.http_addr() {
         println!("metrics: curl -s http://{http}/metrics");
+        // The token itself is never printed: the page asks for it.
+        println!(
+            "dashboard: http://{http}/{}",
+            if open {
+                ""
+            } else {
+                " (it asks for the token: the read one to look, the admin one to act)"
+            }
+        );
     }
 
     tokio::signal::ctrl_c().await?;

@@ -38,8 +38,8 @@ pub enum GrpcError {
     /// The transport failed while serving or connecting.
     #[error("gRPC transport error: {0}")]
     Transport(#[source] tonic::transport::Error),
-    /// The HTTP listener (`GET /metrics`) failed while serving.
-    #[error("the HTTP listener (/metrics) failed: {0}")]
+    /// The HTTP listener (`GET /metrics`, the dashboard) failed while serving.
+    #[error("the HTTP listener (/metrics, the dashboard) failed: {0}")]
     Http(#[source] std::io::Error),
     /// The reflection service could not be built from the descriptor sets.
     #[error(

@@ -1,7 +1,7 @@
 //! `GET /metrics` on the server's HTTP address: the bus's counters in the Prometheus text
 //! format, gated by the same tokens as gRPC, and accepted by `promtool check metrics`.
 //!
-//! The client is a plain HTTP/1.1 GET over a `TcpStream`, written here: what Prometheus (or
+//! The client is a plain HTTP/1.1 GET over a `TcpStream` (`common::http`): what Prometheus (or
 //! `curl`) sends, with nothing in between.
 
 // A test's unwrap is its assertion (as in event_base_test); helpers here too.
@@ -12,67 +12,13 @@ mod common;
 use std::net::SocketAddr;
 use std::process::Stdio;
 
+use common::http::get;
 use common::{ack, dead, Probe, ADMIN, READ, WAIT};
 use event_base_core::{Ack, EMessage, EventBus};
 use event_base_grpc::{GrpcError, GrpcServer, ServeHandle, Tokens};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const BUS: &str = "scraped";
-
-/// An answer: status code, headers (names lower-cased), body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// `GET path` with `authorization` as the header's value, if any; reads until the server
-/// closes (`Connection: close`).
-async fn get(addr: SocketAddr, path: &str, authorization: Option<&str>) -> Answer {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(value) = authorization {
-        request.push_str(&format!("Authorization: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    tokio::time::timeout(WAIT, stream.read_to_end(&mut raw))
-        .await
-        .expect("the server answers and closes")
-        .unwrap();
-    let raw = String::from_utf8(raw).expect("a text answer");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    assert!(
-        headers.iter().all(|(n, _)| n != "transfer-encoding"),
-        "a length-delimited body"
-    );
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
 
 fn retry_once(m: &EMessage) -> Ack {
     if m.attempts == 1 {
@@ -249,8 +195,8 @@ async fn a_scrape_shows_the_counters_of_the_bus() {
         Some("4")
     );
 
-    // Only /metrics is served.
-    let other = get(http, "/", Some(&format!("Bearer {READ}"))).await;
+    // /metrics, and the dashboard's paths: nothing else.
+    let other = get(http, "/nothing-here", Some(&format!("Bearer {READ}"))).await;
     assert_eq!(other.status, 404);
     handle.shutdown().await.unwrap();
 }

@@ -40,7 +40,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::{Duration, SystemTime};
 
-use event_base_core::backend::{EvictedListener, EvictedNode, NodeWorker, RevivedListener};
+use event_base_core::backend::{
+    EvictedListener, EvictedNode, NodeRecord, NodeWorker, RevivedListener,
+};
 use event_base_core::NodeType;
 use tokio::time::Instant;
 
@@ -283,6 +285,67 @@ impl Node {
             }
         }
         Ok(ids)
+    }
+
+    /// Every node in the set of nodes, by id: its last beat (the set's score), and what its
+    /// hash (`name`, `type`, `pid`) and workers' list say, in two round trips (`ZRANGE …
+    /// WITHSCORES`, then one `SORT … BY nosort GET …` that reads every hash and list, as
+    /// [`ids_named`](Self::ids_named) does). A silent node not yet evicted is there too, with
+    /// no name, type or pid once its hash expired.
+    pub(crate) async fn records(&self) -> Result<Vec<NodeRecord>, RedisError> {
+        let mut zrange = redis::cmd("ZRANGE");
+        zrange.arg(&self.zset).arg(0).arg(-1).arg("WITHSCORES");
+        let v = self.link.run("ZRANGE", zrange).await?;
+        let mut records = Vec::new();
+        for pair in reply::array("ZRANGE", &v)?.chunks(2) {
+            if let [id, score] = pair {
+                let ms = reply::string("ZRANGE", score)?
+                    .parse::<f64>()
+                    .unwrap_or(0.0)
+                    .max(0.0);
+                let seen = SystemTime::UNIX_EPOCH + Duration::from_millis(ms as u64);
+                records.push(NodeRecord::new(reply::string("ZRANGE", id)?, seen));
+            }
+        }
+        let mut sort = redis::cmd("SORT");
+        sort.arg(&self.zset)
+            .arg("BY")
+            .arg("nosort")
+            .arg("GET")
+            .arg("#");
+        for field in ["name", "type", "pid"] {
+            sort.arg("GET")
+                .arg(format!("{}*->{field}", self.hash_prefix));
+        }
+        sort.arg("GET").arg(format!("{}*", self.workers_prefix));
+        let v = self.link.run("SORT", sort).await?;
+        for row in reply::array("SORT", &v)?.chunks(5) {
+            let [id, name, kind, pid, workers] = row else {
+                continue;
+            };
+            let id = reply::string("SORT", id)?;
+            // A node that joined between the two reads has no record yet: left for next time.
+            let Some(record) = records.iter_mut().find(|r| r.id == id) else {
+                continue;
+            };
+            let text = |v: &redis::Value| reply::string("SORT", v).ok();
+            if let Some(name) = text(name) {
+                record.name = name;
+            }
+            record.kind = text(kind).and_then(|k| match k.as_str() {
+                "host" => Some(NodeType::Host),
+                "worker" => Some(NodeType::Worker),
+                _ => None,
+            });
+            record.pid = text(pid).and_then(|p| p.parse().ok());
+            if let Some((name, listed)) = text(workers).and_then(|w| parse_workers(w.as_bytes())) {
+                if record.name.is_empty() {
+                    record.name = name;
+                }
+                record.workers = listed;
+            }
+        }
+        Ok(records)
     }
 
     /// Keeps `workers` (this node's live workers, under its node name `name`) for the

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
-    EProducer, EvictedListener, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
+    EProducer, EvictedListener, NodeRecord, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
     RoutesListener,
 };
 use event_base_core::{MessageTopic, NodeType, QueueError};
@@ -282,6 +282,10 @@ impl RemoteRoutes for RedisRoutes {
 
     fn on_revived(&self, listener: RevivedListener) {
         self.node.on_revived(listener);
+    }
+
+    async fn nodes(&self) -> Result<Option<Vec<NodeRecord>>, QueueError> {
+        Ok(Some(self.node.records().await?))
     }
 }
 

@@ -44,7 +44,7 @@ pub use queue::{
 };
 pub use queue_factory::QueueFactory;
 pub use routes::{
-    EvictedListener, EvictedNode, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
-    RoutesListener,
+    EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding, RemoteRoutes,
+    RevivedListener, RoutesListener,
 };
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

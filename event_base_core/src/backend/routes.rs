@@ -92,6 +92,41 @@ impl EvictedNode {
     }
 }
 
+/// A process sharing the backend, as the backend's record of it says
+/// ([`RemoteRoutes::nodes`]): what an operator's node list shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeRecord {
+    /// The backend's id of the process (the Redis backend: `<pid>-<12 hex digits>`, new at
+    /// every start).
+    pub id: String,
+    /// Its bus's node name (`EventBusBuilder::node_name`, else the process's
+    /// [`node_name`](crate::node_name)); empty once the record of a silent process expired.
+    pub name: String,
+    /// Its bus's node type; `None` once the record of a silent process expired.
+    pub kind: Option<NodeType>,
+    /// Its process id, if the backend knows it.
+    pub pid: Option<u32>,
+    /// Its last sign of life, by the backend's clock.
+    pub last_seen: SystemTime,
+    /// The workers it listed last ([`RemoteRoutes::list_workers`]).
+    pub workers: Vec<NodeWorker>,
+}
+
+impl NodeRecord {
+    /// A process with id `id`, last seen at `last_seen`, of which nothing else is known yet.
+    pub fn new(id: String, last_seen: SystemTime) -> Self {
+        NodeRecord {
+            id,
+            name: String::new(),
+            kind: None,
+            pid: None,
+            last_seen,
+            workers: Vec::new(),
+        }
+    }
+}
+
 /// The cluster's registry of handlers, as one process sees it (see the module docs).
 ///
 /// The bus sends a message to a topic it has no handler of to every handler
@@ -141,6 +176,13 @@ pub trait RemoteRoutes: Send + Sync + 'static {
         subscriptions: &[(MessageTopic, Arc<str>)],
     ) -> Result<Option<Outstanding>, QueueError> {
         let _ = subscriptions;
+        Ok(None)
+    }
+
+    /// The processes sharing the backend, this one included, as the backend's records of
+    /// them say now (one read, not cached): what `EventBus::nodes` answers, for an operator's
+    /// node list. The default, `Ok(None)`, says the backend keeps no record of processes.
+    async fn nodes(&self) -> Result<Option<Vec<NodeRecord>>, QueueError> {
         Ok(None)
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::backend::routes::NodeRecord;
 use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
 use crate::bus::shared::BusShared;
@@ -147,6 +148,19 @@ impl EventBus {
     /// registry, looked up again, lists none). Sorted.
     pub fn handlers_elsewhere(&self, topic: &str) -> Vec<String> {
         self.shared.handlers_elsewhere(topic)
+    }
+
+    /// The processes sharing this bus's queue backend, this one included, as the backend's
+    /// records of them say now (one read of the backend, not cached): for an operator's node
+    /// list, such as the gRPC server's dashboard. `None` with a backend that keeps no record
+    /// of processes (the in-process ones); the Redis backend lists every node in its set of
+    /// nodes, silent ones too until they are evicted (see
+    /// [`RemoteRoutes::nodes`](crate::backend::RemoteRoutes::nodes)).
+    pub async fn nodes(&self) -> Result<Option<Vec<NodeRecord>>, CoreError> {
+        match &self.shared.remote {
+            Some(remote) => Ok(remote.provider.nodes().await?),
+            None => Ok(None),
+        }
     }
 
     /// Waits until every accepted message has reached a final state (complete or dead

@@ -8,8 +8,10 @@
 //! - server reflection v1 and v1alpha (both descriptor sets: ours and health's), behind the
 //!   token interceptor (a read token is enough).
 //!
-//! On an HTTP address of its own ([`GrpcServerBuilder::http_addr`], `http.rs`): `GET
-//! /metrics` in the Prometheus text format, with the same tokens (a read token is enough).
+//! On an HTTP address of its own ([`GrpcServerBuilder::http_addr`], `http/`): `GET /metrics`
+//! in the Prometheus text format, and the web dashboard at `/` (unless
+//! [`GrpcServerBuilder::dashboard`] turns it off), with the same tokens (a read token to look,
+//! the admin token to act).
 //!
 //! Secure by default: without tokens it listens on loopback only (anything else is
 //! [`GrpcError::OpenOffLoopback`] unless the builder says
@@ -84,6 +86,7 @@ impl GrpcServer {
             reflection: true,
             feed: None,
             http_addr: None,
+            dashboard: true,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -114,6 +117,7 @@ pub struct GrpcServerBuilder {
     reflection: bool,
     feed: Option<WatchFeed>,
     http_addr: Option<String>,
+    dashboard: bool,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::Identity>,
 }
@@ -236,11 +240,14 @@ impl GrpcServerBuilder {
 
     /// Also serves HTTP/1.1 on `addr` (`"127.0.0.1:0"` picks a free port; see
     /// [`ServeHandle::http_addr`]): `GET /metrics`, the bus's metrics in the Prometheus text
-    /// format ([`crate::prometheus`]). Default: no HTTP listener.
+    /// format ([`crate::prometheus`]), and the web dashboard at `/` (topics, subscriptions,
+    /// workers, dead letters, the WAL; see [`dashboard`](Self::dashboard)). Default: no HTTP
+    /// listener.
     ///
-    /// The same tokens as gRPC: with tokens set, a scrape needs `Authorization: Bearer
-    /// <token>` with the read (or admin) token and is answered `401` without one or with a
-    /// wrong one; without tokens it is open, and `addr` must then be loopback unless
+    /// The same tokens as gRPC: with tokens set, a scrape (and every dashboard read) needs
+    /// `Authorization: Bearer <token>` with the read (or admin) token and is answered `401`
+    /// without one or with a wrong one; the dashboard's actions need the admin token (`403`
+    /// with the read token). Without tokens it is open, and `addr` must then be loopback unless
     /// [`allow_unauthenticated`](Self::allow_unauthenticated) is called, as for gRPC. It is
     /// plain HTTP even when gRPC uses TLS: keep it on a network you trust (the token travels
     /// in clear text), or put a TLS proxy in front.
@@ -263,6 +270,19 @@ impl GrpcServerBuilder {
     /// ```
     pub fn http_addr(mut self, addr: impl Into<String>) -> Self {
         self.http_addr = Some(addr.into());
+        self
+    }
+
+    /// Whether the HTTP listener of [`http_addr`](Self::http_addr) also serves the web
+    /// dashboard (default on): the page at `/`, its JSON and event stream under `/api/`. Off,
+    /// it serves `GET /metrics` only (and answers `404` elsewhere).
+    ///
+    /// The page shows the topics and their handlers with rates, the workers, the dead letters
+    /// (paged and searchable, shown one by one, replayed as they are or edited, deleted,
+    /// purged), the WAL's figures and, on a shared backend, the nodes. A read token sees it
+    /// all; the admin token also gets the buttons, each of which asks before it acts.
+    pub fn dashboard(mut self, on: bool) -> Self {
+        self.dashboard = on;
         self
     }
 
@@ -315,13 +335,14 @@ impl GrpcServerBuilder {
         self.check_open(local_addr)?;
         let http_listener = self.bind_http()?;
         if let Some(l) = &http_listener {
-            tracing::info!(http_addr = %l.0, "event_base HTTP listener (GET /metrics)");
+            tracing::info!(http_addr = %l.0, dashboard = self.dashboard, "event_base HTTP listener (GET /metrics, the dashboard at /)");
         }
         tracing::info!(%local_addr, "event_base gRPC server listening");
         let mut transport = self.transport()?;
         let stop = CancellationToken::new();
         let feed = self.feed.clone().unwrap_or_default();
         let api = api::AdminApi::new(self.bus.clone(), feed.clone(), stop.clone());
+        let http_api = api.clone();
         let auth = Authenticator::new(self.tokens.clone());
         let admin = AdminServiceServer::new(api)
             .max_decoding_message_size(self.limits.max_decoding_message_size)
@@ -348,12 +369,12 @@ impl GrpcServerBuilder {
             stop.clone(),
         ));
         let http = http_listener.map(|(addr, listener)| {
-            let task = tokio::spawn(http::serve(
-                listener,
-                self.bus.clone(),
-                self.tokens.clone(),
-                stop.clone(),
-            ));
+            let settings = http::HttpSettings {
+                tokens: self.tokens.clone(),
+                allow_unauthenticated: self.allow_unauthenticated,
+                dashboard: self.dashboard,
+            };
+            let task = tokio::spawn(http::serve(listener, http_api, settings, stop.clone()));
             (addr, task)
         });
         let incoming = TcpListenerStream::new(listener);
@@ -517,7 +538,7 @@ impl ServeHandle {
         self.local_addr
     }
 
-    /// The address of the HTTP listener (`GET /metrics`), if
+    /// The address of the HTTP listener (`GET /metrics`, the dashboard at `/`), if
     /// [`GrpcServerBuilder::http_addr`] asked for one, with the port picked.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr

@@ -1,6 +1,8 @@
 //! What the gRPC tests share: an isolated bus, a server on a free loopback port, and clients.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod http;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
