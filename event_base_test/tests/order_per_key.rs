@@ -279,6 +279,41 @@ async fn order_per_key_holds_across_a_restart() {
     bus.close().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_redis_one_process_keeps_each_keys_order_across_its_workers_and_retries() {
+    // The router claims the stream's entries in order and puts keyed ones in their lines as
+    // it claims them; a keyed retry stays here with its entry claimed.
+    let server = event_base_test::redis_server::RedisServer::start();
+    let queue = event_base::RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(
+            HandlerSpec::new(
+                "ledger",
+                "accounts",
+                Ordered {
+                    seen: seen.clone(),
+                    fail_every: Some(6),
+                },
+            )
+            .workers(4),
+        )
+        .build()
+        .await
+        .unwrap();
+    send_interleaved(&bus).await;
+    seen.wait_acked((KEYS * PER_KEY) as usize).await;
+    assert_in_order(&seen);
+    let retried = seen.log.lock().unwrap().iter().filter(|e| e.2 > 1).count();
+    assert_eq!(retried, (KEYS * (PER_KEY / 6)) as usize);
+    assert!(seen.most_running.load(Ordering::Acquire) > 1);
+    bus.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_key_that_is_empty_or_too_long_is_refused() {
     let bus = EventBus::builder()

@@ -345,4 +345,142 @@ mod tests {
         assert!(keys.admit(job(&plain)).is_some());
         assert!(keys.admit(job(&broadcast)).is_some());
     }
+
+    /// A model of a subscription's workers over its key lines: messages enter in order (the
+    /// queue), workers take them in any interleaving, a running message either retries (it
+    /// is admitted again) or ends, and parked ones come back through the work channel. At
+    /// every step no key has two messages running and each key's messages start in the order
+    /// they entered; at the end everything ran and the lines are empty.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::{HashMap, VecDeque};
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// The queue hands its next message to a worker.
+            Claim,
+            /// A worker that took a message (by choice) asks whether it may run it.
+            Admit(usize),
+            /// A running message (by choice) fails and is retried.
+            Retry(usize),
+            /// A running message (by choice) ends.
+            End(usize),
+            /// A worker takes a job from the work channel.
+            Pull,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => Just(Op::Claim),
+                3 => any::<usize>().prop_map(Op::Admit),
+                1 => any::<usize>().prop_map(Op::Retry),
+                3 => any::<usize>().prop_map(Op::End),
+                2 => Just(Op::Pull),
+            ]
+        }
+
+        struct World {
+            keys: KeyOrder,
+            rx: crate::delivery::job_channel::JobReceiver,
+            queue: VecDeque<Arc<EMessage>>,
+            taken: Vec<Job>,
+            running: Vec<Job>,
+            started: HashMap<String, Vec<usize>>,
+            ended: usize,
+        }
+
+        fn index(m: &EMessage) -> usize {
+            m.id.parse().unwrap()
+        }
+
+        impl World {
+            fn step(&mut self, op: Op) -> Result<(), TestCaseError> {
+                match op {
+                    Op::Claim => {
+                        if let Some(m) = self.queue.pop_front() {
+                            self.taken.push(job(&m));
+                        }
+                    }
+                    Op::Admit(i) if !self.taken.is_empty() => {
+                        let j = self.taken.swap_remove(i % self.taken.len());
+                        if let Some(j) = self.keys.admit(j) {
+                            let key = j.message.key().unwrap().to_owned();
+                            prop_assert!(
+                                self.running.iter().all(|r| r.message.key() != Some(&key)),
+                                "two of key {} running",
+                                key
+                            );
+                            let first = self.started.entry(key).or_default();
+                            let n = index(&j.message);
+                            if first.last() != Some(&n) {
+                                first.push(n);
+                            }
+                            self.running.push(j);
+                        }
+                    }
+                    Op::Retry(i) if !self.running.is_empty() => {
+                        let j = self.running.swap_remove(i % self.running.len());
+                        let back = self.keys.admit(j);
+                        prop_assert!(back.is_some(), "a retry keeps its key");
+                        self.running.extend(back);
+                    }
+                    Op::End(i) if !self.running.is_empty() => {
+                        let j = self.running.swap_remove(i % self.running.len());
+                        self.keys.leave(&j.message);
+                        self.ended += 1;
+                    }
+                    Op::Pull => {
+                        if let Some(j) = self.rx.try_recv() {
+                            self.taken.push(j);
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn one_running_per_key_in_entry_order_and_nothing_stuck(
+                keys_of in proptest::collection::vec(0u8..3, 1..24),
+                ops in proptest::collection::vec(op(), 0..200),
+            ) {
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                let _guard = rt.enter();
+                let (tx, rx) = job_channel(1024);
+                let mut w = World {
+                    keys: KeyOrder::new(tx),
+                    rx,
+                    queue: VecDeque::new(),
+                    taken: Vec::new(),
+                    running: Vec::new(),
+                    started: HashMap::new(),
+                    ended: 0,
+                };
+                for (i, k) in keys_of.iter().enumerate() {
+                    let m = keyed(&i.to_string(), &format!("k{k}"));
+                    w.keys.enter(&m);
+                    w.queue.push_back(m);
+                }
+                for op in ops {
+                    w.step(op)?;
+                }
+                // Drain: every message runs and ends, in some order the lines allow.
+                let mut turns = 0;
+                while w.ended < keys_of.len() {
+                    turns += 1;
+                    prop_assert!(turns < 10_000, "stuck: {} of {} ended", w.ended, keys_of.len());
+                    for op in [Op::Claim, Op::Pull, Op::Admit(0), Op::End(0)] {
+                        w.step(op)?;
+                    }
+                }
+                prop_assert_eq!(w.keys.held(), 0);
+                for (key, order) in &w.started {
+                    prop_assert!(order.windows(2).all(|p| p[0] < p[1]), "key {} started {:?}", key, order);
+                }
+            }
+        }
+    }
 }
