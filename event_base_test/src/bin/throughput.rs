@@ -641,6 +641,9 @@ fn main() {
         if opts.run("fan_out") {
             fan_out(&opts).await;
         }
+        if opts.run("keyed") {
+            keyed(&opts).await;
+        }
         if opts.run("peers") {
             peers(&opts).await;
         }
@@ -736,6 +739,60 @@ async fn memory_path(opts: &Opts, n: u64) {
         task_bus.secs,
         n as f64 / task_floor.secs,
         " floor=bare_flume_task_sender",
+    );
+}
+
+/// Sends `n` messages to the one-topic memory bus, each with the key `keys[i % len]` (the
+/// key text cloned into the message, as an application's `with_key(id.clone())` does), or
+/// none; returns the seconds until all were handled.
+async fn drive_keyed(bus: &EventBus, counter: &Arc<Counter>, n: u64, keys: &[String]) -> f64 {
+    counter.reset(n);
+    let router = bus.router();
+    let data = payload(PAYLOAD);
+    let done = counter.done.notified();
+    tokio::pin!(done);
+    done.as_mut().enable();
+    let started = Instant::now();
+    for i in 0..n as usize {
+        let mut msg = EMessage::standard("bench", data.clone());
+        if !keys.is_empty() {
+            msg = msg.with_key(keys[i % keys.len()].clone());
+        }
+        router.send("bench", msg, None, None).await.unwrap();
+    }
+    done.await;
+    let secs = started.elapsed().as_secs_f64();
+    bus.wait_idle(Duration::from_secs(60)).await.unwrap();
+    secs
+}
+
+/// Order per key (issue 34): the memory path with every message keyed (1,000 keys, 4
+/// workers) against the same bus with no keys, in interleaved rounds.
+async fn keyed(opts: &Opts) {
+    let n = opts.scale(500_000, 10_000);
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    let keys: Vec<String> = (0..1000).map(|k| format!("customer-{k}")).collect();
+    drive_keyed(&bus, &counter, n / 10, &[]).await;
+    drive_keyed(&bus, &counter, n / 10, &keys).await;
+    let (mut plain, mut with_keys) = (Best::default(), Best::default());
+    for _ in 0..opts.scale(5, 1) {
+        let cpu = CpuMark::now();
+        plain.add(drive_keyed(&bus, &counter, n, &[]).await, cpu.since());
+        let cpu = CpuMark::now();
+        with_keys.add(drive_keyed(&bus, &counter, n, &keys).await, cpu.since());
+    }
+    let cpu_ns = |d: Duration| d.as_nanos() as f64 / n as f64;
+    line(
+        "keyed_1000_keys",
+        n,
+        with_keys.secs,
+        n as f64 / plain.secs,
+        &format!(
+            " floor=same_bus_unkeyed_same_rounds target_ratio=0.8 cpu_ns_per_msg={:.0} floor_cpu_ns_per_msg={:.0}",
+            cpu_ns(with_keys.cpu),
+            cpu_ns(plain.cpu)
+        ),
     );
 }
 
