@@ -23,7 +23,7 @@ use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
-use crate::message::id::{check_id, MessageId};
+use crate::message::id::MessageId;
 use crate::observe::topic_counters::TopicCounters;
 
 impl BusShared {
@@ -887,10 +887,6 @@ pub(crate) fn prepare_into(
     mut message: EMessage,
     wrap: impl FnOnce(EMessage) -> Arc<EMessage>,
 ) -> Result<Arc<EMessage>, CoreError> {
-    check_id(&message.id)?;
-    if let Some(key) = message.key() {
-        check_key(key)?;
-    }
     if message.topic != route.topic {
         message.topic = route.topic.clone();
     }
@@ -902,30 +898,8 @@ pub(crate) fn prepare_into(
             });
         }
     }
-    if message.attempts == 0 {
-        message.attempts = 1;
-    }
-    if let Some(at) = message.deliver_at {
-        // At most `MAX_WAIT` ahead: every clock and backend can count down to that.
-        message.deliver_at = Some(crate::clock::latest_due(at));
-    }
-    crate::message::context::inherit(&mut message);
+    crate::delivery::stamp::stamp(&mut message)?;
     Ok(wrap(message))
-}
-
-/// Refuses an ordering key that is empty or longer than [`MAX_ID_BYTES`](crate::constant::MAX_ID_BYTES).
-fn check_key(key: &str) -> Result<(), CoreError> {
-    let max = crate::constant::MAX_ID_BYTES;
-    if key.is_empty() || key.len() > max {
-        return Err(CoreError::InvalidParameter {
-            name: "key",
-            value: format!("{} bytes", key.len()),
-            reason: format!(
-                "an ordering key is 1 to {max} bytes; hash a longer one (EMessage::with_key)"
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// The handlers a message goes to: every handler of its topic, or, addressed to a worker

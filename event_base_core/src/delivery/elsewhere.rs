@@ -27,15 +27,8 @@ pub(crate) fn prepare_elsewhere(
     topic: String,
     mut message: EMessage,
 ) -> Result<Arc<EMessage>, CoreError> {
-    crate::message::id::check_id(&message.id)?;
     message.topic = MessageTopic::from(topic);
-    if message.attempts == 0 {
-        message.attempts = 1;
-    }
-    if let Some(at) = message.deliver_at {
-        message.deliver_at = Some(crate::clock::latest_due(at));
-    }
-    crate::message::context::inherit(&mut message);
+    crate::delivery::stamp::stamp(&mut message)?;
     Ok(Arc::new(message))
 }
 

@@ -40,6 +40,10 @@
 //! `key_set.rs` is the set of keys the dedup window's generations are; `wall_clock.rs` turns a
 //! `deliver_at` into a point on the runtime's clock for the scheduler.
 //!
+//! `stamp.rs` checks and readies every sent message (id, key, attempts, `deliver_at`,
+//! provenance, trace context), for this process's queues (`accept.rs`) and for other
+//! processes' (`elsewhere.rs`) alike.
+//!
 //! `key_order.rs` holds each subscription's key lines (order per key: a keyed message is
 //! handled only at the front of its key's line), which `keyed_producer.rs` fills as an
 //! in-memory queue takes keyed messages, and the router as it claims them from a queue that
@@ -73,6 +77,7 @@ pub(crate) mod scheduler;
 pub(crate) mod sender_completions;
 pub(crate) mod sent_to;
 pub(crate) mod settle;
+pub(crate) mod stamp;
 pub(crate) mod topic_hasher;
 pub(crate) mod topic_router;
 pub(crate) mod topic_table;

@@ -17,6 +17,7 @@
 //! | `audit_publisher.rs` | reader | the task that hands new audit records to writers and `_system.audit` |
 //! | `audit_writer_thread.rs` | reader | the thread the audit writers run on |
 //! | `trace_layer.rs` | reader | `TraceRecord`, `TraceLayer` (feature `trace`) |
+//! | `trace_context.rs` | recorder | W3C `traceparent`/`tracestate` written at send, the handling span's parent at delivery (feature `otel`) |
 
 pub(crate) mod audit_log;
 pub(crate) mod audit_publisher;
@@ -29,4 +30,6 @@ pub(crate) mod metrics_manager;
 pub(crate) mod metrics_store;
 pub(crate) mod snapshot;
 pub(crate) mod topic_counters;
+#[cfg(feature = "otel")]
+pub(crate) mod trace_context;
 pub(crate) mod trace_layer;

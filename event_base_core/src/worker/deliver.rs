@@ -55,6 +55,9 @@ impl Worker {
             outcome = tracing::field::Empty,
             duration_us = tracing::field::Empty,
         );
+        // A child of the span the message's `traceparent` names (the sender's).
+        #[cfg(feature = "otel")]
+        crate::observe::trace_context::adopt(&span, message);
         let call = CatchUnwind(self.pipeline.call(message));
         let run = async {
             let outcome = match self.timeout {
