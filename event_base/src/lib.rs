@@ -88,6 +88,7 @@
 //! | `gRPC-tls` | `gRPC` with TLS (rustls): `GrpcServerBuilder::tls`, `ClientOptions::tls_ca` and `https://` addresses |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
 //! | `trace` | `TraceLayer`: tracing events as `TraceRecord`s on `_system.trace` |
+//! | `otel` | W3C trace context: a send writes the current OpenTelemetry span into the message's `traceparent`/`tracestate` headers, and its delivery's span is that span's child (with `tracing-opentelemetry`'s layer) |
 //! | `config` | the `config` module: a TOML file with `EB_…` environment variables into the builder (`event_base::builder().config(path)`, `start_system!(config: path)`); turns on `memory` |
 //! | `full` | all of the above |
 //!
