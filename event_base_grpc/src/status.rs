@@ -3,7 +3,7 @@
 //!
 //! | `CoreError` | code |
 //! |---|---|
-//! | `NotFound` | `NOT_FOUND` |
+//! | `NotFound`, `UnknownHandler` | `NOT_FOUND` |
 //! | `InvalidTopic`, `ReservedTopic`, `InvalidId`, `Config`, `Encode`, `Decode`, `Wal(RecordTooLarge)` | `INVALID_ARGUMENT` |
 //! | `NoHandler`, `UnknownWorker`, `AlreadyStarted`, `Queue(AmbiguousNode)` | `FAILED_PRECONDITION` |
 //! | `QueueFull`, `Queue(Full)` | `RESOURCE_EXHAUSTED` |
@@ -24,7 +24,7 @@ use tonic::{Code, Status};
 /// ```
 pub fn code_for(error: &CoreError) -> Code {
     match error {
-        CoreError::NotFound(_) => Code::NotFound,
+        CoreError::NotFound(_) | CoreError::UnknownHandler { .. } => Code::NotFound,
         CoreError::InvalidTopic { .. }
         | CoreError::ReservedTopic(_)
         | CoreError::InvalidId { .. }
@@ -84,6 +84,14 @@ mod tests {
         let io = std::io::Error::other("disk on fire");
         let cases: Vec<(CoreError, Code)> = vec![
             (CoreError::NotFound("m1".into()), Code::NotFound),
+            (
+                CoreError::UnknownHandler {
+                    topic: "signup".into(),
+                    handler: "nobody".into(),
+                    handlers: vec!["mailer".into()],
+                },
+                Code::NotFound,
+            ),
             (CoreError::NotStarted, Code::Unavailable),
             (CoreError::AlreadyStarted, Code::FailedPrecondition),
             (CoreError::SystemShutdown, Code::Unavailable),

@@ -104,6 +104,20 @@ async fn codes(c: &mut AdminClient, dead_id: &str) -> Vec<(&'static str, Code)> 
             code(c.remove_worker(pb::RemoveWorkerRequest::default()).await),
         ),
         (
+            "PauseSubscription",
+            code(
+                c.pause_subscription(pb::PauseSubscriptionRequest::default())
+                    .await,
+            ),
+        ),
+        (
+            "ResumeSubscription",
+            code(
+                c.resume_subscription(pb::ResumeSubscriptionRequest::default())
+                    .await,
+            ),
+        ),
+        (
             "Shutdown",
             code(c.shutdown(pb::ShutdownRequest::default()).await),
         ),

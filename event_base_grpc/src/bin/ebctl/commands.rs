@@ -152,6 +152,7 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
             topics: Vec::new(),
             include_workers: false,
             include_handlers: false,
+            include_subscriptions: false,
         })
         .await?
         .into_inner();
@@ -347,6 +348,7 @@ async fn metrics(
             topics: topics.to_vec(),
             include_workers: workers,
             include_handlers: false,
+            include_subscriptions: false,
         })
         .await?
         .into_inner();

@@ -230,6 +230,7 @@ pub(crate) async fn top(c: &mut AdminClient, top: &Top, format: Format) -> Resul
                 topics: Vec::new(),
                 include_workers: false,
                 include_handlers: false,
+                include_subscriptions: false,
             }) => answer?.into_inner(),
         };
         // The server took its snapshot somewhere between the question and the answer: the
