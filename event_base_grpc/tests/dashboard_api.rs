@@ -745,6 +745,7 @@ async fn an_admin_pauses_and_resumes_a_subscription_and_sees_its_lag() {
         (&resumed["paused"], &resumed["already"]),
         (&Value::Bool(false), &Value::Bool(false))
     );
+    assert_eq!(resumed["waited"], 2, "{resumed}");
     mailer.wait_for(2).await;
     bus.wait_idle(WAIT).await.unwrap();
     let row = subscription_row(http, "signup/mailer").await;

@@ -885,7 +885,7 @@ async fn pause_and_resume_a_handler_and_see_its_lag() {
     let resumed = ebctl(Some(&s), Some(ADMIN), &["resume", "signup", "mailer"]).await;
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     assert!(
-        stdout(&resumed).starts_with("resumed mailer on signup"),
+        stdout(&resumed).starts_with("resumed mailer on signup; 3 messages had waited"),
         "{}",
         stdout(&resumed)
     );

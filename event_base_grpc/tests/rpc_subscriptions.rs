@@ -155,6 +155,7 @@ async fn a_paused_handler_waits_while_its_sibling_goes_on_and_catches_up_on_resu
         .unwrap()
         .into_inner();
     assert!(!resumed.already);
+    assert_eq!(resumed.waited, SENT as u64, "what waited for it");
     assert!(!resumed.subscription.unwrap().paused);
     mailer.wait_for(SENT).await;
     s.bus.wait_idle(WAIT).await.unwrap();

@@ -201,10 +201,6 @@ impl AdminService for AdminApi {
             Scope::Admin,
             "PauseSubscription",
             self.pause(&req.topic, &req.handler)
-                .map(|(subscription, already)| pb::PauseSubscriptionResponse {
-                    subscription: Some(subscription),
-                    already,
-                })
         )
     }
 
@@ -217,10 +213,6 @@ impl AdminService for AdminApi {
             Scope::Admin,
             "ResumeSubscription",
             self.resume(&req.topic, &req.handler)
-                .map(|(subscription, already)| pb::ResumeSubscriptionResponse {
-                    subscription: Some(subscription),
-                    already,
-                })
         )
     }
 

@@ -313,24 +313,33 @@ impl AdminApi {
         &self,
         topic: &str,
         handler: &str,
-    ) -> Result<(pb::Subscription, bool), Status> {
+    ) -> Result<pb::PauseSubscriptionResponse, Status> {
         need_subscription(topic, handler)?;
         let already = self.bus.is_paused(topic, handler).map_err(core)?;
         self.bus.pause(topic, handler).map_err(core)?;
-        Ok((self.subscription(topic, handler)?, already))
+        Ok(pb::PauseSubscriptionResponse {
+            subscription: Some(self.subscription(topic, handler)?),
+            already,
+        })
     }
 
-    /// Resumes handler `handler` of `topic`: the subscription after it, and whether it was
-    /// running already. Also the dashboard's Resume button.
+    /// Resumes handler `handler` of `topic`: the subscription after it, whether it was
+    /// running already, and its lag just before (what waited: the workers may have taken
+    /// some of it by the time the subscription is read). Also the dashboard's Resume button.
     pub(crate) fn resume(
         &self,
         topic: &str,
         handler: &str,
-    ) -> Result<(pb::Subscription, bool), Status> {
+    ) -> Result<pb::ResumeSubscriptionResponse, Status> {
         need_subscription(topic, handler)?;
         let already = !self.bus.is_paused(topic, handler).map_err(core)?;
+        let waited = self.bus.lag(topic, handler).map_err(core)?;
         self.bus.resume(topic, handler).map_err(core)?;
-        Ok((self.subscription(topic, handler)?, already))
+        Ok(pb::ResumeSubscriptionResponse {
+            subscription: Some(self.subscription(topic, handler)?),
+            already,
+            waited,
+        })
     }
 
     /// Handler `handler` of `topic` as it is now.

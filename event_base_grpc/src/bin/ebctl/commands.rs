@@ -330,12 +330,13 @@ async fn resume(c: &mut AdminClient, topic: &str, handler: &str) -> Result<Done,
         format!("{handler} on {topic} was running already; lag {}", sub.lag)
     } else {
         format!(
-            "resumed {handler} on {topic}; lag {} to catch up on",
-            sub.lag
+            "resumed {handler} on {topic}; {} messages had waited, lag now {}",
+            answer.waited, sub.lag
         )
     };
     let mut json = output::subscription(&sub);
     json["already"] = json!(answer.already);
+    json["waited"] = json!(answer.waited);
     show(json, text)
 }
 

@@ -113,17 +113,22 @@ fn row(sub: &SubscriptionMetrics, live_workers: usize, metrics: &MetricsSnapshot
         .action(action)
 }
 
-/// The answer of a pause or resume: the subscription after it, and whether the call found it
-/// so already.
-fn answer((sub, already): (pb::Subscription, bool)) -> Answer {
-    ok(json!({
+/// The answer of a pause or resume: the subscription after it, whether the call found it so
+/// already, and (resume) its lag just before.
+fn answer(sub: Option<pb::Subscription>, already: bool, waited: Option<u64>) -> Answer {
+    let sub = sub.unwrap_or_default();
+    let mut answer = json!({
         "topic": sub.topic,
         "handler": sub.handler,
         "paused": sub.paused,
         "lag": sub.lag,
         "queue_depth": sub.queue_depth,
         "already": already,
-    }))
+    });
+    if let Some(waited) = waited {
+        answer["waited"] = json!(waited);
+    }
+    ok(answer)
 }
 
 /// `POST /api/subscriptions/{topic}/{handler}/pause`: pauses one handler of a topic, as
@@ -133,7 +138,8 @@ async fn pause(
     State(state): State<HttpState>,
     Path((topic, handler)): Path<(String, String)>,
 ) -> Answer {
-    answer(state.api.pause(&topic, &handler)?)
+    let paused = state.api.pause(&topic, &handler)?;
+    answer(paused.subscription, paused.already, None)
 }
 
 /// `POST /api/subscriptions/{topic}/{handler}/resume`: resumes one handler of a topic, as
@@ -143,5 +149,6 @@ async fn resume(
     State(state): State<HttpState>,
     Path((topic, handler)): Path<(String, String)>,
 ) -> Answer {
-    answer(state.api.resume(&topic, &handler)?)
+    let resumed = state.api.resume(&topic, &handler)?;
+    answer(resumed.subscription, resumed.already, Some(resumed.waited))
 }
