@@ -179,8 +179,11 @@ const HANDLER: &[Field<TopicMetrics>] = &[
     ),
 ];
 
-/// The gauges of a subscription: name, help, value.
-const SUBSCRIPTION: [(&str, &str, fn(&SubscriptionMetrics) -> u64); 2] = [
+/// A gauge of a subscription: its name, help, and where its value comes from.
+type SubscriptionGauge = (&'static str, &'static str, fn(&SubscriptionMetrics) -> u64);
+
+/// The gauges of a subscription.
+const SUBSCRIPTION: [SubscriptionGauge; 2] = [
     (
         "event_base_subscription_lag",
         "Messages accepted for the handler and not yet finished by it (acked or dead-lettered): queued, waiting for their key or a retry, or being handled.",

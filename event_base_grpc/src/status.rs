@@ -84,14 +84,6 @@ mod tests {
         let io = std::io::Error::other("disk on fire");
         let cases: Vec<(CoreError, Code)> = vec![
             (CoreError::NotFound("m1".into()), Code::NotFound),
-            (
-                CoreError::UnknownHandler {
-                    topic: "signup".into(),
-                    handler: "nobody".into(),
-                    handlers: vec!["mailer".into()],
-                },
-                Code::NotFound,
-            ),
             (CoreError::NotStarted, Code::Unavailable),
             (CoreError::AlreadyStarted, Code::FailedPrecondition),
             (CoreError::SystemShutdown, Code::Unavailable),
@@ -189,6 +181,22 @@ mod tests {
                 status.message()
             );
         }
+    }
+
+    #[test]
+    fn an_unknown_handler_is_not_found_naming_the_topics_handlers() {
+        let error = CoreError::UnknownHandler {
+            topic: "signup".into(),
+            handler: "nobody".into(),
+            handlers: vec!["mailer".into(), "crm".into()],
+        };
+        let status = status_for(&error);
+        assert_eq!(status.code(), Code::NotFound);
+        assert!(
+            status.message().contains("[mailer, crm]"),
+            "{}",
+            status.message()
+        );
     }
 
     #[test]

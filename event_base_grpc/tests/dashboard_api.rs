@@ -685,28 +685,6 @@ async fn an_admin_pauses_and_resumes_a_subscription_and_sees_its_lag() {
         "{columns:?}"
     );
 
-    // A read token is refused, as is an action that is not JSON.
-    let refused = post_json(http, pause, Some(READ), "{}").await;
-    assert_eq!(refused.status, 403, "{refused:?}");
-    let anonymous = post_json(http, pause, None, "{}").await;
-    assert_eq!(anonymous.status, 401, "{anonymous:?}");
-    let form = request(
-        http,
-        "POST",
-        pause,
-        &[
-            ("Authorization", format!("Bearer {ADMIN}")),
-            ("Content-Type", "application/x-www-form-urlencoded".into()),
-        ],
-        Some("a=b"),
-    )
-    .await;
-    assert_eq!(form.status, 415, "{form:?}");
-    assert!(
-        !bus.is_paused("signup", "mailer").unwrap(),
-        "nothing done yet"
-    );
-
     // The admin pauses it: its messages wait, its sibling goes on.
     let paused = act(http, pause, "{}").await;
     assert_eq!(paused["paused"], true, "{paused}");
@@ -753,6 +731,51 @@ async fn an_admin_pauses_and_resumes_a_subscription_and_sees_its_lag() {
         (&row["cells"]["state"], &row["cells"]["lag"]),
         (&Value::from("running"), &Value::from(0))
     );
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_a_subscription_takes_the_admin_token_and_json() {
+    let probe = Probe::new();
+    let (bus, handle, http) = served(vec![probe.handler("mailer", "signup", ack)], tokens()).await;
+    let pause = "/api/subscriptions/signup/mailer/pause";
+    // A read token is refused, as is an action that is not JSON or comes from elsewhere.
+    let refused = post_json(http, pause, Some(READ), "{}").await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    let anonymous = post_json(http, pause, None, "{}").await;
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
+    let form = request(
+        http,
+        "POST",
+        pause,
+        &[
+            ("Authorization", format!("Bearer {ADMIN}")),
+            ("Content-Type", "application/x-www-form-urlencoded".into()),
+        ],
+        Some("a=b"),
+    )
+    .await;
+    assert_eq!(form.status, 415, "{form:?}");
+    let elsewhere = request(
+        http,
+        "POST",
+        pause,
+        &[
+            ("Authorization", format!("Bearer {ADMIN}")),
+            ("Content-Type", "application/json".into()),
+            ("Origin", "https://elsewhere.example".into()),
+        ],
+        Some("{}"),
+    )
+    .await;
+    assert_eq!(elsewhere.status, 403, "{elsewhere:?}");
+    assert!(
+        !bus.is_paused("signup", "mailer").unwrap(),
+        "nothing done by any of them"
+    );
+    // The admin token, JSON, no foreign origin: done.
+    assert_eq!(act(http, pause, "{}").await["paused"], true);
+    assert!(bus.is_paused("signup", "mailer").unwrap());
     handle.shutdown().await.unwrap();
 }
 

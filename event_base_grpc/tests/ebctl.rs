@@ -775,6 +775,24 @@ async fn top_off_a_terminal_prints_blocks_without_escapes() {
     );
 }
 
+/// `top` on `signup` with `mailer` paused and 3 behind: the topic's largest lag, and its
+/// paused handlers.
+async fn top_shows_the_lag_and_the_paused_handler(s: &Served) {
+    let top = json(&ebctl(Some(s), Some(READ), &["-o", "json", "top", "--count", "1"]).await);
+    let row = top_row(&top, "signup");
+    assert_eq!(row["lag"], 3, "{top}");
+    assert_eq!(row["paused"], json!(["mailer"]), "{top}");
+    assert_eq!(row["subscriptions"][1]["lag"], 3, "{top}");
+    let table = stdout(&ebctl(Some(s), Some(READ), &["top", "--count", "1"]).await);
+    let line: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("signup "))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(line[line.len() - 2..], ["3", "mailer"], "{table}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_and_resume_a_handler_and_see_its_lag() {
     let (mailer, crm) = (Probe::new(), Probe::new());
@@ -853,20 +871,7 @@ async fn pause_and_resume_a_handler_and_see_its_lag() {
         (&json!(1), &json!(3))
     );
 
-    // `top`: the topic's largest lag and its paused handlers.
-    let top = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "top", "--count", "1"]).await);
-    let row = top_row(&top, "signup");
-    assert_eq!(row["lag"], 3, "{top}");
-    assert_eq!(row["paused"], json!(["mailer"]), "{top}");
-    assert_eq!(row["subscriptions"][1]["lag"], 3, "{top}");
-    let table = stdout(&ebctl(Some(&s), Some(READ), &["top", "--count", "1"]).await);
-    let line: Vec<&str> = table
-        .lines()
-        .find(|l| l.starts_with("signup "))
-        .unwrap_or_else(|| panic!("{table}"))
-        .split_whitespace()
-        .collect();
-    assert_eq!(line[line.len() - 2..], ["3", "mailer"], "{table}");
+    top_shows_the_lag_and_the_paused_handler(&s).await;
 
     // A read token may not; an unknown handler is the server refusing (65), naming the
     // topic's handlers and the command that lists them.

@@ -51,6 +51,56 @@ async fn signup_topic(c: &mut AdminClient) -> pb::Topic {
         .expect("signup is listed")
 }
 
+/// With `mailer` paused and `sent` behind, and `crm` caught up: what ListTopics, GetMetrics
+/// and GetStatus say.
+async fn the_lag_is_reported(c: &mut AdminClient, sent: u64) {
+    // ListTopics: each subscription with its lag and state, by handler name.
+    let topic = signup_topic(c).await;
+    let subs: Vec<(&str, u64, bool)> = topic
+        .subscriptions
+        .iter()
+        .map(|s| (s.handler.as_str(), s.lag, s.paused))
+        .collect();
+    assert_eq!(
+        subs,
+        [("crm", 0, false), ("mailer", sent, true)],
+        "{topic:?}"
+    );
+    assert_eq!(topic.subscriptions[1].topic, "signup");
+
+    // GetMetrics, when asked, and only for the topics asked for.
+    let metrics = c
+        .get_metrics(pb::GetMetricsRequest {
+            topics: vec!["signup".into()],
+            include_subscriptions: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mailer_sub = metrics
+        .subscriptions
+        .iter()
+        .find(|s| s.handler == "mailer")
+        .unwrap();
+    assert_eq!((mailer_sub.lag, mailer_sub.paused), (sent, true));
+    assert!(metrics.subscriptions.iter().all(|s| s.topic == "signup"));
+    let without = c
+        .get_metrics(pb::GetMetricsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(without.subscriptions.is_empty(), "only when asked for");
+
+    // GetStatus: how many are paused, and the largest lag.
+    let status = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((status.paused_subscriptions, status.max_lag), (1, sent));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_handler_waits_while_its_sibling_goes_on_and_catches_up_on_resume() {
     let (s, mailer, crm) = signup().await;
@@ -90,54 +140,7 @@ async fn a_paused_handler_waits_while_its_sibling_goes_on_and_catches_up_on_resu
     .expect("crm catches up");
     assert_eq!(mailer.count(), 0, "a paused handler starts nothing");
 
-    // ListTopics: each subscription with its lag and state, by handler name.
-    let topic = signup_topic(&mut c).await;
-    let subs: Vec<(&str, u64, bool)> = topic
-        .subscriptions
-        .iter()
-        .map(|s| (s.handler.as_str(), s.lag, s.paused))
-        .collect();
-    assert_eq!(
-        subs,
-        [("crm", 0, false), ("mailer", SENT as u64, true)],
-        "{topic:?}"
-    );
-    assert_eq!(topic.subscriptions[1].topic, "signup");
-
-    // GetMetrics, when asked, and only for the topics asked for.
-    let metrics = c
-        .get_metrics(pb::GetMetricsRequest {
-            topics: vec!["signup".into()],
-            include_subscriptions: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mailer_sub = metrics
-        .subscriptions
-        .iter()
-        .find(|s| s.handler == "mailer")
-        .unwrap();
-    assert_eq!((mailer_sub.lag, mailer_sub.paused), (SENT as u64, true));
-    assert!(metrics.subscriptions.iter().all(|s| s.topic == "signup"));
-    let without = c
-        .get_metrics(pb::GetMetricsRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(without.subscriptions.is_empty(), "only when asked for");
-
-    // GetStatus: how many are paused, and the largest lag.
-    let status = c
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (status.paused_subscriptions, status.max_lag),
-        (1, SENT as u64)
-    );
+    the_lag_is_reported(&mut c, SENT as u64).await;
 
     // Pausing again changes nothing, and says so.
     let again = c
