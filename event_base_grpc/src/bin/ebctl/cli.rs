@@ -108,7 +108,7 @@ pub(crate) enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         watch: Option<Duration>,
     },
-    /// A live view of the topics: rates per second, in flight, queue depth.
+    /// A live view of the topics: rates per second, in flight, queue depth, lag, paused handlers.
     ///
     /// Samples the counters every --interval and shows one table per refresh, the busiest
     /// topics (handled per second) first. Each rate is a counter's difference between two
