@@ -128,7 +128,9 @@ pub use observe::audit_record::{AuditError, AuditEvent, AuditOutcome, AuditRecor
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
 pub use observe::metrics_manager::MetricsManager;
 pub use observe::metrics_store::{MetricsStore, TopicLatencies};
-pub use observe::snapshot::{MetricsSnapshot, NodeMetrics, TopicMetrics, WorkerMetrics};
+pub use observe::snapshot::{
+    MetricsSnapshot, NodeMetrics, SubscriptionMetrics, TopicMetrics, WorkerMetrics,
+};
 #[cfg(feature = "trace")]
 #[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
 pub use observe::trace_layer::TraceLayer;

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use event_base_core::{
     AuditEvent, AuditOutcome, AuditRecord, DeadLetterMessage, DeadReason, DeliveryMode, EMessage,
     LatencySummary, MessageMetadata, NodeMetrics, NodeType, ShutdownReport, ShutdownStrategy,
-    TopicMetrics, WorkerInfo, WorkerMetrics, WorkerOutcome, WorkerShutdown, WorkerStatus,
+    SubscriptionMetrics, TopicMetrics, WorkerInfo, WorkerMetrics, WorkerOutcome, WorkerShutdown,
+    WorkerStatus,
 };
 use tonic::Status;
 
@@ -131,6 +132,16 @@ pub(crate) fn topic_metrics(m: &TopicMetrics) -> pb::TopicMetrics {
         queue_depth: m.queue_depth,
         queue_wait: Some(latency(&m.queue_wait)),
         handler_time: Some(latency(&m.handler_time)),
+    }
+}
+
+pub(crate) fn subscription(s: &SubscriptionMetrics) -> pb::Subscription {
+    pb::Subscription {
+        topic: s.topic.clone(),
+        handler: s.handler.clone(),
+        lag: s.lag,
+        paused: s.paused,
+        queue_depth: s.queue_depth,
     }
 }
 

@@ -8,7 +8,9 @@
 //! bus per server. The names, types and labels are those of the `metrics` facade export
 //! (`MetricsManager::export`, the table in the guide's observability page), so dashboards
 //! and alerts work with either: `event_base_…_total` counters, gauges, every series labelled
-//! `bus`, plus `topic`, `handler` or `worker`; the node's name is on `event_base_node_info`.
+//! `bus`, plus `topic`, `handler` or `worker` (a subscription's `event_base_subscription_lag`
+//! and `event_base_subscription_paused`: `topic` and `handler`); the node's name is on
+//! `event_base_node_info`.
 //!
 //! The latency histograms `event_base_handler_seconds` and `event_base_queue_wait_seconds`
 //! (per `bus`, `topic`) have the buckets of [`LATENCY_BUCKETS`]. Each sample is counted at
@@ -23,7 +25,8 @@
 use std::collections::BTreeMap;
 
 use event_base_core::{
-    LatencyHistogram, MetricsSnapshot, MetricsStore, TopicLatencies, TopicMetrics, WorkerMetrics,
+    LatencyHistogram, MetricsSnapshot, MetricsStore, SubscriptionMetrics, TopicLatencies,
+    TopicMetrics, WorkerMetrics,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
@@ -176,6 +179,23 @@ const HANDLER: &[Field<TopicMetrics>] = &[
     ),
 ];
 
+/// A gauge of a subscription: its name, help, and where its value comes from.
+type SubscriptionGauge = (&'static str, &'static str, fn(&SubscriptionMetrics) -> u64);
+
+/// The gauges of a subscription.
+const SUBSCRIPTION: [SubscriptionGauge; 2] = [
+    (
+        "event_base_subscription_lag",
+        "Messages accepted for the handler and not yet finished by it (acked or dead-lettered): queued, waiting for their key or a retry, or being handled.",
+        |s| s.lag,
+    ),
+    (
+        "event_base_subscription_paused",
+        "1 while the handler is paused (it starts nothing new; its lag grows), else 0.",
+        |s| u64::from(s.paused),
+    ),
+];
+
 const WORKER: &[Field<WorkerMetrics>] = &[
     (
         "event_base_worker_handled",
@@ -254,6 +274,7 @@ impl Collector for SnapshotCollector {
         for field in HANDLER {
             family(&mut encoder, field, bus, "handler", &snap.handlers)?;
         }
+        self.encode_subscriptions(&mut encoder)?;
         for field in WORKER {
             family(&mut encoder, field, bus, "worker", &snap.workers)?;
         }
@@ -292,6 +313,26 @@ impl SnapshotCollector {
                 metric
                     .encode_family(&[("bus", bus), ("topic", topic.as_str())])?
                     .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Per subscription (`topic`, `handler`): its lag, and whether it is paused.
+    fn encode_subscriptions(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        let bus = self.snapshot.bus.as_str();
+        for (name, help, value) in SUBSCRIPTION {
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for sub in &self.snapshot.subscriptions {
+                let labels = [
+                    ("bus", bus),
+                    ("topic", sub.topic.as_str()),
+                    ("handler", sub.handler.as_str()),
+                ];
+                metric.encode_family(&labels)?.encode_gauge(&value(sub))?;
             }
         }
         Ok(())

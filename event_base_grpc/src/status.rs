@@ -3,7 +3,7 @@
 //!
 //! | `CoreError` | code |
 //! |---|---|
-//! | `NotFound` | `NOT_FOUND` |
+//! | `NotFound`, `UnknownHandler` | `NOT_FOUND` |
 //! | `InvalidTopic`, `ReservedTopic`, `InvalidId`, `Config`, `Encode`, `Decode`, `Wal(RecordTooLarge)` | `INVALID_ARGUMENT` |
 //! | `NoHandler`, `UnknownWorker`, `AlreadyStarted`, `Queue(AmbiguousNode)` | `FAILED_PRECONDITION` |
 //! | `QueueFull`, `Queue(Full)` | `RESOURCE_EXHAUSTED` |
@@ -24,7 +24,7 @@ use tonic::{Code, Status};
 /// ```
 pub fn code_for(error: &CoreError) -> Code {
     match error {
-        CoreError::NotFound(_) => Code::NotFound,
+        CoreError::NotFound(_) | CoreError::UnknownHandler { .. } => Code::NotFound,
         CoreError::InvalidTopic { .. }
         | CoreError::ReservedTopic(_)
         | CoreError::InvalidId { .. }
@@ -181,6 +181,22 @@ mod tests {
                 status.message()
             );
         }
+    }
+
+    #[test]
+    fn an_unknown_handler_is_not_found_naming_the_topics_handlers() {
+        let error = CoreError::UnknownHandler {
+            topic: "signup".into(),
+            handler: "nobody".into(),
+            handlers: vec!["mailer".into(), "crm".into()],
+        };
+        let status = status_for(&error);
+        assert_eq!(status.code(), Code::NotFound);
+        assert!(
+            status.message().contains("[mailer, crm]"),
+            "{}",
+            status.message()
+        );
     }
 
     #[test]

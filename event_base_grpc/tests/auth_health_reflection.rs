@@ -16,10 +16,7 @@ use tonic::Code;
 /// Every RPC once with a harmless request; the code each answers (OK as `Code::Ok`).
 /// `dead_id` is a dead letter's id, for GetDeadLetter.
 async fn codes(c: &mut AdminClient, dead_id: &str) -> Vec<(&'static str, Code)> {
-    fn code<T>(r: Result<tonic::Response<T>, tonic::Status>) -> Code {
-        r.map_or_else(|e| e.code(), |_| Code::Ok)
-    }
-    vec![
+    let mut all = vec![
         (
             "GetStatus",
             code(c.get_status(pb::GetStatusRequest {}).await),
@@ -106,6 +103,33 @@ async fn codes(c: &mut AdminClient, dead_id: &str) -> Vec<(&'static str, Code)> 
         (
             "Shutdown",
             code(c.shutdown(pb::ShutdownRequest::default()).await),
+        ),
+    ];
+    all.extend(subscription_codes(c).await);
+    all
+}
+
+/// The code of an answer (OK as `Code::Ok`).
+fn code<T>(r: Result<tonic::Response<T>, tonic::Status>) -> Code {
+    r.map_or_else(|e| e.code(), |_| Code::Ok)
+}
+
+/// The admin RPCs of subscriptions, with empty requests.
+async fn subscription_codes(c: &mut AdminClient) -> Vec<(&'static str, Code)> {
+    vec![
+        (
+            "PauseSubscription",
+            code(
+                c.pause_subscription(pb::PauseSubscriptionRequest::default())
+                    .await,
+            ),
+        ),
+        (
+            "ResumeSubscription",
+            code(
+                c.resume_subscription(pb::ResumeSubscriptionRequest::default())
+                    .await,
+            ),
         ),
     ]
 }

@@ -1,7 +1,8 @@
 //! The dashboard's HTTP API, as a script (or the page) calls it: who may read and who may act,
 //! the tables of the overview and its event stream, dead letters in pages (usable with 10,000
 //! of them), shown, replayed with edits, deleted, replayed and purged in bulk; a worker
-//! stopped; and a server without the dashboard.
+//! stopped; a subscription paused and resumed, with its lag; and a server without the
+//! dashboard.
 //!
 //! The client is `common::http`, plain HTTP/1.1 over a `TcpStream`. What the browser makes of
 //! it is `dashboard_browser.rs`.
@@ -622,6 +623,159 @@ async fn an_admin_stops_a_worker() {
     assert_eq!(status, Some(WorkerStatus::Stopped));
     let unknown = post_json(http, "/api/workers/nobody-0/stop", Some(ADMIN), "{}").await;
     assert_eq!(unknown.status, 404);
+    handle.shutdown().await.unwrap();
+}
+
+/// The cells and actions of the subscriptions row `key` in the overview now.
+async fn subscription_row(http: SocketAddr, key: &str) -> Value {
+    let o = read(http, "/api/overview", READ).await;
+    o["tables"]["subscriptions"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no row {key}: {}", o["tables"]["subscriptions"]))
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_pauses_and_resumes_a_subscription_and_sees_its_lag() {
+    let (mailer, crm) = (Probe::new(), Probe::new());
+    let (bus, handle, http) = served(
+        vec![
+            mailer.handler("mailer", "signup", ack),
+            crm.handler("crm", "signup", ack),
+        ],
+        tokens(),
+    )
+    .await;
+    let pause = "/api/subscriptions/signup/mailer/pause";
+    let resume = "/api/subscriptions/signup/mailer/resume";
+
+    // Running: its state and lag, and a Pause button that asks first.
+    let row = subscription_row(http, "signup/mailer").await;
+    assert_eq!(row["cells"]["state"], "running", "{row}");
+    assert_eq!(row["cells"]["lag"], 0, "{row}");
+    assert_eq!(row["actions"][0]["label"], "Pause", "{row}");
+    assert_eq!(row["actions"][0]["post"], &pause[1..], "{row}");
+    assert!(
+        row["actions"][0]["confirm"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pause handler mailer of signup?"),
+        "{row}"
+    );
+    let columns = read(http, "/api/overview", READ).await["tables"]["subscriptions"]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["key"].as_str().unwrap().to_owned(),
+                c["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        columns.contains(&("lag".to_owned(), "count".to_owned())),
+        "{columns:?}"
+    );
+    assert!(
+        columns.contains(&("state".to_owned(), "state".to_owned())),
+        "{columns:?}"
+    );
+
+    // The admin pauses it: its messages wait, its sibling goes on.
+    let paused = act(http, pause, "{}").await;
+    assert_eq!(paused["paused"], true, "{paused}");
+    assert_eq!(paused["already"], false, "{paused}");
+    assert!(bus.is_paused("signup", "mailer").unwrap());
+    for i in 0..2 {
+        bus.send("signup", format!("user {i}")).await.unwrap();
+    }
+    crm.wait_for(2).await;
+    assert_eq!(mailer.count(), 0);
+    let row = subscription_row(http, "signup/mailer").await;
+    assert_eq!(row["cells"]["state"], "paused", "{row}");
+    assert_eq!(row["cells"]["lag"], 2, "{row}");
+    assert_eq!(row["actions"][0]["label"], "Resume", "{row}");
+    assert_eq!(row["actions"][0]["post"], &resume[1..], "{row}");
+    assert_eq!(
+        subscription_row(http, "signup/crm").await["cells"]["state"],
+        "running"
+    );
+
+    // An unknown handler: 404, naming the topic's handlers.
+    let unknown = post_json(
+        http,
+        "/api/subscriptions/signup/nobody/pause",
+        Some(ADMIN),
+        "{}",
+    )
+    .await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    assert_eq!(unknown.json()["code"], "NOT_FOUND");
+    assert!(unknown.body.contains("mailer, crm"), "{}", unknown.body);
+
+    // Resumed, it catches up.
+    let resumed = act(http, resume, "{}").await;
+    assert_eq!(
+        (&resumed["paused"], &resumed["already"]),
+        (&Value::Bool(false), &Value::Bool(false))
+    );
+    assert_eq!(resumed["waited"], 2, "{resumed}");
+    mailer.wait_for(2).await;
+    bus.wait_idle(WAIT).await.unwrap();
+    let row = subscription_row(http, "signup/mailer").await;
+    assert_eq!(
+        (&row["cells"]["state"], &row["cells"]["lag"]),
+        (&Value::from("running"), &Value::from(0))
+    );
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_a_subscription_takes_the_admin_token_and_json() {
+    let probe = Probe::new();
+    let (bus, handle, http) = served(vec![probe.handler("mailer", "signup", ack)], tokens()).await;
+    let pause = "/api/subscriptions/signup/mailer/pause";
+    // A read token is refused, as is an action that is not JSON or comes from elsewhere.
+    let refused = post_json(http, pause, Some(READ), "{}").await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    let anonymous = post_json(http, pause, None, "{}").await;
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
+    let form = request(
+        http,
+        "POST",
+        pause,
+        &[
+            ("Authorization", format!("Bearer {ADMIN}")),
+            ("Content-Type", "application/x-www-form-urlencoded".into()),
+        ],
+        Some("a=b"),
+    )
+    .await;
+    assert_eq!(form.status, 415, "{form:?}");
+    let elsewhere = request(
+        http,
+        "POST",
+        pause,
+        &[
+            ("Authorization", format!("Bearer {ADMIN}")),
+            ("Content-Type", "application/json".into()),
+            ("Origin", "https://elsewhere.example".into()),
+        ],
+        Some("{}"),
+    )
+    .await;
+    assert_eq!(elsewhere.status, 403, "{elsewhere:?}");
+    assert!(
+        !bus.is_paused("signup", "mailer").unwrap(),
+        "nothing done by any of them"
+    );
+    // The admin token, JSON, no foreign origin: done.
+    assert_eq!(act(http, pause, "{}").await["paused"], true);
+    assert!(bus.is_paused("signup", "mailer").unwrap());
     handle.shutdown().await.unwrap();
 }
 

@@ -1,7 +1,8 @@
 //! The web dashboard in a real browser: Debian's headless `chromium`, driven over WebDriver by
 //! `chromedriver`, both started here on free loopback ports. What the page shows is checked,
 //! not only that it loaded: a topic's count rises after sends, a dead letter replayed by a
-//! click (its confirmation accepted) leaves the list and reaches its handler, and a read token
+//! click (its confirmation accepted) leaves the list and reaches its handler, a handler paused
+//! by a click shows its lag growing and catches up when resumed by another, and a read token
 //! gets no buttons while its direct `POST` is refused with `403`.
 //!
 //! Nothing waits a fixed time: each check polls the page for its condition until a deadline
@@ -273,6 +274,62 @@ async fn a_topics_count_rises_on_the_page_after_sends() {
     d.handle.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_paused_by_a_click_shows_its_lag_and_catches_up_when_resumed() {
+    let (mailer, crm) = (Probe::new(), Probe::new());
+    let d = dashboard(vec![
+        mailer.handler("mailer", "signup", ack),
+        crm.handler("crm", "signup", ack),
+    ])
+    .await;
+    let browser = Browser::start().await;
+    browser.open(d.http, ADMIN).await;
+    let row = "#subscriptions tr[data-key='signup/mailer']";
+    let state = format!("{row} td[data-col='state']");
+    let lag = format!("{row} td[data-col='lag']");
+    browser.until_text(&state, |t| t == "running").await;
+
+    browser
+        .click(&format!("{row} button[data-action='pause']"))
+        .await;
+    let question = browser.accept_confirmation().await;
+    assert!(
+        question.starts_with("Pause handler mailer of signup?"),
+        "{question}"
+    );
+    browser.until_text(&state, |t| t == "paused").await;
+    assert!(d.bus.is_paused("signup", "mailer").unwrap());
+
+    for i in 0..4 {
+        d.bus.send("signup", format!("user {i}")).await.unwrap();
+    }
+    crm.wait_for(4).await;
+    // Its lag shows what waits; its sibling goes on.
+    browser.until_text(&lag, |t| t == "4").await;
+    browser
+        .until_text(
+            "#subscriptions tr[data-key='signup/crm'] td[data-col='handled']",
+            |t| t == "4",
+        )
+        .await;
+    assert_eq!(mailer.count(), 0);
+
+    browser
+        .click(&format!("{row} button[data-action='resume']"))
+        .await;
+    let question = browser.accept_confirmation().await;
+    assert!(
+        question.starts_with("Resume handler mailer of signup?") && question.contains("4 messages"),
+        "{question}"
+    );
+    mailer.wait_for(4).await;
+    browser.until_text(&state, |t| t == "running").await;
+    browser.until_text(&lag, |t| t == "0").await;
+
+    browser.close().await;
+    d.handle.shutdown().await.unwrap();
+}
+
 /// Whether `payments` is "fixed": until then its handler dead-letters every payment.
 static PAYMENTS_FIXED: AtomicBool = AtomicBool::new(false);
 
@@ -367,6 +424,15 @@ async fn a_read_token_sees_no_buttons_and_its_post_is_refused() {
         )
         .await;
     assert_eq!(browser.count("#workers button[data-action]").await, 0);
+    // The subscriptions table too: its state and lag, no Pause buttons.
+    browser.click("nav button[data-tab='topics']").await;
+    browser
+        .until_text(
+            "#subscriptions tr[data-key='orders/orders'] td[data-col='state']",
+            |t| t == "running",
+        )
+        .await;
+    assert_eq!(browser.count("#subscriptions button[data-action]").await, 0);
 
     browser.click("nav button[data-tab='dead']").await;
     let row = format!("#dead-letters tr[data-id='{id}']");
@@ -438,6 +504,8 @@ async fn screenshots_for_the_guide() {
     for n in 0..7 {
         d.bus.send("payments", payment(n)).await.unwrap();
     }
+    // One handler held back, so the subscriptions table shows a pause and a growing lag.
+    d.bus.pause("orders", "order-audit").unwrap();
     // Traffic while the pictures are taken, so that rates show.
     let bus = d.bus.clone();
     let traffic = tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! `ebctl` end to end: the built binary against a real server on loopback, in table and JSON
 //! form, with its exit codes (0, 1, 2, 3, 65, 69, 77), the environment variables, and `--yes`
-//! off a terminal.
+//! off a terminal; pausing and resuming a handler, and its lag in `topics`, `status` and
+//! `top`.
 
 // A test's unwrap is its assertion (as in event_base_test); helpers here too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +12,7 @@ use std::process::Output;
 
 use common::{ack, dead, start, Probe, Served, ADMIN, READ};
 use event_base_core::EMessage;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Runs ebctl with `args` against `served` (with `token`), stdin closed.
 async fn ebctl(served: Option<&Served>, token: Option<&str>, args: &[&str]) -> Output {
@@ -749,7 +750,7 @@ async fn top_off_a_terminal_prints_blocks_without_escapes() {
         let rate = if i == 0 { "-" } else { "0.0" };
         assert_eq!(
             jobs,
-            ["jobs", rate, rate, rate, rate, rate, "0", "0"],
+            ["jobs", rate, rate, rate, rate, rate, "0", "0", "0", "-"],
             "{block}"
         );
         assert!(lines.iter().any(|l| l.starts_with("bad ")), "{block}");
@@ -772,4 +773,136 @@ async fn top_off_a_terminal_prints_blocks_without_escapes() {
         "{}",
         stdout(&help)
     );
+}
+
+/// `top` on `signup` with `mailer` paused and 3 behind: the topic's largest lag, and its
+/// paused handlers.
+async fn top_shows_the_lag_and_the_paused_handler(s: &Served) {
+    let top = json(&ebctl(Some(s), Some(READ), &["-o", "json", "top", "--count", "1"]).await);
+    let row = top_row(&top, "signup");
+    assert_eq!(row["lag"], 3, "{top}");
+    assert_eq!(row["paused"], json!(["mailer"]), "{top}");
+    assert_eq!(row["subscriptions"][1]["lag"], 3, "{top}");
+    let table = stdout(&ebctl(Some(s), Some(READ), &["top", "--count", "1"]).await);
+    let line: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("signup "))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(line[line.len() - 2..], ["3", "mailer"], "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_a_handler_and_see_its_lag() {
+    let (mailer, crm) = (Probe::new(), Probe::new());
+    let s = start(vec![
+        mailer.handler("mailer", "signup", ack),
+        crm.handler("crm", "signup", ack),
+    ])
+    .await;
+
+    let paused = json(
+        &ebctl(
+            Some(&s),
+            Some(ADMIN),
+            &["-o", "json", "pause", "signup", "mailer"],
+        )
+        .await,
+    );
+    assert_eq!(paused["paused"], true, "{paused}");
+    assert_eq!(paused["already"], false, "{paused}");
+    assert!(s.bus.is_paused("signup", "mailer").unwrap());
+    let again = ebctl(Some(&s), Some(ADMIN), &["pause", "signup", "mailer"]).await;
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("mailer on signup was paused already"),
+        "{}",
+        stdout(&again)
+    );
+
+    for i in 0..3u8 {
+        s.bus.send("signup", vec![i]).await.unwrap();
+    }
+    crm.wait_for(3).await;
+    tokio::time::timeout(common::WAIT, async {
+        while s.bus.lag("signup", "crm").unwrap() != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(mailer.count(), 0, "a paused handler starts nothing");
+
+    // `topics`: each subscription with its state and lag, after the topics.
+    let topics = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "topics"]).await);
+    let subs = &topics[0]["subscriptions"];
+    assert_eq!(subs[0]["handler"], "crm", "{topics}");
+    assert_eq!(
+        (&subs[0]["lag"], &subs[0]["paused"]),
+        (&json!(0), &json!(false))
+    );
+    assert_eq!(subs[1]["handler"], "mailer", "{topics}");
+    assert_eq!(
+        (&subs[1]["lag"], &subs[1]["paused"]),
+        (&json!(3), &json!(true))
+    );
+    let table = stdout(&ebctl(Some(&s), Some(READ), &["topics"]).await);
+    let mailer_line: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("signup") && l.contains("mailer"))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        mailer_line,
+        ["signup", "mailer", "paused", "3", "3"],
+        "{table}"
+    );
+    assert!(
+        table.contains("TOPIC   HANDLER  STATE    LAG  QUEUED"),
+        "{table}"
+    );
+
+    // `status`: how many are paused, and the largest lag.
+    let status = json(&ebctl(Some(&s), Some(READ), &["-o", "json", "status"]).await);
+    assert_eq!(
+        (&status["paused_subscriptions"], &status["max_lag"]),
+        (&json!(1), &json!(3))
+    );
+
+    top_shows_the_lag_and_the_paused_handler(&s).await;
+
+    // A read token may not; an unknown handler is the server refusing (65), naming the
+    // topic's handlers and the command that lists them.
+    let denied = ebctl(Some(&s), Some(READ), &["resume", "signup", "mailer"]).await;
+    assert_eq!(code(&denied), 77, "{}", stderr(&denied));
+    let unknown = ebctl(Some(&s), Some(ADMIN), &["pause", "signup", "nobody"]).await;
+    assert_eq!(code(&unknown), 65, "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("[mailer, crm]") && stderr(&unknown).contains("`ebctl topics`"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert!(s.bus.is_paused("signup", "mailer").unwrap());
+
+    // Resumed, it catches up.
+    let resumed = ebctl(Some(&s), Some(ADMIN), &["resume", "signup", "mailer"]).await;
+    assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
+    assert!(
+        stdout(&resumed).starts_with("resumed mailer on signup; 3 messages had waited"),
+        "{}",
+        stdout(&resumed)
+    );
+    mailer.wait_for(3).await;
+    s.bus.wait_idle(common::WAIT).await.unwrap();
+    assert_eq!(s.bus.lag("signup", "mailer").unwrap(), 0);
+
+    let help = stdout(&ebctl(None, None, &["--help"]).await);
+    for command in ["pause ", "resume "] {
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(command)),
+            "{help}"
+        );
+    }
 }

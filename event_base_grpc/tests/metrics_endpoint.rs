@@ -1,5 +1,7 @@
 //! `GET /metrics` on the server's HTTP address: the bus's counters in the Prometheus text
-//! format, gated by the same tokens as gRPC, and accepted by `promtool check metrics`.
+//! format (with each subscription's lag and pause state), gated by the same tokens as gRPC,
+//! and accepted by `promtool check metrics`; the observability guide's alert rules, accepted
+//! by `promtool check rules`.
 //!
 //! The client is a plain HTTP/1.1 GET over a `TcpStream` (`common::http`): what Prometheus (or
 //! `curl`) sends, with nothing in between.
@@ -199,6 +201,126 @@ async fn a_scrape_shows_the_counters_of_the_bus() {
     let other = get(http, "/nothing-here", Some(&format!("Bearer {READ}"))).await;
     assert_eq!(other.status, 404);
     handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_subscriptions_lag_and_pause_are_scraped() {
+    let (mailer, crm) = (Probe::new(), Probe::new());
+    let bus = EventBus::builder()
+        .wal(event_base_wal::MemoryWal::new())
+        .queue(event_base_queue::FlumeQueueFactory::default())
+        .name(BUS)
+        .handler(mailer.handler("mailer", "signup", ack))
+        .handler(crm.handler("crm", "signup", ack))
+        .build()
+        .await
+        .unwrap();
+    bus.pause("signup", "mailer").unwrap();
+    for i in 0..3 {
+        bus.send("signup", format!("user {i}")).await.unwrap();
+    }
+    crm.wait_for(3).await;
+    let handle = GrpcServer::builder(bus.clone())
+        .tokens(Tokens::new().read(READ))
+        .http_addr("127.0.0.1:0")
+        .serve("127.0.0.1:0")
+        .await
+        .unwrap();
+    let http = handle.http_addr().unwrap();
+    let sub = |h: &str| format!("bus=\"{BUS}\",topic=\"signup\",handler=\"{h}\"");
+    let scrape = || async {
+        get(http, "/metrics", Some(&format!("Bearer {READ}")))
+            .await
+            .body
+    };
+
+    let body = scrape().await;
+    assert!(
+        body.contains("# TYPE event_base_subscription_lag gauge\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("# TYPE event_base_subscription_paused gauge\n"),
+        "{body}"
+    );
+    let lag = |body: &str, h: &str| sample(body, "event_base_subscription_lag", &sub(h));
+    let paused = |body: &str, h: &str| sample(body, "event_base_subscription_paused", &sub(h));
+    assert_eq!(lag(&body, "mailer").as_deref(), Some("3"), "{body}");
+    assert_eq!(paused(&body, "mailer").as_deref(), Some("1"), "{body}");
+    assert_eq!(paused(&body, "crm").as_deref(), Some("0"), "{body}");
+    // The sibling's lag: 0 once its last delivery is settled.
+    tokio::time::timeout(WAIT, async {
+        while bus.lag("signup", "crm").unwrap() != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(lag(&scrape().await, "crm").as_deref(), Some("0"));
+
+    bus.resume("signup", "mailer").unwrap();
+    mailer.wait_for(3).await;
+    bus.wait_idle(WAIT).await.unwrap();
+    let body = scrape().await;
+    assert_eq!(lag(&body, "mailer").as_deref(), Some("0"), "{body}");
+    assert_eq!(paused(&body, "mailer").as_deref(), Some("0"), "{body}");
+    handle.shutdown().await.unwrap();
+}
+
+/// The alert rules of the observability guide (its `groups:` block), as written there.
+fn documented_rules() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../event_base/guide/observability.md"
+    );
+    let guide = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let start = guide
+        .find("```yaml\ngroups:")
+        .expect("the guide has a rules file");
+    let rules = &guide[start + "```yaml\n".len()..];
+    rules[..rules.find("```").expect("the block ends")].to_owned()
+}
+
+#[tokio::test]
+async fn promtool_accepts_the_guides_alert_rules() {
+    let rules = documented_rules();
+    for alert in [
+        "EventBaseWalFailed",
+        "EventBaseDeadLettersRising",
+        "EventBaseLagGrowing",
+    ] {
+        assert!(
+            rules.contains(&format!("alert: {alert}\n")),
+            "{alert}: {rules}"
+        );
+    }
+    assert!(rules.contains("event_base_subscription_lag"), "{rules}");
+    let file = std::env::temp_dir().join(format!("event_base_rules_{}.yml", std::process::id()));
+    std::fs::write(&file, &rules).unwrap();
+    let out = tokio::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .await;
+    let _ = std::fs::remove_file(&file);
+    let out = match out {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "`promtool` is not installed: it comes with Debian's `prometheus` package \
+             (`apt-get install -y prometheus`); this test needs it"
+        ),
+        Err(e) => panic!("could not start promtool: {e}"),
+    };
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "promtool check rules refused them: {said}\n{rules}"
+    );
+    assert!(said.contains("SUCCESS: 4 rules found"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,6 +136,7 @@ async fn workers_metrics_and_wal_match_the_bus() {
             topics: vec!["orders".into()],
             include_workers: true,
             include_handlers: true,
+            include_subscriptions: false,
         })
         .await
         .unwrap()

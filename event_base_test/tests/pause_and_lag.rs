@@ -107,3 +107,61 @@ async fn an_unknown_topic_or_handler_is_a_clear_error() {
     assert!(bus.resume("nowhere", "x").is_err());
     bus.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_snapshot_shows_each_subscriptions_lag_and_pause() {
+    let probe = Probe::new();
+    let bus = two_handlers(&probe).await;
+    bus.pause("signup", "mailer").unwrap();
+    for i in 0..5u8 {
+        bus.send("signup", vec![i]).await.unwrap();
+    }
+    probe
+        .wait_until("crm's five", WAIT, |s| {
+            s.iter().filter(|s| s.label == "crm").count() == 5
+        })
+        .await;
+    probe
+        .wait_until("crm's lag at zero", WAIT, |_| {
+            bus.lag("signup", "crm").unwrap() == 0
+        })
+        .await;
+
+    let snap = bus.metrics();
+    let mailer = snap.subscription("signup", "mailer").unwrap();
+    assert_eq!((mailer.lag, mailer.paused), (5, true));
+    assert_eq!(mailer.lag, bus.lag("signup", "mailer").unwrap());
+    assert_eq!(
+        mailer.lag,
+        snap.handler("mailer").unwrap().in_flight,
+        "the handler's in flight is its lag"
+    );
+    let crm = snap.subscription("signup", "crm").unwrap();
+    assert_eq!((crm.lag, crm.paused), (0, false));
+    // Sorted by topic, then handler; the bus's own topics are there too.
+    let signup: Vec<&str> = snap
+        .subscriptions_of("signup")
+        .map(|s| s.handler.as_str())
+        .collect();
+    assert_eq!(signup, ["crm", "mailer"]);
+    let keys: Vec<(&str, &str)> = snap
+        .subscriptions
+        .iter()
+        .map(|s| (s.topic.as_str(), s.handler.as_str()))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(keys, sorted);
+    assert!(
+        keys.iter().any(|(t, _)| t.starts_with("_system.")),
+        "{keys:?}"
+    );
+    assert!(snap.subscription("signup", "nobody").is_none());
+
+    bus.resume("signup", "mailer").unwrap();
+    bus.wait_idle(WAIT).await.unwrap();
+    let after = bus.metrics();
+    let mailer = after.subscription("signup", "mailer").unwrap();
+    assert_eq!((mailer.lag, mailer.paused), (0, false));
+    bus.close().await.unwrap();
+}

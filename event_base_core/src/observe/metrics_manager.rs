@@ -16,7 +16,9 @@ use crate::observe::snapshot::MetricsSnapshot;
 /// `event_base_{accepted,refused,handled,acked,retried,dead}_total`, the gauges
 /// `event_base_in_flight` and `event_base_queue_depth`, and the histograms
 /// `event_base_handler_seconds` and `event_base_queue_wait_seconds`. Per worker (`bus`,
-/// `worker`): `event_base_worker_{handled,acked,retried,dead}_total`. Per bus:
+/// `worker`): `event_base_worker_{handled,acked,retried,dead}_total`. Per subscription (`bus`,
+/// `topic`, `handler`): the gauges `event_base_subscription_lag` and
+/// `event_base_subscription_paused` (0 or 1). Per bus:
 /// `event_base_node_info` (with `node`, `node_type`) and the gauges `event_base_node_in_flight`,
 /// `_waiting_on_timers`, `_workers` and `_uptime_seconds`; the WAL's gauges
 /// `event_base_wal_failed` (1 once a write or sync failed: alert on it), `_live`, `_dead`,
@@ -60,6 +62,16 @@ impl MetricsManager {
             metrics::counter!("event_base_handler_retried_total", &labels).absolute(m.retried);
             metrics::counter!("event_base_handler_dead_total", &labels).absolute(m.dead);
             metrics::gauge!("event_base_handler_queue_depth", &labels).set(m.queue_depth as f64);
+        }
+        for sub in &snap.subscriptions {
+            let labels = [
+                ("bus", bus.clone()),
+                ("topic", sub.topic.clone()),
+                ("handler", sub.handler.clone()),
+            ];
+            metrics::gauge!("event_base_subscription_lag", &labels).set(sub.lag as f64);
+            metrics::gauge!("event_base_subscription_paused", &labels)
+                .set(f64::from(u8::from(sub.paused)));
         }
         self.export_latencies(&bus);
         for (worker, w) in &snap.workers {

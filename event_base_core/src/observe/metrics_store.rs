@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::observe::latency_histogram::LatencyHistogram;
-use crate::observe::snapshot::{MetricsSnapshot, NodeMetrics};
+use crate::observe::snapshot::{MetricsSnapshot, NodeMetrics, SubscriptionMetrics};
 use crate::worker::registry::WorkerStatus;
 
 /// The live metrics of one system: where snapshots come from.
@@ -67,12 +67,20 @@ impl MetricsStore {
             };
             snap.topics.insert(topic.0.clone(), metrics);
             for sub in route.subs.iter() {
-                snap.handlers.insert(
-                    sub.handler.to_string(),
-                    sub.counters.snapshot(sub.producer.len()),
-                );
+                let metrics = sub.counters.snapshot(sub.producer.len());
+                snap.subscriptions.push(SubscriptionMetrics {
+                    topic: topic.0.clone(),
+                    handler: sub.handler.to_string(),
+                    // What `EventBus::lag` reads, from the same reading as the handler's.
+                    lag: metrics.in_flight,
+                    paused: sub.pause.is_paused(),
+                    queue_depth: metrics.queue_depth,
+                });
+                snap.handlers.insert(sub.handler.to_string(), metrics);
             }
         }
+        snap.subscriptions
+            .sort_by(|a, b| (&a.topic, &a.handler).cmp(&(&b.topic, &b.handler)));
         let mut live = 0;
         for state in shared.registry.states() {
             if !matches!(state.status(), WorkerStatus::Stopped | WorkerStatus::Dead) {

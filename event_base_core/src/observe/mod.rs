@@ -11,7 +11,7 @@
 //! | `audit_ring.rs` | recorder | the bus's ring of the newest audit records |
 //! | `audit_record.rs` | data | `AuditRecord`, `AuditEvent`, `AuditOutcome`, `AuditWriter`, `AuditError` |
 //! | `audit_log.rs` | reader | `AuditLog`: what `bus.audit()` reads (`recent`, `for_message`) |
-//! | `snapshot.rs` | data | `MetricsSnapshot`, `TopicMetrics`, `WorkerMetrics`, `NodeMetrics` |
+//! | `snapshot.rs` | data | `MetricsSnapshot`, `TopicMetrics`, `SubscriptionMetrics`, `WorkerMetrics`, `NodeMetrics` |
 //! | `metrics_store.rs` | reader | `MetricsStore`: a bus's counters into a snapshot; `TopicLatencies` |
 //! | `metrics_manager.rs` | reader | `MetricsManager`: snapshots to the `metrics` facade |
 //! | `audit_publisher.rs` | reader | the task that hands new audit records to writers and `_system.audit` |

@@ -68,6 +68,43 @@ pub struct WorkerMetrics {
     pub dead: u64,
 }
 
+/// One subscription at one moment: a handler of a topic (each handler gets its own copy of
+/// every message sent to the topic), with how far behind it is and whether it is paused.
+///
+/// `lag` is [`EventBus::lag`](crate::EventBus::lag) and `paused`
+/// [`EventBus::is_paused`](crate::EventBus::is_paused), read with the rest of the snapshot:
+/// `lag` equals the `in_flight` of the handler's [`MetricsSnapshot::handlers`] entry.
+///
+/// ```
+/// # use event_base_core::MetricsSnapshot;
+/// /// The subscriptions more than `limit` messages behind, as `topic/handler`.
+/// fn behind(snap: &MetricsSnapshot, limit: u64) -> Vec<String> {
+///     snap.subscriptions
+///         .iter()
+///         .filter(|s| s.lag > limit)
+///         .map(|s| format!("{}/{}{}", s.topic, s.handler, if s.paused { " (paused)" } else { "" }))
+///         .collect()
+/// }
+/// assert!(behind(&MetricsSnapshot::default(), 0).is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SubscriptionMetrics {
+    /// The topic.
+    pub topic: String,
+    /// The handler.
+    pub handler: String,
+    /// Messages accepted for this handler and not yet finished by it (acked or
+    /// dead-lettered): queued, waiting for their key or a retry, or being handled. With a
+    /// shared backend (Redis), what this process accepted, replayed or claimed for it.
+    pub lag: u64,
+    /// Whether it is paused ([`EventBus::pause`](crate::EventBus::pause)): it starts nothing
+    /// new, and its lag grows with every message sent to its topic.
+    pub paused: bool,
+    /// Its copies waiting in its queue (part of `lag`).
+    pub queue_depth: u64,
+}
+
 /// Figures of the whole node (process) at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -96,6 +133,10 @@ pub struct MetricsSnapshot {
     pub topics: BTreeMap<String, TopicMetrics>,
     /// Per handler, by name: its copies of its topic's messages.
     pub handlers: BTreeMap<String, TopicMetrics>,
+    /// Per subscription (a handler of a topic), sorted by topic, then handler: lag and
+    /// pause state. The bus's own `_system.` topics' subscriptions are there too.
+    #[serde(default)]
+    pub subscriptions: Vec<SubscriptionMetrics>,
     /// Per worker, by name.
     pub workers: BTreeMap<String, WorkerMetrics>,
     /// The node as a whole.
@@ -121,6 +162,21 @@ impl MetricsSnapshot {
     /// The counters of one handler (its copies of its topic's messages).
     pub fn handler(&self, name: &str) -> Option<TopicMetrics> {
         self.handlers.get(name).copied()
+    }
+
+    /// The subscription of `handler` on `topic`, if the bus has it.
+    pub fn subscription(&self, topic: &str, handler: &str) -> Option<&SubscriptionMetrics> {
+        self.subscriptions
+            .iter()
+            .find(|s| s.topic == topic && s.handler == handler)
+    }
+
+    /// The subscriptions of `topic` (one per handler), by handler name.
+    pub fn subscriptions_of<'a>(
+        &'a self,
+        topic: &'a str,
+    ) -> impl Iterator<Item = &'a SubscriptionMetrics> + 'a {
+        self.subscriptions.iter().filter(move |s| s.topic == topic)
     }
 
     /// The counters of one worker.

@@ -192,6 +192,30 @@ impl AdminService for AdminApi {
         )
     }
 
+    async fn pause_subscription(
+        &self,
+        req: Request<pb::PauseSubscriptionRequest>,
+    ) -> Result<Response<pb::PauseSubscriptionResponse>, Status> {
+        rpc!(
+            req,
+            Scope::Admin,
+            "PauseSubscription",
+            self.pause(&req.topic, &req.handler)
+        )
+    }
+
+    async fn resume_subscription(
+        &self,
+        req: Request<pb::ResumeSubscriptionRequest>,
+    ) -> Result<Response<pb::ResumeSubscriptionResponse>, Status> {
+        rpc!(
+            req,
+            Scope::Admin,
+            "ResumeSubscription",
+            self.resume(&req.topic, &req.handler)
+        )
+    }
+
     async fn shutdown(
         &self,
         req: Request<pb::ShutdownRequest>,

@@ -61,6 +61,7 @@ impl AdminApi {
             .checked_sub(m.node.uptime)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let topics = self.bus.router().topics();
+        let subs = || m.subscriptions.iter().filter(|s| !is_system(&s.topic));
         Ok(pb::GetStatusResponse {
             node_name: m.node_name.clone(),
             node_type: convert::node_type(m.node_type) as i32,
@@ -75,6 +76,8 @@ impl AdminApi {
             worker_count: m.node.workers,
             dead_letter_count: wal.dead,
             wal: Some(convert::wal_stats(&**self.bus.wal())),
+            paused_subscriptions: subs().filter(|s| s.paused).count() as u32,
+            max_lag: subs().map(|s| s.lag).max().unwrap_or(0),
         })
     }
 
@@ -91,11 +94,20 @@ impl AdminApi {
         let (names, next_page_token, total_size) = page(names, start, size);
         let topics = names
             .into_iter()
-            .map(|name| pb::Topic {
-                workers: self.bus.workers(&name),
-                metrics: metrics.topic(&name).as_ref().map(convert::topic_metrics),
-                system: is_system(&name),
-                name,
+            .map(|name| {
+                let mut subscriptions: Vec<pb::Subscription> = metrics
+                    .subscriptions_of(&name)
+                    .map(convert::subscription)
+                    .collect();
+                // By handler name: the snapshot sorts them so already; said here, not assumed.
+                subscriptions.sort_by(|a, b| a.handler.cmp(&b.handler));
+                pb::Topic {
+                    workers: self.bus.workers(&name),
+                    metrics: metrics.topic(&name).as_ref().map(convert::topic_metrics),
+                    system: is_system(&name),
+                    subscriptions,
+                    name,
+                }
             })
             .collect();
         Ok(pb::ListTopicsResponse {
@@ -175,6 +187,15 @@ impl AdminApi {
         } else {
             Default::default()
         };
+        let subscriptions = if req.include_subscriptions {
+            m.subscriptions
+                .iter()
+                .filter(|s| wanted(&s.topic))
+                .map(convert::subscription)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(pb::GetMetricsResponse {
             taken_at: Some(convert::timestamp(SystemTime::now())),
             node: Some(convert::node_metrics(&m.node)),
@@ -186,6 +207,7 @@ impl AdminApi {
                 .collect(),
             handlers,
             workers,
+            subscriptions,
         })
     }
 

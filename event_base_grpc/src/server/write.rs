@@ -1,4 +1,5 @@
-//! The admin RPCs: publish, replay, scaling, shutdown (purge is in `dlq.rs`).
+//! The admin RPCs: publish, replay, scaling, pause and resume, shutdown (purge is in
+//! `dlq.rs`).
 
 use std::time::Duration;
 
@@ -90,6 +91,18 @@ fn need_topic(topic: &str) -> Result<(), Status> {
     } else {
         Ok(())
     }
+}
+
+/// Both names of a subscription are given.
+fn need_subscription(topic: &str, handler: &str) -> Result<(), Status> {
+    if topic.is_empty() || handler.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "`{}` is empty; name the topic and its handler (ListTopics lists each topic's \
+             subscriptions)",
+            if topic.is_empty() { "topic" } else { "handler" }
+        )));
+    }
+    Ok(())
 }
 
 impl AdminApi {
@@ -292,6 +305,55 @@ impl AdminApi {
         Ok(pb::RemoveWorkerResponse {
             report: Some(convert::shutdown_report(&report)),
         })
+    }
+
+    /// Pauses handler `handler` of `topic`: the subscription after it, and whether it was
+    /// paused already. Also the dashboard's Pause button.
+    pub(crate) fn pause(
+        &self,
+        topic: &str,
+        handler: &str,
+    ) -> Result<pb::PauseSubscriptionResponse, Status> {
+        need_subscription(topic, handler)?;
+        let already = self.bus.is_paused(topic, handler).map_err(core)?;
+        self.bus.pause(topic, handler).map_err(core)?;
+        Ok(pb::PauseSubscriptionResponse {
+            subscription: Some(self.subscription(topic, handler)?),
+            already,
+        })
+    }
+
+    /// Resumes handler `handler` of `topic`: the subscription after it, whether it was
+    /// running already, and its lag just before (what waited: the workers may have taken
+    /// some of it by the time the subscription is read). Also the dashboard's Resume button.
+    pub(crate) fn resume(
+        &self,
+        topic: &str,
+        handler: &str,
+    ) -> Result<pb::ResumeSubscriptionResponse, Status> {
+        need_subscription(topic, handler)?;
+        let already = !self.bus.is_paused(topic, handler).map_err(core)?;
+        let waited = self.bus.lag(topic, handler).map_err(core)?;
+        self.bus.resume(topic, handler).map_err(core)?;
+        Ok(pb::ResumeSubscriptionResponse {
+            subscription: Some(self.subscription(topic, handler)?),
+            already,
+            waited,
+        })
+    }
+
+    /// Handler `handler` of `topic` as it is now.
+    fn subscription(&self, topic: &str, handler: &str) -> Result<pb::Subscription, Status> {
+        self.bus
+            .metrics()
+            .subscription(topic, handler)
+            .map(convert::subscription)
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "topic `{topic}` has no handler `{handler}` here; ListTopics lists each \
+                     topic's subscriptions"
+                ))
+            })
     }
 
     pub(crate) async fn stop_bus(

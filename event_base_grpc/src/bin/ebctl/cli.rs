@@ -76,7 +76,8 @@ pub(crate) enum Format {
 pub(crate) enum Command {
     /// The bus at a glance: node, version, uptime, counts, WAL.
     Status,
-    /// The topics with handlers, their workers and counters.
+    /// The topics with handlers, their workers and counters, then their subscriptions (each
+    /// handler of a topic) with their lag and whether they are paused.
     Topics {
         /// Include the bus's own `_system.` topics.
         #[arg(long)]
@@ -107,16 +108,33 @@ pub(crate) enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         watch: Option<Duration>,
     },
-    /// A live view of the topics: rates per second, in flight, queue depth.
+    /// A live view of the topics: rates per second, in flight, queue depth, lag, paused handlers.
     ///
     /// Samples the counters every --interval and shows one table per refresh, the busiest
     /// topics (handled per second) first. Each rate is a counter's difference between two
     /// samples over the time measured between them, so the first refresh shows `-` (JSON
     /// `null`). On a terminal the table is redrawn in place; off one (a pipe, a file) each
     /// refresh is a block of its own after a blank line, with no escape codes. `-o json`
-    /// prints one JSON object per refresh, one per line. Lag per subscription is not shown:
-    /// the management API does not report it.
+    /// prints one JSON object per refresh, one per line. LAG is the largest lag of the
+    /// topic's handlers (messages accepted for a handler and not yet finished by it); PAUSED
+    /// names its paused handlers (`ebctl topics` shows each handler's lag).
     Top(Top),
+    /// Pause one handler of a topic: it starts nothing new and its messages wait (its lag
+    /// grows); the topic's other handlers go on. Lasts until `ebctl resume` or the bus's
+    /// process ends.
+    Pause {
+        /// The topic.
+        topic: String,
+        /// The handler (`ebctl topics` lists each topic's handlers).
+        handler: String,
+    },
+    /// Resume a paused handler of a topic: it takes up what waited, in order.
+    Resume {
+        /// The topic.
+        topic: String,
+        /// The handler.
+        handler: String,
+    },
     /// The write-ahead log's counters.
     Wal,
     /// Send a message.

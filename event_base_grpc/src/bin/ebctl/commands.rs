@@ -133,6 +133,8 @@ async fn run_with(c: &mut AdminClient, command: &Command, format: Format) -> Res
             },
         },
         Command::Top(t) => crate::top::top(c, t, format).await,
+        Command::Pause { topic, handler } => pause(c, topic, handler).await,
+        Command::Resume { topic, handler } => resume(c, topic, handler).await,
         Command::Wal => wal(c).await,
         Command::Publish(p) => publish(c, p).await,
         Command::Dlq { action } => dlq(c, action, format).await,
@@ -152,6 +154,7 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
             topics: Vec::new(),
             include_workers: false,
             include_handlers: false,
+            include_subscriptions: false,
         })
         .await?
         .into_inner();
@@ -174,6 +177,7 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
         "topics": s.topic_count, "workers": s.worker_count,
         "dead_letters": s.dead_letter_count, "wal": output::wal(&w),
         "system_messages_accepted": system_accepted,
+        "paused_subscriptions": s.paused_subscriptions, "max_lag": s.max_lag,
     });
     let text = pairs(&[
         ("node", s.node_name.clone()),
@@ -195,6 +199,13 @@ async fn status(c: &mut AdminClient) -> Result<Done, Failure> {
         ),
         ("topics", s.topic_count.to_string()),
         ("workers", s.worker_count.to_string()),
+        (
+            "handlers",
+            format!(
+                "{} paused, largest lag {} (ebctl topics shows each handler's)",
+                s.paused_subscriptions, s.max_lag
+            ),
+        ),
         ("dead letters", s.dead_letter_count.to_string()),
         (
             "wal",
@@ -230,7 +241,8 @@ async fn topics(c: &mut AdminClient, system: bool) -> Result<Done, Failure> {
         all.iter()
             .map(|t| {
                 json!({"name": t.name, "workers": t.workers, "system": t.system,
-                       "metrics": t.metrics.as_ref().map(output::topic_metrics)})
+                       "metrics": t.metrics.as_ref().map(output::topic_metrics),
+                       "subscriptions": t.subscriptions.iter().map(output::subscription).collect::<Vec<_>>()})
             })
             .collect(),
     );
@@ -250,7 +262,7 @@ async fn topics(c: &mut AdminClient, system: bool) -> Result<Done, Failure> {
             ]
         })
         .collect();
-    let text = table(
+    let topics = table(
         &[
             "TOPIC",
             "WORKERS",
@@ -263,6 +275,68 @@ async fn topics(c: &mut AdminClient, system: bool) -> Result<Done, Failure> {
         ],
         &rows,
     );
+    // Then each handler of each topic: its own copy of every message, its own lag.
+    let subs: Vec<Vec<String>> = all
+        .iter()
+        .flat_map(|t| &t.subscriptions)
+        .map(|s| {
+            vec![
+                s.topic.clone(),
+                s.handler.clone(),
+                output::subscription_state(s).to_owned(),
+                s.lag.to_string(),
+                s.queue_depth.to_string(),
+            ]
+        })
+        .collect();
+    let subs = table(&["TOPIC", "HANDLER", "STATE", "LAG", "QUEUED"], &subs);
+    show(json, format!("{topics}\n\n{subs}"))
+}
+
+/// `pause TOPIC HANDLER`.
+async fn pause(c: &mut AdminClient, topic: &str, handler: &str) -> Result<Done, Failure> {
+    let answer = c
+        .pause_subscription(pb::PauseSubscriptionRequest {
+            topic: topic.to_owned(),
+            handler: handler.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let sub = answer.subscription.unwrap_or_default();
+    let text = if answer.already {
+        format!("{handler} on {topic} was paused already; lag {}", sub.lag)
+    } else {
+        format!(
+            "paused {handler} on {topic}; lag {} (its messages wait until `ebctl resume {topic} {handler}`)",
+            sub.lag
+        )
+    };
+    let mut json = output::subscription(&sub);
+    json["already"] = json!(answer.already);
+    show(json, text)
+}
+
+/// `resume TOPIC HANDLER`.
+async fn resume(c: &mut AdminClient, topic: &str, handler: &str) -> Result<Done, Failure> {
+    let answer = c
+        .resume_subscription(pb::ResumeSubscriptionRequest {
+            topic: topic.to_owned(),
+            handler: handler.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let sub = answer.subscription.unwrap_or_default();
+    let text = if answer.already {
+        format!("{handler} on {topic} was running already; lag {}", sub.lag)
+    } else {
+        format!(
+            "resumed {handler} on {topic}; {} messages had waited, lag now {}",
+            answer.waited, sub.lag
+        )
+    };
+    let mut json = output::subscription(&sub);
+    json["already"] = json!(answer.already);
+    json["waited"] = json!(answer.waited);
     show(json, text)
 }
 
@@ -347,6 +421,7 @@ async fn metrics(
             topics: topics.to_vec(),
             include_workers: workers,
             include_handlers: false,
+            include_subscriptions: false,
         })
         .await?
         .into_inner();

@@ -71,6 +71,7 @@ impl Failure {
 const COMMAND_FOR_CALL: &[(&str, &str)] = &[
     ("EventBus::dead_letters", "`ebctl dlq list`"),
     ("EventBus::workers(topic)", "`ebctl workers`"),
+    ("EventBus::router().topics()", "`ebctl topics`"),
 ];
 
 /// `message` with each Rust call it names replaced by the ebctl command that does the same.
@@ -142,6 +143,16 @@ mod tests {
         let status = tonic::Status::not_found(error.to_string());
         let message = Failure::Status(status).message();
         assert!(message.contains("`ebctl dlq list`"), "{message}");
+        assert!(!message.contains("EventBus::"), "{message}");
+
+        let error = event_base_core::CoreError::UnknownHandler {
+            topic: "signup".to_owned(),
+            handler: "nobody".to_owned(),
+            handlers: vec!["mailer".to_owned()],
+        };
+        let message = Failure::Status(tonic::Status::not_found(error.to_string())).message();
+        assert!(message.contains("[mailer]"), "{message}");
+        assert!(message.contains("`ebctl topics`"), "{message}");
         assert!(!message.contains("EventBus::"), "{message}");
     }
 }

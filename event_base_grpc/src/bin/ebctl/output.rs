@@ -166,6 +166,23 @@ pub(crate) fn topic_metrics(m: &pb::TopicMetrics) -> Value {
     })
 }
 
+/// A subscription (a handler of a topic): its lag and pause state.
+pub(crate) fn subscription(s: &pb::Subscription) -> Value {
+    json!({
+        "topic": s.topic, "handler": s.handler, "lag": s.lag, "paused": s.paused,
+        "queue_depth": s.queue_depth,
+    })
+}
+
+/// A subscription's state in words: `paused` or `running`.
+pub(crate) fn subscription_state(s: &pb::Subscription) -> &'static str {
+    if s.paused {
+        "paused"
+    } else {
+        "running"
+    }
+}
+
 pub(crate) fn worker_metrics(m: &pb::WorkerMetrics) -> Value {
     json!({"handled": m.handled, "acked": m.acked, "retried": m.retried, "dead": m.dead})
 }

@@ -4,6 +4,10 @@
 //! them (not the interval asked for: a slow call stretches it). The first refresh has no
 //! earlier sample, so its rates are absent (`-`, JSON `null`). A counter lower than before (the
 //! server restarted) counts as no change rather than a negative or wrapped rate.
+//!
+//! Lag is a level, not a rate: each row shows the largest lag among the topic's handlers
+//! (its subscriptions: messages accepted for a handler and not yet finished by it) and
+//! names the handlers that are paused.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -76,12 +80,28 @@ struct Row {
     rates: Option<Rates>,
     in_flight: u64,
     queue_depth: u64,
+    /// The largest lag of the topic's subscriptions (0 without any).
+    lag: u64,
+    /// The topic's subscriptions, by handler.
+    subscriptions: Vec<pb::Subscription>,
+}
+
+impl Row {
+    /// The handlers of the topic that are paused.
+    fn paused(&self) -> Vec<&str> {
+        self.subscriptions
+            .iter()
+            .filter(|s| s.paused)
+            .map(|s| s.handler.as_str())
+            .collect()
+    }
 }
 
 /// The rows of a sample, compared with the previous one (if any), sorted by handled per
-/// second (highest first), then by name.
+/// second (highest first), then by name; `subscriptions` are the sample's, of every topic.
 fn rows(
     topics: &HashMap<String, pb::TopicMetrics>,
+    subscriptions: &[pb::Subscription],
     previous: Option<(&HashMap<String, Counters>, Duration)>,
     system: bool,
 ) -> Vec<Row> {
@@ -95,12 +115,20 @@ fn rows(
                     .get(name)
                     .and_then(|before| rates(before, &totals, elapsed))
             });
+            let mut subs: Vec<pb::Subscription> = subscriptions
+                .iter()
+                .filter(|s| &s.topic == name)
+                .cloned()
+                .collect();
+            subs.sort_by(|a, b| a.handler.cmp(&b.handler));
             Row {
                 topic: name.clone(),
                 totals,
                 rates,
                 in_flight: m.in_flight,
                 queue_depth: m.queue_depth,
+                lag: subs.iter().map(|s| s.lag).max().unwrap_or(0),
+                subscriptions: subs,
             }
         })
         .collect();
@@ -142,6 +170,11 @@ fn refresh_json(r: &Refresh<'_>) -> Value {
             "dead_per_s": rate_json(row.rates, |r| r.dead),
             "in_flight": row.in_flight,
             "queue_depth": row.queue_depth,
+            "lag": row.lag,
+            "paused": row.paused(),
+            "subscriptions": row.subscriptions.iter().map(|s| json!({
+                "handler": s.handler, "lag": s.lag, "paused": s.paused,
+            })).collect::<Vec<_>>(),
             "accepted": row.totals.accepted,
             "handled": row.totals.handled,
             "acked": row.totals.acked,
@@ -180,6 +213,11 @@ fn refresh_text(r: &Refresh<'_>) -> String {
                 rate_text(row.rates, |r| r.dead),
                 row.in_flight.to_string(),
                 row.queue_depth.to_string(),
+                row.lag.to_string(),
+                match row.paused() {
+                    paused if paused.is_empty() => "-".to_owned(),
+                    paused => paused.join(","),
+                },
             ]
         })
         .collect();
@@ -195,6 +233,8 @@ fn refresh_text(r: &Refresh<'_>) -> String {
                 "DEAD/S",
                 "IN FLIGHT",
                 "QUEUED",
+                "LAG",
+                "PAUSED",
             ],
             &lines,
         )
@@ -230,6 +270,7 @@ pub(crate) async fn top(c: &mut AdminClient, top: &Top, format: Format) -> Resul
                 topics: Vec::new(),
                 include_workers: false,
                 include_handlers: false,
+                include_subscriptions: true,
             }) => answer?.into_inner(),
         };
         // The server took its snapshot somewhere between the question and the answer: the
@@ -240,7 +281,7 @@ pub(crate) async fn top(c: &mut AdminClient, top: &Top, format: Format) -> Resul
         let before = previous
             .as_ref()
             .map(|(counters, at)| (counters, now.saturating_duration_since(*at)));
-        let rows = rows(&sample.topics, before, top.system);
+        let rows = rows(&sample.topics, &sample.subscriptions, before, top.system);
         let refresh = Refresh {
             number,
             taken_at: sample.taken_at.as_ref(),
@@ -358,15 +399,63 @@ mod tests {
             ("busy".to_owned(), Counters::default()),
         ]
         .into();
-        let first = rows(&topics, None, false);
+        let first = rows(&topics, &[], None, false);
         let names: Vec<&str> = first.iter().map(|r| r.topic.as_str()).collect();
         assert_eq!(names, ["a", "b", "busy", "new"], "no rates yet: by name");
         assert!(first.iter().all(|r| r.rates.is_none()));
 
-        let second = rows(&topics, Some((&before, Duration::from_secs(2))), true);
+        let second = rows(&topics, &[], Some((&before, Duration::from_secs(2))), true);
         let names: Vec<&str> = second.iter().map(|r| r.topic.as_str()).collect();
         assert_eq!(names, ["busy", "a", "b", "_system.workers", "new"]);
         assert_eq!(second[0].rates.unwrap().handled, 25.0);
         assert_eq!(second[4].rates, None, "not in the previous sample");
+    }
+
+    #[test]
+    fn a_row_shows_its_largest_lag_and_its_paused_handlers() {
+        let topics: HashMap<String, pb::TopicMetrics> = [
+            ("signup".to_owned(), metrics(9, 4)),
+            ("quiet".to_owned(), metrics(0, 0)),
+        ]
+        .into();
+        let sub = |topic: &str, handler: &str, lag: u64, paused: bool| pb::Subscription {
+            topic: topic.to_owned(),
+            handler: handler.to_owned(),
+            lag,
+            paused,
+            queue_depth: lag,
+        };
+        let subs = [
+            sub("signup", "mailer", 7, true),
+            sub("signup", "crm", 2, false),
+            sub("signup", "audit", 0, true),
+        ];
+        let rows = rows(&topics, &subs, None, false);
+        let signup = rows.iter().find(|r| r.topic == "signup").unwrap();
+        assert_eq!(signup.lag, 7);
+        assert_eq!(signup.paused(), ["audit", "mailer"], "by handler name");
+        let quiet = rows.iter().find(|r| r.topic == "quiet").unwrap();
+        assert_eq!((quiet.lag, quiet.paused().len()), (0, 0));
+        let text = refresh_text(&Refresh {
+            number: 1,
+            taken_at: None,
+            elapsed: None,
+            node: pb::NodeMetrics::default(),
+            rows: &rows,
+        });
+        let line: Vec<&str> = text
+            .lines()
+            .find(|l| l.starts_with("signup"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(line[line.len() - 2..], ["7", "audit,mailer"]);
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("QUEUED  LAG  PAUSED"),
+            "{text}"
+        );
     }
 }

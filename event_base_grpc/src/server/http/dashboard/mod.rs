@@ -11,6 +11,7 @@
 //! | `GET /api/nodes` | read | the nodes sharing the queue backend (Redis), or `null` (`nodes.rs`) |
 //! | dead letters | read / admin | list, show, replay (edited), delete, replay and purge matches (`dead_letters.rs`) |
 //! | `POST /api/workers/{name}/stop` | admin | stop one worker (`workers.rs`) |
+//! | `POST /api/subscriptions/{topic}/{handler}/pause`, `/resume` | admin | pause or resume one handler of a topic (`subscriptions.rs`) |
 //!
 //! Reads take the read or the admin token; actions (`POST`) take the admin token, as JSON,
 //! from the page's own origin (`gate.rs`). Each table is described by the server
@@ -52,6 +53,7 @@ pub(super) fn routes() -> Router<HttpState> {
         .route("/api/nodes", get(nodes::nodes))
         .merge(dead_letters::routes())
         .merge(workers::routes())
+        .merge(subscriptions::routes())
 }
 
 /// Whether `topic` is one of the bus's own (`_system.`): left off the tables.
