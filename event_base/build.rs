@@ -31,6 +31,7 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("distributed.md", "ch11_distributed", &["REDIS"]),
     ("config.md", "ch12_config", &["CONFIG"]),
     ("ordering.md", "ch13_ordering", &[]),
+    ("operating.md", "ch14_operating", &[]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -410,6 +410,7 @@ macro_rules! __event_base_config {
 /// | `ch11_distributed` | many processes on Redis Streams (feature `redis`) |
 /// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
 /// | [`ch13_ordering`](crate::guide::ch13_ordering) | subscriptions: order per key (`with_key`) across workers, retries and restarts, pause and resume, lag |
+/// | [`ch14_operating`](crate::guide::ch14_operating) | running it: a config file, the dashboard, `ebctl`, Prometheus and its alerts, traces, and what to do when an alert fires |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -451,4 +452,6 @@ pub mod guide {
     pub mod ch12_config {}
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/ordering.md"))]
     pub mod ch13_ordering {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/operating.md"))]
+    pub mod ch14_operating {}
 }

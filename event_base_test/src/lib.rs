@@ -16,6 +16,7 @@ pub mod child_kill;
 pub mod child_node;
 pub mod conformance;
 pub mod file_restart;
+pub mod otel_memory;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod shutdown_scenario;

@@ -1,36 +1,16 @@
 //! W3C trace context across messages (feature `otel`): a send made inside a span, its
 //! handler, the message that handler sends and that message's handler are one trace, each
 //! `event_base.handle` span the child of the span that sent its message; in one process, and
-//! across two buses sharing Redis (the headers travel in the stream entries).
-
-use std::sync::OnceLock;
+//! across two processes sharing Redis (the headers travel in the stream entries; the other
+//! process, `trace_child`, prints the spans it exported).
 
 use event_base::prelude::*;
 use event_base::RedisQueueFactory;
+use event_base_test::otel_memory::{exporter, finished_spans, topic_of};
 use event_base_test::{Probe, WAIT};
-use opentelemetry::trace::{SpanId, TracerProvider as _};
-use opentelemetry::Value;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry::trace::SpanId;
+use opentelemetry_sdk::trace::SpanData;
 use tracing::Instrument;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-
-/// One exporter for the whole test binary (the subscriber is global: workers run on the
-/// runtime's threads). Each test tells its spans apart by its own topic names.
-fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
-    static SETUP: OnceLock<(InMemorySpanExporter, SdkTracerProvider)> = OnceLock::new();
-    SETUP.get_or_init(|| {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let tracer = provider.tracer("event_base_test");
-        tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(tracer))
-            .init();
-        (exporter, provider)
-    })
-}
 
 /// Sends one message to `next` from inside its delivery, then acks.
 struct Forward {
@@ -53,21 +33,9 @@ impl EHandler for Forward {
     }
 }
 
-fn topic_of(span: &SpanData) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == "topic")
-        .map(|kv| match &kv.value {
-            Value::String(s) => s.as_str().to_owned(),
-            other => other.to_string(),
-        })
-}
-
 /// The exported spans: the root called `root`, and the handling spans of `first`, `second`.
 fn find(root: &str, first: &str, second: &str) -> (SpanData, SpanData, SpanData) {
-    let (exporter, provider) = exporter();
-    provider.force_flush().unwrap();
-    let spans = exporter.get_finished_spans().unwrap();
+    let spans = finished_spans();
     let named = |name: &str| spans.iter().find(|s| s.name == name).cloned();
     let handling = |topic: &str| {
         spans
@@ -164,9 +132,7 @@ async fn a_message_that_carries_its_own_traceparent_keeps_it() {
         .unwrap();
     bus.wait_idle(WAIT).await.unwrap();
     bus.close().await.unwrap();
-    let (exporter, provider) = exporter();
-    provider.force_flush().unwrap();
-    let spans = exporter.get_finished_spans().unwrap();
+    let spans = finished_spans();
     let handling = spans
         .iter()
         .find(|s| s.name == "event_base.handle" && topic_of(s).as_deref() == Some("tc.given"))
@@ -179,24 +145,31 @@ async fn a_message_that_carries_its_own_traceparent_keeps_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn across_two_buses_over_redis_the_trace_continues() {
+async fn across_two_processes_over_redis_the_trace_continues() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
     exporter();
     let server = event_base_test::redis_server::RedisServer::start();
-    let probe = Probe::new();
-    // The second bus runs the last handler; the first runs the forwarding one and has no
-    // handler of `tc.r.mails`: its send goes through Redis to the second.
-    let q2 = RedisQueueFactory::connect(&server.url()).await.unwrap();
-    let second = EventBus::builder()
-        .wal(q2.wal())
-        .queue(q2)
-        .handler(probe.handler("mail", "tc.r.mails", |_| Ack::Ack))
-        .build()
-        .await
-        .unwrap();
-    let q1 = RedisQueueFactory::connect(&server.url()).await.unwrap();
-    let first = EventBus::builder()
-        .wal(q1.wal())
-        .queue(q1)
+    // The other process runs the last handler; this one runs the forwarding handler and has
+    // no handler of `tc.r.mails`: its send goes through Redis to the child.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trace_child"))
+        .args([server.url().as_str(), "tc.r.mails", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start trace_child");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::task::spawn_blocking(move || {
+        let first = lines.next();
+        (first, lines)
+    });
+    let (first, lines) = tokio::time::timeout(WAIT, ready).await.unwrap().unwrap();
+    assert_eq!(first.unwrap().unwrap(), "ready");
+
+    let queue = RedisQueueFactory::connect(&server.url()).await.unwrap();
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
         .handler(HandlerSpec::new(
             "forward",
             "tc.r.orders",
@@ -206,15 +179,52 @@ async fn across_two_buses_over_redis_the_trace_continues() {
         .await
         .unwrap();
     let root = tracing::info_span!("tc.r.checkout");
-    first
-        .send("tc.r.orders", b"order".to_vec())
+    bus.send("tc.r.orders", b"order".to_vec())
         .instrument(root.clone())
         .await
         .unwrap();
     drop(root);
-    probe.wait_for(1, WAIT).await;
-    first.close().await.unwrap();
-    second.close().await.unwrap();
-    let (root, a, b) = find("tc.r.checkout", "tc.r.orders", "tc.r.mails");
-    assert_one_trace(&root, &a, &b);
+    // The child handles the one message, stops, and prints its spans.
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::task::spawn_blocking(move || lines.map_while(Result::ok).collect::<Vec<_>>()),
+    )
+    .await
+    .expect("the child handled the message and exited")
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    bus.close().await.unwrap();
+
+    let spans = finished_spans();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "tc.r.checkout")
+        .expect("the root span");
+    let forward = spans
+        .iter()
+        .find(|s| s.name == "event_base.handle" && topic_of(s).as_deref() == Some("tc.r.orders"))
+        .expect("the forwarding handler's span");
+    assert_eq!(
+        forward.span_context.trace_id(),
+        root.span_context.trace_id()
+    );
+    assert_eq!(forward.parent_span_id, root.span_context.span_id());
+    let field = |line: &str, name: &str| {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(str::to_owned))
+    };
+    let theirs: Vec<&String> = out.iter().filter(|l| l.starts_with("span ")).collect();
+    assert_eq!(theirs.len(), 1, "the child's spans: {out:?}");
+    let line = theirs[0];
+    assert_eq!(field(line, "topic").as_deref(), Some("tc.r.mails"));
+    assert_eq!(
+        field(line, "trace"),
+        Some(root.span_context.trace_id().to_string()),
+        "the other process's handler is in the sender's trace"
+    );
+    assert_eq!(
+        field(line, "parent"),
+        Some(forward.span_context.span_id().to_string()),
+        "its parent is the forwarding handler's span, in this process"
+    );
 }
