@@ -308,8 +308,12 @@ impl KeyOrder {
                 }
             }
         }
-        self.held.fetch_sub(1, Ordering::AcqRel);
-        self.room.notify_waiters();
+        // Only a send that found the lines full waits for room (`room` looks again after it
+        // registers), so only leaving a full state needs to wake anyone: `notify_waiters`
+        // takes a lock that every worker's `leave` would otherwise contend for.
+        if self.held.fetch_sub(1, Ordering::AcqRel) >= LINE_LIMIT {
+            self.room.notify_waiters();
+        }
         for job in next {
             self.hand_on(job);
         }
@@ -390,6 +394,29 @@ mod tests {
         );
         keys.enter(&b);
         assert_eq!(keys.held(), 1, "entered once");
+    }
+
+    #[tokio::test]
+    async fn full_lines_hold_a_keyed_send_until_one_leaves() {
+        let (tx, _rx) = job_channel(8);
+        let keys = Arc::new(KeyOrder::new(tx));
+        let first = keyed("m0", "k0");
+        keys.enter(&first);
+        for i in 1..LINE_LIMIT {
+            keys.enter(&keyed(&format!("m{i}"), &format!("k{}", i % 100)));
+        }
+        assert!(keys.is_full());
+        let waiting = tokio::spawn({
+            let keys = keys.clone();
+            async move { keys.room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "no room while full");
+        keys.leave(&first);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("a message leaving full lines wakes the waiting send")
+            .unwrap();
     }
 
     #[tokio::test]
