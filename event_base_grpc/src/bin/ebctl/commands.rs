@@ -9,38 +9,13 @@ use event_base_grpc::pb;
 use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 
+use crate::answer::{print, Done, Shown};
 use crate::cli::{self, Cli, Command, Dlq, FilterArgs, Format, Strategy, WorkersAction};
 use crate::failure::Failure;
 use crate::output::{self, pairs, table};
 
-/// An answer, for both audiences.
-pub(crate) struct Shown {
-    pub(crate) json: Value,
-    pub(crate) text: String,
-}
-
-/// How a command ends: its answer, or (streams) having printed as it went.
-pub(crate) enum Done {
-    Show(Shown),
-    Streamed,
-}
-
 fn show(json: Value, text: String) -> Result<Done, Failure> {
     Ok(Done::Show(Shown { json, text }))
-}
-
-/// Prints one answer in `format`.
-pub(crate) fn print(format: Format, shown: &Shown) {
-    let mut out = std::io::stdout().lock();
-    let _ = match format {
-        Format::Table => writeln!(out, "{}", shown.text),
-        Format::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&shown.json).unwrap_or_default()
-        ),
-        Format::Jsonl => writeln!(out, "{}", shown.json),
-    };
 }
 
 async fn client(cli: &Cli, timeout: Option<Duration>) -> Result<AdminClient, Failure> {

@@ -11,6 +11,7 @@
 //! `--addr` and `--token` also come from `EBCTL_ADDR` and `EBCTL_TOKEN`. Data goes to
 //! stdout, diagnostics to stderr. `ebctl --help` lists the exit codes.
 
+mod answer;
 mod cli;
 mod commands;
 mod failure;
@@ -34,11 +35,11 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(commands::run(&cli)) {
-        Ok(commands::Done::Show(shown)) => {
-            commands::print(cli.output, &shown);
+        Ok(answer::Done::Show(shown)) => {
+            answer::print(cli.output, &shown);
             ExitCode::SUCCESS
         }
-        Ok(commands::Done::Streamed) => ExitCode::SUCCESS,
+        Ok(answer::Done::Streamed) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("{}", failure.message());
             ExitCode::from(failure.exit_code())

@@ -17,8 +17,8 @@ use event_base_grpc::client::AdminClient;
 use event_base_grpc::pb;
 use serde_json::{json, Value};
 
+use crate::answer::Done;
 use crate::cli::{Format, Top};
-use crate::commands::Done;
 use crate::failure::Failure;
 use crate::output::{self, table};
 
