@@ -252,3 +252,106 @@ fn every_folder_says_what_it_holds() {
         "these folders' mod.rs do not open with a //! doc: {silent:?}"
     );
 }
+
+/// The crate's top-level files and folders from the ground up: each may import those below
+/// it. (`observe/`'s readers and `error.rs` are the exceptions listed below: the layering in
+/// `docs/log-core.md`'s first step is what takes them out.)
+const FLOORS: &[&str] = &[
+    "constant",
+    "node",
+    "error",
+    "clock",
+    "message",
+    "handler",
+    "backend",
+    "observe",
+    "delivery",
+    "worker",
+    "system_topics",
+    "bus",
+    "shutdown",
+];
+
+/// The imports that run back up (a folder importing one on a floor above it), known today:
+/// each goes with the log core's first step (`docs/log-core.md`: folders first). The test is
+/// a ratchet: a new one fails it, and one that is gone must leave this list too.
+const KNOWN_BACK_UP: &[(&str, &str)] = &[
+    // `BusShared` (the hub) is in `bus/`, and every layer below reaches it.
+    ("delivery", "bus"),
+    ("observe", "bus"),
+    ("system_topics", "bus"),
+    ("worker", "bus"),
+    // A worker's stop and a bus's shutdown meet in the shutdown plan.
+    ("bus", "shutdown"),
+    ("system_topics", "shutdown"),
+    // `CoreError::ShutdownTimeout` carries the `ShutdownReport`.
+    ("error", "shutdown"),
+    // The audit publisher and the metrics store read the workers' registry.
+    ("observe", "worker"),
+    // Workers announce themselves on `_system.worker_discovery`.
+    ("worker", "system_topics"),
+];
+
+/// Folder-level imports (first path segment to first path segment) from a floor to a higher
+/// one, by [`FLOORS`]; a top-level name not in it fails the test, so the list stays whole.
+fn back_up_edges(graph: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeSet<(String, String)> {
+    let floor = |name: &str| {
+        FLOORS
+            .iter()
+            .position(|f| *f == name)
+            .unwrap_or_else(|| panic!("`{name}` has no floor in FLOORS: add it where it belongs"))
+    };
+    let mut edges = BTreeSet::new();
+    for (module, imports) in graph {
+        let Some(from) = module.first() else {
+            continue; // lib.rs sits above everything
+        };
+        for import in imports {
+            let Some(to) = import.first() else {
+                continue; // paths through lib.rs are refused by the cycle test
+            };
+            if to != from && floor(from) < floor(to) {
+                edges.insert((from.clone(), to.clone()));
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_new_folder_import_runs_back_up() {
+    let (graph, _) = import_graph();
+    let actual = back_up_edges(&graph);
+    let known: BTreeSet<(String, String)> = KNOWN_BACK_UP
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    let new: Vec<_> = actual.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&actual).collect();
+    assert!(
+        new.is_empty(),
+        "folder imports that run back up (FLOORS gives the order): {new:?}"
+    );
+    assert!(
+        gone.is_empty(),
+        "these imports no longer run back up: take them out of KNOWN_BACK_UP: {gone:?}"
+    );
+}
+
+#[test]
+fn an_import_from_a_lower_floor_to_a_higher_one_is_seen() {
+    let m = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect::<Module>();
+    let mut graph = BTreeMap::new();
+    graph.insert(
+        m(&["message", "ack"]),
+        BTreeSet::from([m(&["bus", "shared"]), m(&["error"])]),
+    );
+    graph.insert(
+        m(&["bus", "shared"]),
+        BTreeSet::from([m(&["message", "ack"])]),
+    );
+    assert_eq!(
+        back_up_edges(&graph),
+        BTreeSet::from([("message".to_owned(), "bus".to_owned())])
+    );
+}
