@@ -120,7 +120,10 @@ async fn fenced_read(inner: &Inner, st: &LeaseState, max: usize) -> Result<Fence
         }
     };
     let parts = reply::array("READ_KEYED", &v)?;
-    match (parts.first().map(|c| reply::int("READ_KEYED", c)), parts.get(1)) {
+    match (
+        parts.first().map(|c| reply::int("READ_KEYED", c)),
+        parts.get(1),
+    ) {
         (Some(Ok(1)), Some(list)) => Ok(Fenced::Entries(reply::entries("READ_KEYED", list)?, sent)),
         (Some(Ok(2)), Some(id)) => Ok(Fenced::Idle(reply::string("READ_KEYED", id)?)),
         (Some(Ok(0)), _) => Ok(Fenced::Lost),
@@ -164,8 +167,7 @@ async fn take_over(
             let held = inner.held();
             page.iter()
                 .filter(|(id, owner)| {
-                    *owner != inner.name
-                        || inner.receipt(id).is_none_or(|r| !held.contains_key(&r))
+                    *owner != inner.name || inner.receipt(id).is_none_or(|r| !held.contains_key(&r))
                 })
                 .map(|(id, _)| id.as_str())
                 .collect()
@@ -179,7 +181,12 @@ async fn take_over(
             let sent = Instant::now();
             let v = inner.q.link.run("TAKE_KEYED", cmd).await?;
             let parts = reply::array("TAKE_KEYED", &v)?;
-            if parts.first().map(|c| reply::int("TAKE_KEYED", c)).transpose()? != Some(1) {
+            if parts
+                .first()
+                .map(|c| reply::int("TAKE_KEYED", c))
+                .transpose()?
+                != Some(1)
+            {
                 lease.lost(st);
                 return Ok(false);
             }
@@ -282,8 +289,7 @@ pub(super) async fn drain_step(
         Fenced::Entries(entries, sent) => {
             // Reads come in id order: one that reaches the cutoff has read all before it.
             let reached = entries.iter().any(|(id, _)| {
-                crate::codec::receipt(id)
-                    .is_none_or(|r| (r.hi, r.lo) >= (cutoff.hi, cutoff.lo))
+                crate::codec::receipt(id).is_none_or(|r| (r.hi, r.lo) >= (cutoff.hi, cutoff.lo))
             });
             if reached {
                 inner.drained.store(true, Ordering::Release);

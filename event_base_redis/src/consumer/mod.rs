@@ -1251,8 +1251,7 @@ impl EConsumer for RedisConsumer {
             // A broadcast entry is every node's; this node's copy retries in the process.
             // A keyed one keeps its place in its key's order only claimed here.
             return Err(QueueError::Backend(
-                "a broadcast or keyed stream's entry retries in the process that holds it"
-                    .into(),
+                "a broadcast or keyed stream's entry retries in the process that holds it".into(),
             ));
         }
         inner
