@@ -363,3 +363,45 @@ async fn unkeyed_messages_still_spread_over_both_processes() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_keyed_message_joins_the_keyed_stream_when_due() {
+    // It waits in the subscription's delayed set, and the consumer that moves what is due
+    // puts it on the keyed stream (not the work stream), where the lease holder reads it.
+    let server = RedisServer::start();
+    let queue = RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .heartbeat(HEARTBEAT);
+    let q = queue
+        .create_subscription(&MessageTopic::from("ledger"), "apply")
+        .unwrap();
+    let m = EMessage::standard("ledger", b"0".to_vec())
+        .with_key("k0")
+        .with_delay(Duration::from_millis(100));
+    let id = m.id.clone();
+    q.producer.send(Arc::new(m)).await.unwrap();
+    assert_eq!(
+        server.query(&["ZCARD", "eb:{ledger}:d:apply"]).as_int(),
+        Some(1)
+    );
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while out.is_empty() {
+            q.consumer.claim_batch(16, &mut out).await.unwrap();
+        }
+    })
+    .await
+    .expect("claimed once due");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].message.id, id);
+    assert_eq!(out[0].message.key(), Some("k0"));
+    assert_eq!(xlen(&server, KEYED_STREAM), 1, "on the keyed stream");
+    assert_eq!(
+        xlen(&server, "eb:{ledger}:s:apply"),
+        0,
+        "not on the work stream"
+    );
+    q.consumer.ack(&out).await.unwrap();
+    assert_eq!(xlen(&server, KEYED_STREAM), 0, "acked and deleted");
+}

@@ -66,7 +66,8 @@ pub(super) async fn read(
         }
         let mut out = Vec::new();
         if st.rescan {
-            if !take_over(inner, lease, &mut st, max, &mut out).await? {
+            let took = take_over(inner, lease, &mut st, max, &mut out).await;
+            if !took.inspect_err(|e| inner.forget_group_on(e))? {
                 continue; // lost meanwhile
             }
             if !out.is_empty() {
@@ -264,7 +265,8 @@ pub(super) async fn drain_step(
     }
     let before = out.len();
     if st.rescan {
-        if !take_over(inner, lease, &mut st, max, out).await? {
+        let took = take_over(inner, lease, &mut st, max, out).await;
+        if !took.inspect_err(|e| inner.forget_group_on(e))? {
             inner.drained.store(true, Ordering::Release);
             return Ok((0, true));
         }
