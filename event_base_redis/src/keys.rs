@@ -4,8 +4,10 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `<prefix>:{<topic>}:s:<handler>` | stream | the subscription's entries (fields `m`, `p`); consumer group `<handler>` |
+//! | `<prefix>:{<topic>}:k:<handler>` | stream | the subscription's keyed messages (`Standard`, for no worker in particular, with a key: `ordering_key`) (fields `m`, `p`); consumer group `<handler>`, read only by the holder of the keyed lease |
+//! | `<prefix>:{<topic>}:kl:<handler>` | string | the keyed lease: `<consumer>#<n>` of the consumer that reads the keyed stream (the fencing token, new at each taking), expiring three heartbeats after its last renewal |
 //! | `<prefix>:{<topic>}:d:<handler>` | sorted set | the subscription's messages due later, and its retries waiting out their delay: member the message id (a retry's `<id>#<attempts>`), score when due (server ms) |
-//! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p` |
+//! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p`, and which stream they go to when due: `<id>:b` (broadcast), `<id>:k` (keyed), neither (work) |
 //! | `<prefix>:{<topic>}:b:<handler>` | stream | the subscription's `Broadcast` messages, and those addressed to a worker of one node (`to_worker: "<node>/<worker>"`, which the other nodes ack unread) (fields `m`, `p`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:bc:<handler>` | stream | a cluster-wide system topic's entries for one handler (`_system.shutdown`, `_system.shutdown_ack`, `_system.worker_discovery`, `_system.topic_sync`, `_system.topic_discovery`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
@@ -41,6 +43,17 @@ impl Keys {
     /// The stream of one subscription (a handler of a topic).
     pub(crate) fn stream(&self, topic: &str, handler: &str) -> String {
         format!("{}:{{{}}}:s:{}", self.prefix, topic, handler)
+    }
+
+    /// The keyed stream of one subscription (its messages ordered by key, read by the
+    /// holder of its keyed lease only).
+    pub(crate) fn keyed(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:k:{}", self.prefix, topic, handler)
+    }
+
+    /// The keyed lease of one subscription.
+    pub(crate) fn keyed_lease(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:kl:{}", self.prefix, topic, handler)
     }
 
     /// The prefix.
@@ -107,6 +120,8 @@ mod tests {
         assert_eq!(k.dlq("orders"), "eb:{orders}:dlq");
         assert_eq!(k.sub_broadcast("orders", "ship"), "eb:{orders}:b:ship");
         assert_eq!(k.delayed("orders", "ship"), "eb:{orders}:d:ship");
+        assert_eq!(k.keyed("orders", "ship"), "eb:{orders}:k:ship");
+        assert_eq!(k.keyed_lease("orders", "ship"), "eb:{orders}:kl:ship");
         assert_eq!(k.delayed_fields("orders", "ship"), "eb:{orders}:dm:ship");
         assert_eq!(k.poison("orders"), "eb:{orders}:poison");
         assert_eq!(k.topics(), "eb:topics");

@@ -5,7 +5,9 @@
 //!   consumer group named after the handler; the handler's workers in every process compete
 //!   for its entries. An entry is acknowledged (`XACK` + `XDEL`) only once its handler's copy
 //!   has ended; a process that dies mid-message leaves its entries pending, and another
-//!   consumer takes them over after the visibility timeout (`XAUTOCLAIM`).
+//!   consumer takes them over after the visibility timeout (`XAUTOCLAIM`). Keyed messages
+//!   (`EMessage::with_key`) go to a keyed stream of the subscription that one consumer at a
+//!   time reads, the holder of its keyed lease, so each key's order holds across processes.
 //! - [`RedisWal`]: the WAL as a façade over the same keys (the stream is the log), with dead
 //!   letters in a stream per topic.
 //!
@@ -26,7 +28,8 @@
 //! | `factory.rs` | `RedisQueueFactory`: settings, server checks, a queue per subscription |
 //! | `queue.rs` | one subscription's stream as this process sees it (keys, count, closing) |
 //! | `producer.rs` | `XADD` of messages |
-//! | `consumer.rs` | claims, leases, takeover of stale entries, acks and nacks |
+//! | `consumer/` | claims, leases, takeover of stale entries, acks and nacks; `keyed.rs`: the keyed lane's reads |
+//! | `lease.rs` | the keyed lease: which consumer reads a subscription's keyed messages (order per key across processes) |
 //! | `scripts.rs` | the Lua scripts, one per state change, with owner checks |
 //! | `routes.rs` | the registry of handlers cached in the process, for sends to handlers other nodes run |
 //! | `node.rs` | this process in the cluster: heartbeats, the janitor lease, eviction of silent nodes |
@@ -46,6 +49,7 @@ mod consumer;
 mod error;
 mod factory;
 mod keys;
+mod lease;
 mod link;
 mod node;
 mod orphans;

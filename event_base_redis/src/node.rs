@@ -33,6 +33,9 @@
 //! with its next beat; that write (`SET … GET`) finds its old list gone, and the node tells
 //! its bus (`RemoteRoutes::on_revived`), which announces its workers as joined again.
 //!
+//! With each beat the node also renews the keyed leases its consumers hold (`lease.rs`):
+//! their time to live is three beats, as the node's own.
+//!
 //! With each beat the node also registers its handlers (`<prefix>:{<topic>}:handlers`, the
 //! handler scored by the server's time), so the registry tells when a node last ran each.
 
@@ -48,6 +51,7 @@ use tokio::time::Instant;
 
 use crate::error::RedisError;
 use crate::keys::Keys;
+use crate::lease::KeyedLease;
 use crate::link::Link;
 use crate::reply;
 use crate::scripts;
@@ -56,8 +60,8 @@ use crate::scripts;
 /// which no stream, group or consumer name of event_base holds).
 const SEP: char = '\u{1f}';
 
-/// Beats after which a silent node is evicted.
-const SILENT_BEATS: u32 = 3;
+/// Beats after which a silent node is evicted (and a keyed lease not renewed lapses).
+pub(crate) const SILENT_BEATS: u32 = 3;
 
 /// When the beats that reached Redis were sent (by this process's monotonic clock, which a
 /// paused process's clock keeps counting through).
@@ -145,6 +149,8 @@ pub(crate) struct Node {
     /// When this node's beats were sent, for the leases of its consumers
     /// ([`unevicted_since`](Self::unevicted_since)).
     beats: Mutex<BeatClock>,
+    /// The keyed leases of this node's consumers, renewed with every beat.
+    leases: Mutex<Vec<Weak<KeyedLease>>>,
     /// The node name and type the first bus built on this node gave it
     /// ([`describe`](Self::describe)); `None` until then (the process's are used).
     identity: Mutex<Option<(String, NodeType)>>,
@@ -179,6 +185,7 @@ impl Node {
             beats: Mutex::new(BeatClock::default()),
             subs: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
+            leases: Mutex::new(Vec::new()),
             registry: format!("{prefix}:registry"),
             id,
             started: Once::new(),
@@ -223,6 +230,32 @@ impl Node {
                 rt.spawn(beat_loop(Arc::downgrade(self), self.beat));
             }
         });
+    }
+
+    /// How often this node beats.
+    pub(crate) fn beat_every(&self) -> Duration {
+        self.beat
+    }
+
+    /// Renews `lease` with every beat from now on, while it lives.
+    pub(crate) fn keep_lease(&self, lease: &std::sync::Arc<KeyedLease>) {
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases.retain(|l| l.strong_count() > 0);
+        leases.push(Arc::downgrade(lease));
+    }
+
+    /// Renews the keyed leases held here (each one's script on its own topic's slot).
+    async fn renew_leases(&self) {
+        let leases: Vec<Arc<KeyedLease>> = {
+            let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+            leases.retain(|l| l.strong_count() > 0);
+            leases.iter().filter_map(Weak::upgrade).collect()
+        };
+        for lease in leases {
+            if let Err(e) = lease.renew().await {
+                tracing::warn!(target: "event_base::redis", lease = %lease.key, error = %e, "could not renew a keyed lease; another consumer takes it over if this lasts three beats");
+            }
+        }
     }
 
     /// Gives this node the node name and type of a bus built on it, written with every beat
@@ -645,6 +678,7 @@ async fn beat_loop(node: Weak<Node>, every: Duration) {
             node.register_handler(h);
         }
         let beat = node.beat().await;
+        node.renew_leases().await;
         // After the beat, so that a janitor evicting this node meanwhile sees it alive.
         node.relist_workers().await;
         match beat {

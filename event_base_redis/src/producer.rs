@@ -7,14 +7,18 @@
 //! broadcast stream (script `ADD_BROADCAST`), which every node running the handler reads
 //! through a group of its own; so does a message addressed to a worker of one node
 //! (`to_worker: "<node id>/<worker>"`, script `ADD_ADDRESSED`, which adds it only if that
-//! node's group exists: the other nodes ack it unread); every other mode to the work
-//! stream, whose one group the handler's consumers in every node compete on.
+//! node's group exists: the other nodes ack it unread); a keyed message (`ordering_key`:
+//! `Standard`, for no worker in particular, with a key) to the subscription's keyed
+//! stream, which only the holder of the keyed lease reads (due later: through the delayed
+//! set, which moves it there when due); every other to the work stream, whose one group
+//! the handler's consumers in every node compete on. An unkeyed message pays one look at
+//! its headers for this.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::backend::{EProducer, TrySendError};
+use event_base_core::backend::{ordering_key, EProducer, TrySendError};
 use event_base_core::{DeliveryMode, EMessage, QueueError};
 use tokio::time::Instant;
 
@@ -38,11 +42,25 @@ const ROOM_POLL: Duration = Duration::from_millis(100);
 ///   written.
 pub(crate) struct RedisProducer {
     q: Arc<SubQueue>,
+    /// A work lane's keyed lane: the keyed stream, its own count towards `bound`.
+    keyed: Option<Arc<SubQueue>>,
 }
 
 impl RedisProducer {
     pub(crate) fn new(q: Arc<SubQueue>) -> Self {
-        RedisProducer { q }
+        let keyed = q.keyed_lane();
+        RedisProducer { q, keyed }
+    }
+
+    /// The lane whose stream `message` goes to (when due): the keyed lane for a keyed
+    /// message of a work lane, else this one. (Broadcast and addressed messages are not
+    /// keyed: `ordering_key`.)
+    #[inline]
+    fn lane_of(&self, message: &EMessage) -> &Arc<SubQueue> {
+        match &self.keyed {
+            Some(k) if ordering_key(message).is_some() => k,
+            _ => &self.q,
+        }
     }
 
     /// Whether `message` goes to the subscription's broadcast stream rather than its work
@@ -108,7 +126,7 @@ impl RedisProducer {
             // A plain `XADD`: its length comes from acks and `SubQueue::recount`.
             None => {
                 let mut cmd = redis::cmd("XADD");
-                cmd.arg(&self.q.key)
+                cmd.arg(&self.lane_of(message).key)
                     .arg("*")
                     .arg("m")
                     .arg(m)
@@ -118,16 +136,18 @@ impl RedisProducer {
             }
             Some(d) => {
                 self.q.due_by(Instant::now() + d);
+                let lane = self.lane_of(message);
+                let to = if broadcast {
+                    1u8
+                } else if lane.lane == Lane::Keyed {
+                    2
+                } else {
+                    0
+                };
                 let mut cmd = scripts::evalsha(
                     &scripts::SCHEDULE,
-                    &[&self.q.delayed, &self.q.delayed_fields, &self.q.key],
-                    (
-                        d.as_millis() as u64,
-                        message.id.as_str(),
-                        m,
-                        p,
-                        u8::from(broadcast),
-                    ),
+                    &[&self.q.delayed, &self.q.delayed_fields, &lane.key],
+                    (d.as_millis() as u64, message.id.as_str(), m, p, to),
                 );
                 if let (true, Some(node)) = (broadcast, addressed) {
                     cmd.arg(node);
@@ -199,24 +219,24 @@ impl EProducer for RedisProducer {
                 .push("XADD", self.add_command(&message), then)
                 .map_err(|e| TrySendError::Failed(e.into()));
         }
-        if !self.q.reserve() {
+        let lane = self.lane_of(&message);
+        if !lane.reserve() {
             return Err(TrySendError::Full(message));
         }
-        self.q.recount();
-        let q = self.q.clone();
+        lane.recount();
+        let q = lane.clone();
         let then = Box::new(move |v: &redis::Value| {
             if let Some(n) = length_of(v) {
                 q.heard_len(n);
             }
         });
-        match self
-            .q
+        match lane
             .link
             .push("XADD", self.add_command(&message), Some(then))
         {
             Ok(()) => Ok(()),
             Err(e) => {
-                self.q.unreserve();
+                lane.unreserve();
                 Err(TrySendError::Failed(e.into()))
             }
         }
@@ -239,26 +259,27 @@ impl EProducer for RedisProducer {
             }
             return Ok(());
         }
-        while !self.q.reserve() {
-            self.q.wait_room(ROOM_POLL).await?;
+        let lane = self.lane_of(&message);
+        while !lane.reserve() {
+            lane.wait_room(ROOM_POLL).await?;
         }
-        self.q.recount();
-        match self.q.link.run("XADD", self.add_command(&message)).await {
+        lane.recount();
+        match lane.link.run("XADD", self.add_command(&message)).await {
             Ok(v) => {
                 if let Some(n) = length_of(&v) {
-                    self.q.heard_len(n);
+                    lane.heard_len(n);
                 }
                 Ok(())
             }
             Err(e) => {
-                self.q.unreserve();
+                lane.unreserve();
                 Err(e.into())
             }
         }
     }
 
     fn len(&self) -> usize {
-        self.q.len()
+        self.q.len() + self.keyed.as_ref().map_or(0, |k| k.len())
     }
 
     /// Messages due later wait in Redis (the subscription's delayed set), not in a process.

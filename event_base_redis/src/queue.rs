@@ -26,6 +26,10 @@ pub(crate) enum Lane {
     /// stream's end when the node starts, entries only acked (other nodes may not have
     /// read them yet) and the stream capped at about [`BROADCAST_MAX_LEN`].
     Broadcast,
+    /// A subscription's keyed messages: one group (the handler), read by one consumer at a
+    /// time, the holder of the subscription's keyed lease (`lease.rs`), each entry deleted
+    /// once handled.
+    Keyed,
 }
 
 /// Entries the broadcast stream of a cluster-wide system topic keeps at most (about).
@@ -59,6 +63,13 @@ pub(crate) struct SubQueue {
     pub(crate) broadcast: String,
     /// The broadcast stream's cap (about), for `ADD_BROADCAST` and `PROMOTE`.
     pub(crate) broadcast_max_len: usize,
+    /// The subscription's keyed stream (where keyed messages go, and `PROMOTE` moves the
+    /// delayed ones), and its keyed lease.
+    pub(crate) keyed: String,
+    pub(crate) lease: String,
+    /// A work lane's keyed lane, made once ([`keyed_lane`](Self::keyed_lane)), so that its
+    /// producer and consumer share its count.
+    keyed_lane: std::sync::OnceLock<Arc<SubQueue>>,
     /// Whether a consumer of this process reads this subscription: then a broadcast sent
     /// from here first makes sure this node's group exists (so a send right after the bus
     /// started, before the first claim, is not missed by this node).
@@ -105,7 +116,7 @@ impl SubQueue {
         lane: Lane,
     ) -> Arc<SubQueue> {
         let (key, group, broadcast, broadcast_max_len) = match lane {
-            Lane::Work => (
+            Lane::Work | Lane::Keyed => (
                 settings.keys.stream(topic.as_str(), handler),
                 handler.to_owned(),
                 settings.keys.sub_broadcast(topic.as_str(), handler),
@@ -128,6 +139,9 @@ impl SubQueue {
             handler: handler.to_owned(),
             broadcast,
             broadcast_max_len,
+            keyed: settings.keys.keyed(topic.as_str(), handler),
+            lease: settings.keys.keyed_lease(topic.as_str(), handler),
+            keyed_lane: std::sync::OnceLock::new(),
             consumes: std::sync::atomic::AtomicBool::new(false),
             poison: settings.keys.poison(topic.as_str()),
             bound: settings.bound,
@@ -149,30 +163,41 @@ impl SubQueue {
         })
     }
 
-    /// The broadcast lane of a work lane's subscription: its broadcast stream, read through
-    /// this node's group (`n:<node id>`), closed with the work lane. `None` for a broadcast
-    /// lane (it has no other).
-    pub(crate) fn companion(&self) -> Option<Arc<SubQueue>> {
-        if self.lane != Lane::Work {
-            return None;
-        }
-        Some(Arc::new(SubQueue {
-            lane: Lane::Broadcast,
+    /// Another lane of a work lane's subscription, closed with it: its broadcast lane (the
+    /// broadcast stream, read through this node's group `n:<node id>`) or its keyed lane
+    /// (the keyed stream, read through the handler's group by the lease holder). `None` for
+    /// a lane that is not a work lane (it has no other).
+    pub(crate) fn companion(&self, lane: Lane) -> Option<Arc<SubQueue>> {
+        (self.lane == Lane::Work && lane != Lane::Work).then(|| self.view(lane))
+    }
+
+    /// This work lane's subscription seen as `lane` (see [`companion`](Self::companion)).
+    fn view(&self, lane: Lane) -> Arc<SubQueue> {
+        let (key, group) = match lane {
+            Lane::Broadcast => (self.broadcast.clone(), format!("n:{}", self.node.id)),
+            Lane::Keyed | Lane::Work => (self.keyed.clone(), self.group.clone()),
+        };
+        Arc::new(SubQueue {
+            lane,
             link: self.link.clone(),
             node: self.node.clone(),
             topic: self.topic.clone(),
-            key: self.broadcast.clone(),
-            group: format!("n:{}", self.node.id),
+            key,
+            group,
             handler: self.handler.clone(),
             broadcast: self.broadcast.clone(),
             broadcast_max_len: self.broadcast_max_len,
-            consumes: std::sync::atomic::AtomicBool::new(true),
+            keyed: self.keyed.clone(),
+            lease: self.lease.clone(),
+            keyed_lane: std::sync::OnceLock::new(),
+            consumes: std::sync::atomic::AtomicBool::new(lane == Lane::Broadcast),
             poison: self.poison.clone(),
             bound: self.bound,
             visibility: self.visibility,
             block: self.block,
             registry: self.registry.clone(),
-            // Delayed broadcasts wait in the work lane's set, whose `PROMOTE` moves them here.
+            // Delayed broadcast and keyed messages wait in the work lane's set, whose
+            // `PROMOTE` moves them here.
             delayed: self.delayed.clone(),
             delayed_fields: self.delayed_fields.clone(),
             promote_at: Mutex::new(Instant::now()),
@@ -185,7 +210,19 @@ impl SubQueue {
             unheard: AtomicUsize::new(0),
             room: Notify::new(),
             closed: self.closed.clone(),
-        }))
+        })
+    }
+
+    /// A work lane's keyed lane, the same one each time (`None` for other lanes).
+    pub(crate) fn keyed_lane(&self) -> Option<Arc<SubQueue>> {
+        if self.lane != Lane::Work {
+            return None;
+        }
+        Some(
+            self.keyed_lane
+                .get_or_init(|| self.view(Lane::Keyed))
+                .clone(),
+        )
     }
 
     /// This node's group on the broadcast stream, if a consumer here reads it (see

@@ -230,6 +230,7 @@ impl RemoteRoutes for RedisRoutes {
                     &keys.stream(topic, handler),
                     &keys.sub_broadcast(topic, handler),
                     &keys.delayed(topic, handler),
+                    &keys.keyed(topic, handler),
                 ],
             );
             let link = self.link.clone();

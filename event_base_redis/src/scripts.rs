@@ -42,17 +42,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 ";
 
 /// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream; `ARGV` delay (ms),
-/// message id, m, p, broadcast (1/0), and for a message addressed to a worker of one node
-/// that node's id (kept as `<id>:a`, for the janitor should the node be evicted before it is
-/// due: `orphans.rs`). Keeps a message until the server's clock passes now + delay (a
-/// broadcast one is then moved to the subscription's broadcast stream); returns the
-/// stream's length.
+/// message id, m, p, the stream it goes to when due (0 work, 1 broadcast, 2 keyed), and for
+/// a message addressed to a worker of one node that node's id (kept as `<id>:a`, for the
+/// janitor should the node be evicted before it is due: `orphans.rs`). Keeps a message until
+/// the server's clock passes now + delay (a broadcast one is then moved to the
+/// subscription's broadcast stream, a keyed one to its keyed stream, where it takes its
+/// place in its key's order); returns the length of `KEYS[3]`.
 pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2] .. ':m', ARGV[3], ARGV[2] .. ':p', ARGV[4])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[2], ARGV[2] .. ':b', '1') end
+if ARGV[5] == '2' then redis.call('HSET', KEYS[2], ARGV[2] .. ':k', '1') end
 if ARGV[6] then redis.call('HSET', KEYS[2], ARGV[2] .. ':a', ARGV[6]) end
 return redis.call('XLEN', KEYS[3])
 "
@@ -60,26 +62,28 @@ return redis.call('XLEN', KEYS[3])
 });
 
 /// `KEYS[1]` delayed set, `KEYS[2]` delayed fields, `KEYS[3]` stream, `KEYS[4]` the
-/// subscription's broadcast stream; `ARGV` limit, the broadcast stream's cap. Moves up to
-/// `limit` messages that are due by the server's clock to the stream (a broadcast one to the
-/// broadcast stream), each whole or not at all; any node may run it. Returns `{moved, wait}`:
-/// `wait` the milliseconds until the next one is due (0: more are due now), -1 if none is
-/// left.
+/// subscription's broadcast stream, `KEYS[5]` its keyed stream; `ARGV` limit, the broadcast
+/// stream's cap. Moves up to `limit` messages that are due by the server's clock to the
+/// stream (a broadcast one to the broadcast stream, a keyed one to the keyed stream), each
+/// whole or not at all; any node may run it. Returns `{moved, wait}`: `wait` the
+/// milliseconds until the next one is due (0: more are due now), -1 if none is left.
 pub(crate) static PROMOTE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(due) do
-  local f = redis.call('HMGET', KEYS[2], id .. ':m', id .. ':p', id .. ':b')
+  local f = redis.call('HMGET', KEYS[2], id .. ':m', id .. ':p', id .. ':b', id .. ':k')
   if f[1] and f[2] then
     if f[3] == '1' then
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'm', f[1], 'p', f[2])
+    elseif f[4] == '1' then
+      redis.call('XADD', KEYS[5], '*', 'm', f[1], 'p', f[2])
     else
       redis.call('XADD', KEYS[3], '*', 'm', f[1], 'p', f[2])
     end
   end
   redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b', id .. ':a')
+  redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b', id .. ':k', id .. ':a')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = -1
@@ -232,9 +236,9 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
 });
 
 /// `KEYS[1]` a subscription's stream, `KEYS[2]` its broadcast stream, `KEYS[3]` its delayed
-/// set. What the subscription's queues hold, in every node: `{queued, delayed}`. `queued`:
-/// the stream's entries (acked ones are deleted, so each is unclaimed or claimed and
-/// unsettled), plus, for each group on the broadcast stream (one per node), its pending
+/// set, `KEYS[4]` its keyed stream. What the subscription's queues hold, in every node:
+/// `{queued, delayed}`. `queued`: the entries of the stream and of the keyed stream (acked
+/// ones are deleted, so each is unclaimed or claimed and unsettled), plus, for each group on the broadcast stream (one per node), its pending
 /// entries and those it has not read (`lag`; when Redis cannot tell it, after deletions,
 /// the entries past the group's last read, up to 100). `delayed`: the delayed set's size.
 /// One script, so a message the delayed set hands to a stream meanwhile is not missed.
@@ -242,7 +246,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
 pub(crate) static OUTSTANDING: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local queued = redis.call('XLEN', KEYS[1])
+local queued = redis.call('XLEN', KEYS[1]) + redis.call('XLEN', KEYS[4])
 if redis.call('EXISTS', KEYS[2]) == 1 then
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[2])) do
     local f = {}
@@ -561,9 +565,100 @@ return n
     )
 });
 
+/// `KEYS[1]` a subscription's keyed lease; `ARGV` the value to hold it with (the fencing
+/// token, `<consumer>#<n>`, new at each taking), its time to live (ms). Takes the lease if
+/// nobody holds it: returns `{1}`; else `{0, ttl left (ms)}`.
+pub(crate) static TAKE_LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
+return {0, redis.call('PTTL', KEYS[1])}
+",
+    )
+});
+
+/// `KEYS[1]` a subscription's keyed lease; `ARGV` the value it was taken with, its time to
+/// live (ms). Renews the lease if it is still held with that value (it never expired since:
+/// a lapse and a new taking would hold another value); returns 1, or 0 if it is lost.
+pub(crate) static RENEW_LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+",
+    )
+});
+
+/// `KEYS[1]` a subscription's keyed lease; `ARGV` the value it was taken with. Gives the
+/// lease up (deletes it) if it is still held with that value; returns 1 if it did.
+pub(crate) static DROP_LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+",
+    )
+});
+
+/// `KEYS[1]` a subscription's keyed lease, `KEYS[2]` its keyed stream; `ARGV` the lease's
+/// value, group, consumer, count. The keyed stream's read, fenced by the lease: only while
+/// the lease is held with that value, `XREADGROUP … COUNT n STREAMS <keyed> >` (never
+/// blocking: a read sent before the lease lapsed cannot deliver after another consumer
+/// took it). Returns `{0}` when the lease is not held so, `{1, entries}`, or `{2, id}` when
+/// nothing was new: `id` the stream's last generated id, after which a blocking `XREAD`
+/// (which claims nothing) waits for the next entry.
+pub(crate) static READ_KEYED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS', KEYS[2], '>')
+if r and r[1] and #r[1][2] > 0 then return {1, r[1][2]} end
+local info = redis.pcall('XINFO', 'STREAM', KEYS[2])
+local last = '0-0'
+if type(info) == 'table' and not info.err then
+  for i = 1, #info - 1, 2 do
+    if info[i] == 'last-generated-id' then last = info[i + 1] end
+  end
+end
+return {2, last}
+",
+    )
+});
+
+/// `KEYS[1]` a subscription's keyed lease, `KEYS[2]` its keyed stream; `ARGV` the lease's
+/// value, group, consumer, then entry ids (pending, in id order). A new lease holder's
+/// takeover, fenced by the lease: only while it is held with that value, claims each entry
+/// (`XCLAIM … 0`, whoever holds it) and reads its delivery count. Returns `{0}` when the
+/// lease is not held so, else `{1, entries, counts}` (an entry deleted meanwhile is left
+/// out).
+pub(crate) static TAKE_KEYED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local entries, counts = {}, {}
+for i = 4, #ARGV do
+  local e = redis.call('XCLAIM', KEYS[2], ARGV[2], ARGV[3], 0, ARGV[i])
+  if e[1] then
+    entries[#entries + 1] = e[1]
+    local p = redis.call('XPENDING', KEYS[2], ARGV[2], ARGV[i], ARGV[i], 1)
+    if p[1] ~= nil then counts[#counts + 1] = p[1][4] else counts[#counts + 1] = 0 end
+  end
+end
+return {1, entries, counts}
+",
+    )
+});
+
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 21] {
+fn all() -> [&'static Script; 26] {
     [
+        &*TAKE_LEASE,
+        &*RENEW_LEASE,
+        &*DROP_LEASE,
+        &*READ_KEYED,
+        &*TAKE_KEYED,
         &*RETRY,
         &*ADD_BROADCAST,
         &*ADD_ADDRESSED,

@@ -338,3 +338,76 @@ async fn a_key_that_is_empty_or_too_long_is_refused() {
     }
     bus.close().await.unwrap();
 }
+
+/// Records overlaps as [`Ordered`] does, but each delivery takes `work`.
+struct Slow {
+    seen: Arc<Seen>,
+    work: std::time::Duration,
+}
+
+#[async_trait]
+impl EHandler for Slow {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        let key = msg.key().expect("every message here has a key").to_owned();
+        let seq = u32::from_be_bytes(msg.payload.0[..4].try_into().unwrap());
+        if !self.seen.busy.lock().unwrap().insert(key.clone()) {
+            self.seen.overlaps.fetch_add(1, Ordering::AcqRel);
+        }
+        self.seen
+            .log
+            .lock()
+            .unwrap()
+            .push((key.clone(), seq, msg.attempts));
+        tokio::time::sleep(self.work).await;
+        self.seen.busy.lock().unwrap().remove(&key);
+        self.seen.acked.fetch_add(1, Ordering::AcqRel);
+        self.seen.changed.notify_waiters();
+        Ack::Ack
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_redis_a_delayed_keyed_message_waits_for_its_key_when_due() {
+    // Redis keeps the delayed message and releases it when due (its `deliver_at` stays
+    // set): it then takes its place in its key's line, behind the ones of its key still
+    // queued or running (it is due mid-run), rather than run beside them.
+    let server = event_base_test::redis_server::RedisServer::start();
+    let queue = event_base::RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(
+            HandlerSpec::new(
+                "ledger",
+                "accounts",
+                Slow {
+                    seen: seen.clone(),
+                    work: std::time::Duration::from_millis(20),
+                },
+            )
+            .workers(4),
+        )
+        .build()
+        .await
+        .unwrap();
+    let later = keyed(0, 1_000).with_delay(std::time::Duration::from_millis(150));
+    bus.send("accounts", later).await.unwrap();
+    // 400 ms of work in the key: the delayed one is due while they run.
+    for seq in 0..20 {
+        bus.send("accounts", keyed(0, seq)).await.unwrap();
+    }
+    seen.wait_acked(21).await;
+    assert_eq!(
+        seen.overlaps.load(Ordering::Acquire),
+        0,
+        "the delayed message ran beside another of its key: {:?}",
+        seen.per_key()
+    );
+    // Every other one was sent (and queued) before it was due: it comes after them.
+    let order = seen.per_key().remove("account-0").unwrap();
+    assert_eq!(order.last(), Some(&1_000), "{order:?}");
+    bus.close().await.unwrap();
+}

@@ -59,11 +59,11 @@ async fn a_consuming_node_beats_with_a_hash_that_expires() {
         .is_ok());
     let ttl: i64 = server.command(&["PTTL", &hash])[1..].parse().unwrap();
     assert!(ttl > 0 && ttl <= 300, "expires after three beats: {ttl} ms");
-    // Its consumers: of `jobs` (its stream, and its broadcast stream through the node's
-    // group), of the shutdown commands and of topic discovery requests.
+    // Its consumers: of `jobs` (its stream, its keyed stream, and its broadcast stream
+    // through the node's group), of the shutdown commands and of topic discovery requests.
     let subs = format!("eb:{{nodes}}:subs:{id}");
-    until("the four consumers listed", || {
-        server.command(&["SCARD", &subs]) == ":4"
+    until("the five consumers listed", || {
+        server.command(&["SCARD", &subs]) == ":5"
     })
     .await;
     assert_eq!(

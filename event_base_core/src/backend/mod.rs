@@ -20,6 +20,7 @@
 //! | [`EProducer`], [`EConsumer`] | the two ends of a topic's queue |
 //! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
 //! | [`ClaimStatus`] | whether a claim in doubt (`EConsumer::claim_in_doubt`) is still the consumer's (`EConsumer::confirm_claim`) |
+//! | [`ordering_key`] | the key a message is ordered by in a subscription (`Standard`, for no worker in particular), for backends that keep that order themselves |
 //! | [`QueuedRetry`] | what became of a retry handed to a queue that keeps retries (`EConsumer::retry_later`) |
 //! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
 //! | [`RemoteRoutes`], [`RoutesListener`] | a shared backend's registry of the handlers other processes run (`QueueFactory::routes`) |
@@ -30,7 +31,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
-//! | `queue.rs` | `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `ClaimStatus`, `QueuedRetry`, `TrySendError` |
+//! | `queue.rs` | `ordering_key`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `ClaimStatus`, `QueuedRetry`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
 //! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `RevivedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
 
@@ -40,7 +41,8 @@ pub(crate) mod routes;
 pub(crate) mod wal;
 
 pub use queue::{
-    ClaimStatus, Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue, TrySendError,
+    ordering_key, ClaimStatus, Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue,
+    TrySendError,
 };
 pub use queue_factory::QueueFactory;
 pub use routes::{

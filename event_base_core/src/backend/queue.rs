@@ -17,7 +17,20 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use crate::error::QueueError;
+use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
+
+/// The key a message is ordered by in each subscription (see `EMessage::with_key`): its key,
+/// if it is a `Standard` message for no worker in particular. A `Broadcast`, `Repeated(n)`
+/// or addressed message carries its key but is not held by it (those are per-worker
+/// deliveries). A backend that keeps order per key across processes (Redis: a keyed stream
+/// read by one lease holder) routes by this, so that it and the bus agree on what is
+/// ordered.
+#[inline]
+pub fn ordering_key(message: &EMessage) -> Option<&str> {
+    let key = message.key()?;
+    (message.delivery_mode == DeliveryMode::Standard && message.to_worker.is_none()).then_some(key)
+}
 
 /// A backend's handle on a claimed entry (for Redis, the stream entry id `ms-seq`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

@@ -160,8 +160,15 @@ impl ConsumerRouter {
             }
             for claimed in batch.drain(..) {
                 let message = claimed.message.clone();
-                // In the order claimed: its place in its key's line (`key_order.rs`).
-                if self.entry.keys_at_claim && message.deliver_at.is_none() {
+                // In the order claimed: its place in its key's line (`key_order.rs`). A
+                // message due later takes its place when due: a queue that keeps delayed
+                // messages released it then (its `deliver_at` stays set), otherwise the
+                // scheduler sends it to the queue again, to be claimed then.
+                if self.entry.keys_at_claim
+                    && message.deliver_at.is_none_or(|at| {
+                        self.entry.producer.keeps_delayed() || at <= SystemTime::now()
+                    })
+                {
                     self.entry.keys.enter(&message);
                 }
                 // Held here from the claim until settled, when other processes share the

@@ -28,7 +28,6 @@ use tokio::sync::Notify;
 use crate::delivery::id_key::{IdKeys, KeyHasher};
 use crate::delivery::job::Job;
 use crate::delivery::job_channel::JobSender;
-use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 
 /// Independently locked shards of the lines; a power of two.
@@ -37,13 +36,7 @@ const SHARDS: usize = 16;
 /// Keyed messages one subscription's lines hold at most (queued, parked or being handled).
 pub(crate) const LINE_LIMIT: usize = 65_536;
 
-/// The key a message is ordered by in a subscription: its key, if it is a `Standard`
-/// message for no worker in particular.
-#[inline]
-pub(crate) fn ordering_key(message: &EMessage) -> Option<&str> {
-    let key = message.key()?;
-    (message.delivery_mode == DeliveryMode::Standard && message.to_worker.is_none()).then_some(key)
-}
+pub(crate) use crate::backend::queue::ordering_key;
 
 /// A line longer than this keeps an index of its messages' positions; a shorter one (the
 /// common case: a key has a message or two waiting) is scanned.
@@ -334,6 +327,7 @@ impl KeyOrder {
 mod tests {
     use super::*;
     use crate::delivery::job_channel::job_channel;
+    use crate::message::delivery_mode::DeliveryMode;
     use std::sync::Arc;
 
     fn keyed(id: &str, key: &str) -> Arc<EMessage> {

@@ -20,6 +20,14 @@
 //!   with `<workers>` workers of `work` on `jobs`, so it runs the bus's own handlers too
 //!   (shutdown commands, topic discovery). Prints `ready` once built, then, once a
 //!   shutdown command stopped it, `stopped`, and exits.
+//! - `redis_node keyed <url> <workers> <heartbeat-ms> <work-us>`: a bus with `<workers>`
+//!   workers of handler `apply` on topic `ledger` (streams `eb:{ledger}:s:apply` and, for
+//!   keyed messages, `eb:{ledger}:k:apply`, read by the holder of the keyed lease
+//!   `eb:{ledger}:kl:apply`), beating every `<heartbeat-ms>`. Each handling of a keyed
+//!   message (payload: its sequence number in its key) sleeps `<work-us>` and prints
+//!   `k <key> <seq> <start-us> <end-us>` (wall clock, microseconds since the epoch, read
+//!   when the handler began and ended); of an unkeyed one (which sleeps as long), `u <id>`. Prints `ready` once
+//!   built and registered; answers `idle` as `worker` does.
 //! - `redis_node zombie <url> <visibility-ms>`: a bus with one worker that sends one message
 //!   to itself, prints `started <id>` when its handler begins it, then waits for a line on
 //!   stdin before acking it (prints `returning <id>`). Warnings of the Redis backend (a fenced
@@ -41,6 +49,7 @@ const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <wor
        redis_node sender <url> <n> <tasks>
        redis_node bus-sender <url> <n> <tasks>
        redis_node host <url> <name> <workers>
+       redis_node keyed <url> <workers> <heartbeat-ms> <work-us>
        redis_node zombie <url> <visibility-ms>";
 
 /// Prints one line and writes it out at once.
@@ -61,6 +70,33 @@ impl EHandler for Record {
             tokio::time::sleep(self.work).await;
         }
         say(format_args!("h {}", msg.id));
+        Ack::Ack
+    }
+}
+
+/// Microseconds since the epoch, by the wall clock (one clock for every process of a
+/// machine).
+fn wall_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+struct Keyed {
+    work: Duration,
+}
+
+#[async_trait]
+impl EHandler for Keyed {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        let start = wall_us();
+        tokio::time::sleep(self.work).await;
+        let Some(key) = msg.key() else {
+            say(format_args!("u {}", msg.id));
+            return Ack::Ack;
+        };
+        let seq = String::from_utf8_lossy(&msg.payload.0);
+        say(format_args!("k {key} {seq} {start} {}", wall_us()));
         Ack::Ack
     }
 }
@@ -171,17 +207,68 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
 /// first claim), so that a sender with no handler of its own finds it: Redis offers nothing
 /// to wait on, so this polls, up to 10 s.
 async fn registered(queue: &RedisQueueFactory) -> Result<(), Error> {
+    registered_as(queue, "jobs", "work").await
+}
+
+/// Waits until the registry lists `handler` of `topic` (see [`registered`]).
+async fn registered_as(queue: &RedisQueueFactory, topic: &str, handler: &str) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let handlers = queue.handlers_of("jobs", Duration::from_secs(60)).await?;
-        if handlers.iter().any(|h| h == "work") {
+        let handlers = queue.handlers_of(topic, Duration::from_secs(60)).await?;
+        if handlers.iter().any(|h| h == handler) {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            return Err("handler `work` of `jobs` was not registered within 10 s".into());
+            return Err(
+                format!("handler `{handler}` of `{topic}` was not registered within 10 s").into(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Answers each `idle` line on stdin with `idle` once the bus holds nothing; then runs on
+/// until killed.
+async fn answer_idle(bus: EventBus) -> Result<(), Error> {
+    let (lines, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = asked.recv().await {
+        if line.trim() == "idle" {
+            bus.wait_idle(Duration::from_secs(60)).await?;
+            say(format_args!("idle"));
+        }
+    }
+    std::future::pending::<()>().await;
+    drop(bus);
+    Ok(())
+}
+
+/// `keyed <url> <workers> <heartbeat-ms> <work-us>` (see the module docs).
+async fn keyed(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let workers: usize = arg(&mut args)?;
+    let heartbeat = Duration::from_millis(arg(&mut args)?);
+    let work = Duration::from_micros(arg(&mut args)?);
+    let queue = RedisQueueFactory::connect(&url).await?.heartbeat(heartbeat);
+    let registry = queue.clone();
+    let bus = EventBus::builder()
+        .node_type(NodeType::Worker)
+        .batch_size(16)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(HandlerSpec::new("apply", "ledger", Keyed { work }).workers(workers))
+        .build()
+        .await?;
+    registered_as(&registry, "ledger", "apply").await?;
+    say(format_args!("ready"));
+    answer_idle(bus).await
 }
 
 /// `bus-sender <url> <n> <tasks>`: a bus with no handler at all sends `<n>` messages to
@@ -314,6 +401,7 @@ async fn main() -> Result<(), Error> {
         Some("bus-sender") => bus_sender(args).await,
         Some("host") => host(args).await,
         Some("zombie") => zombie(args).await,
+        Some("keyed") => keyed(args).await,
         _ => Err(USAGE.into()),
     }
 }

@@ -41,6 +41,15 @@
 //! and `nack` tell the lanes apart. An entry of the broadcast stream addressed to a worker
 //! of another node (`to_worker: "<node id>/<worker>"`) is acked as soon as it is read
 //! (or taken over), never handed to the bus.
+//!
+//! A work lane's consumer also reads, while it holds the subscription's keyed lease
+//! (`lease.rs`), its keyed stream: a third lane, read by a task of its own as the broadcast
+//! one is (`keyed.rs`), its receipts tagged with [`KEYED_TAG`]. Its reads are fenced by the
+//! lease; nobody sweeps it by idle time (only a new lease holder takes its pending entries
+//! over, in id order); a `nack` leaves the entry pending for the lease holder to claim again
+//! in its place; a retry stays in the process (the bus keeps a keyed retry there, its
+//! entry claimed, so that it keeps its place); a claim is in doubt once the lease was not
+//! renewed for half its time to live, or was lost since the claim.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -58,9 +67,12 @@ use tokio::time::Instant;
 use crate::codec;
 use crate::error::RedisError;
 use crate::keys::{DLQ_MAX_LEN, POISON_MAX_LEN};
+use crate::lease::KeyedLease;
 use crate::queue::{Lane, SubQueue};
 use crate::reply::{self, RawEntry};
 use crate::scripts;
+
+mod keyed;
 
 /// Ids per script call when settling or extending many entries.
 const CHUNK: usize = 256;
@@ -72,11 +84,20 @@ const PROMOTE_BATCH: usize = 256;
 /// broadcast lane.
 pub(crate) const BROADCAST_TAG: u64 = 1 << 63;
 
+/// Set in a receipt's `lo` for an entry of a keyed lane.
+pub(crate) const KEYED_TAG: u64 = 1 << 62;
+
+/// Both lane tags.
+const TAGS: u64 = BROADCAST_TAG | KEYED_TAG;
+
 /// The claiming side of one subscription's stream (see the module docs).
 pub(crate) struct RedisConsumer {
     inner: Arc<Inner>,
     /// A work lane's subscription's broadcast lane, read alongside it.
-    bcast: Option<Broadcast>,
+    bcast: Option<SideLane>,
+    /// A work lane's subscription's keyed lane, read alongside it while this consumer
+    /// holds the keyed lease.
+    keyed: Option<SideLane>,
 }
 
 /// A read of a broadcast stream in flight: the claims it made (held, leases renewed).
@@ -92,11 +113,12 @@ struct Reading {
     stash: Vec<Claimed>,
 }
 
-/// The broadcast lane of a subscription, and its read in flight.
-struct Broadcast {
+/// The broadcast or keyed lane of a subscription, and its read in flight.
+struct SideLane {
     inner: Arc<Inner>,
     read: tokio::sync::Mutex<Reading>,
-    /// Woken (`notify_one`) when that read ends, to wake the work read.
+    /// Woken (`notify_one`) when that read ends, to wake the work read (shared by the
+    /// side lanes of a consumer).
     ended: Arc<Notify>,
 }
 
@@ -117,6 +139,8 @@ struct Inner {
     confirming: tokio::sync::Mutex<Option<(Instant, Instant, String)>>,
     /// Claims found lost by a confirmation before their handlers started.
     lost: std::sync::atomic::AtomicU64,
+    /// A keyed lane's lease.
+    lease: Option<Arc<KeyedLease>>,
     /// Where the last `claim_stale` scan stopped.
     cursor: tokio::sync::Mutex<String>,
     /// When `claim_batch` next looks for stale entries.
@@ -140,40 +164,101 @@ struct Reader {
 impl RedisConsumer {
     pub(crate) fn new(q: Arc<SubQueue>, name: String) -> Self {
         q.consumes.store(true, std::sync::atomic::Ordering::Release);
-        let bcast = q.companion().map(|b| Broadcast {
-            inner: Inner::new(b, name.clone()),
+        let ended = Arc::new(Notify::new());
+        let side = |inner: Arc<Inner>| SideLane {
+            inner,
             read: tokio::sync::Mutex::new(Reading::default()),
-            ended: Arc::new(Notify::new()),
+            ended: ended.clone(),
+        };
+        let bcast = q
+            .companion(Lane::Broadcast)
+            .map(|b| side(Inner::new(b, name.clone(), None)));
+        let keyed = q.keyed_lane().map(|k| {
+            let lease = Arc::new(KeyedLease::new(
+                k.link.clone(),
+                k.lease.clone(),
+                name.clone(),
+                k.node.beat_every(),
+                crate::node::SILENT_BEATS,
+            ));
+            k.node.keep_lease(&lease);
+            side(Inner::new(k, name.clone(), Some(lease)))
         });
         RedisConsumer {
-            inner: Inner::new(q, name),
+            inner: Inner::new(q, name, None),
             bcast,
+            keyed,
         }
     }
 
     /// The lane a claim came from.
     fn lane_of(&self, c: &Claimed) -> &Arc<Inner> {
-        match &self.bcast {
-            Some(b) if c.receipt.lo & BROADCAST_TAG != 0 => &b.inner,
+        let tag = c.receipt.lo & TAGS;
+        match (&self.bcast, &self.keyed) {
+            (Some(b), _) if tag == BROADCAST_TAG => &b.inner,
+            (_, Some(k)) if tag == KEYED_TAG => &k.inner,
             _ => &self.inner,
         }
     }
 
-    /// `claimed` split by lane: `(work, broadcast)`; `None` when all are of one lane (the
-    /// common case, without copying).
-    fn split(&self, claimed: &[Claimed]) -> Option<(Vec<Claimed>, Vec<Claimed>)> {
-        self.bcast.as_ref()?;
-        let tagged = |c: &Claimed| c.receipt.lo & BROADCAST_TAG != 0;
-        let n = claimed.iter().filter(|c| tagged(c)).count();
-        if n == 0 || n == claimed.len() {
+    /// `claimed` split by lane; `None` when all are of one lane (the common case, without
+    /// copying).
+    fn split(&self, claimed: &[Claimed]) -> Option<Vec<Vec<Claimed>>> {
+        let first = claimed.first()?.receipt.lo & TAGS;
+        if claimed.iter().all(|c| c.receipt.lo & TAGS == first) {
             return None;
         }
-        let (bc, work) = claimed.iter().cloned().partition(|c| tagged(c));
-        Some((work, bc))
+        let mut lanes: Vec<Vec<Claimed>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        for c in claimed {
+            let i = match c.receipt.lo & TAGS {
+                BROADCAST_TAG => 1,
+                KEYED_TAG => 2,
+                _ => 0,
+            };
+            lanes[i].push(c.clone());
+        }
+        lanes.retain(|l| !l.is_empty());
+        Some(lanes)
+    }
+
+    /// The side lanes (broadcast, keyed) this consumer reads alongside its work lane.
+    fn sides(&self) -> impl Iterator<Item = &SideLane> {
+        self.bcast.iter().chain(self.keyed.iter())
     }
 }
 
-impl Broadcast {
+impl SideLane {
+    /// One step of a drain, `before` claims already in `out`: what a read in flight got,
+    /// then what is left up to the stream's newest entry when the drain began (on a keyed
+    /// lane, only while this consumer holds the lease). Returns the claims added, and
+    /// whether the lane is drained.
+    async fn drain(
+        &self,
+        max: usize,
+        before: usize,
+        out: &mut Vec<Claimed>,
+    ) -> Result<(usize, bool), RedisError> {
+        let mut n = self
+            .collect((max, max.saturating_sub(before)), out, (true, false))
+            .await?;
+        let mut done = self.read.lock().await.stash.is_empty();
+        if before + n < max {
+            let room = max - before - n;
+            let (got, drained) = match &self.inner.lease {
+                Some(lease) => keyed::drain_step(&self.inner, lease, room, out).await?,
+                None => {
+                    let mut r = self.inner.reader.lock().await;
+                    self.inner.drain_step(&mut r, room, out).await?
+                }
+            };
+            n += got;
+            done &= drained;
+        } else {
+            done = false;
+        }
+        Ok((n, done))
+    }
+
     /// Moves up to `room` claims of reads that ended to `out` (waiting for one in flight
     /// if `wait`), keeping the rest for the next claim, and, if `start` and nothing is kept
     /// or in flight, starts the next read. Returns how many claims it added to `out`.
@@ -194,7 +279,7 @@ impl Broadcast {
                     Ok(Ok(claims)) => reading.stash.extend(claims),
                     Ok(Err(e)) => return Err(e),
                     Err(e) => {
-                        tracing::warn!(target: "event_base::redis", topic = %self.inner.q.topic, error = %e, "the broadcast read task ended abnormally; what it claimed stays pending for this node's sweep");
+                        tracing::warn!(target: "event_base::redis", topic = %self.inner.q.topic, lane = ?self.inner.q.lane, error = %e, "a side lane's read task ended abnormally; what it claimed stays pending (for this node's sweep, or the keyed lease's next taking)");
                     }
                 }
             }
@@ -206,6 +291,9 @@ impl Broadcast {
             let ended = self.ended.clone();
             reading.task = Some(tokio::spawn(async move {
                 let r = async {
+                    if let Some(lease) = &inner.lease {
+                        return keyed::read(&inner, lease, max).await;
+                    }
                     let mut reader = inner.reader.lock().await;
                     let sent = Instant::now();
                     let entries = inner
@@ -225,12 +313,12 @@ impl Broadcast {
 }
 
 impl Inner {
-    fn new(q: Arc<SubQueue>, name: String) -> Arc<Inner> {
+    fn new(q: Arc<SubQueue>, name: String, lease: Option<Arc<KeyedLease>>) -> Arc<Inner> {
         let first_sweep = Instant::now() + q.visibility / 2;
-        let tag = if q.lane == Lane::Broadcast {
-            BROADCAST_TAG
-        } else {
-            0
+        let tag = match q.lane {
+            Lane::Broadcast => BROADCAST_TAG,
+            Lane::Keyed => KEYED_TAG,
+            Lane::Work => 0,
         };
         Arc::new(Inner {
             q,
@@ -240,6 +328,7 @@ impl Inner {
             held: Mutex::new(HashMap::new()),
             confirming: tokio::sync::Mutex::new(None),
             lost: std::sync::atomic::AtomicU64::new(0),
+            lease,
             cursor: tokio::sync::Mutex::new("0-0".to_owned()),
             next_sweep: Mutex::new(first_sweep),
             group_ready: std::sync::atomic::AtomicBool::new(false),
@@ -261,7 +350,7 @@ impl Inner {
     fn entry_id(&self, r: &Receipt) -> String {
         codec::entry_id(&Receipt {
             hi: r.hi,
-            lo: r.lo & !BROADCAST_TAG,
+            lo: r.lo & !TAGS,
         })
     }
 
@@ -348,7 +437,6 @@ impl Inner {
         wake: Option<&Notify>,
     ) -> Result<Vec<RawEntry>, RedisError> {
         self.ensure_group().await?;
-        let (mut conn, client_id) = self.reader_conn(reader).await?;
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(&self.q.group)
@@ -359,11 +447,27 @@ impl Inner {
             cmd.arg("BLOCK").arg(b.as_millis().max(1) as u64);
         }
         cmd.arg("STREAMS").arg(&self.q.key).arg(">");
+        let v = self
+            .blocking(reader, "XREADGROUP", cmd, block.is_some(), wake)
+            .await?;
+        reply::read_group(&v)
+    }
+
+    /// Runs `cmd` on the reader's own connection; if it `blocks`, wakes it early (`CLIENT
+    /// UNBLOCK`) when the producer closes, a message is scheduled here for sooner, or
+    /// `wake` is notified.
+    async fn blocking(
+        &self,
+        reader: &mut Reader,
+        name: &'static str,
+        cmd: redis::Cmd,
+        blocks: bool,
+        wake: Option<&Notify>,
+    ) -> Result<Value, RedisError> {
+        let (mut conn, client_id) = self.reader_conn(reader).await?;
         let read = async move { cmd.query_async::<Value>(&mut conn).await };
         tokio::pin!(read);
-        let result = if block.is_some() {
-            // Woken early when the producer closes, or a message is scheduled here for
-            // before the block ends.
+        let result = if blocks {
             let woken = tokio::select! {
                 r = &mut read => Some(r),
                 () = self.q.closed() => None,
@@ -387,17 +491,14 @@ impl Inner {
         } else {
             read.await
         };
-        match result {
-            Ok(v) => reply::read_group(&v),
-            Err(e) => {
-                let e = self.q.link.wire_error("XREADGROUP", e);
-                self.forget_group_on(&e);
-                if !matches!(e, RedisError::Refused { .. }) {
-                    reader.conn = None;
-                }
-                Err(e)
+        result.map_err(|e| {
+            let e = self.q.link.wire_error(name, e);
+            self.forget_group_on(&e);
+            if !matches!(e, RedisError::Refused { .. }) {
+                reader.conn = None;
             }
-        }
+            e
+        })
     }
 
     /// The newest entry of the stream when the drain began (read once, at the first claim
@@ -614,7 +715,7 @@ impl Inner {
                 &id,
                 codec::dead_field(&dead),
                 DLQ_MAX_LEN,
-                u8::from(self.q.lane == Lane::Work),
+                u8::from(self.q.lane != Lane::Broadcast),
             ),
         );
         // The topic is listed first (same writer, in order), so the dead letter is found.
@@ -647,6 +748,7 @@ impl Inner {
                     &self.q.delayed_fields,
                     &self.q.key,
                     &self.q.broadcast,
+                    &self.q.keyed,
                 ],
                 (PROMOTE_BATCH, self.q.broadcast_max_len),
             );
@@ -841,6 +943,10 @@ impl Inner {
     /// claim is confirmed before its handler starts. The extender renews every third of the
     /// timeout, so a process that is not paused (or starved) never gets there.
     fn fresh(&self, at: Instant, now: Instant) -> bool {
+        if let Some(lease) = &self.lease {
+            // Nobody takes a keyed entry over by its idle time: only a new lease holder.
+            return lease.fresh(at, now);
+        }
         now.saturating_duration_since(at) < self.q.visibility / 2
             && self.q.node.unevicted_since(at, now)
     }
@@ -852,6 +958,9 @@ impl Inner {
     /// `confirming`). After a failed one (Redis away), the next is tried no sooner than a
     /// claim's block time later: meanwhile every delivery would pay a timeout for nothing.
     async fn confirm(&self, receipt: Receipt) -> Result<ClaimStatus, RedisError> {
+        if let Some(lease) = &self.lease {
+            return keyed::confirm(self, lease, receipt).await;
+        }
         let asked = Instant::now();
         let mut failed = self.confirming.lock().await;
         let sent = Instant::now();
@@ -941,35 +1050,19 @@ async fn woken_by(wake: Option<&Notify>) {
 impl EConsumer for RedisConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         let inner = &self.inner;
-        let bcast = self.bcast.as_ref();
         let mut reader = inner.reader.lock().await;
         loop {
             if inner.q.is_closed() {
                 let closed = || QueueError::Closed(inner.q.topic.0.clone());
                 // Drain: what the streams held when it began, not what other processes
-                // send since (the nodes still running take that). A broadcast read in
+                // send since (the nodes still running take that). A side lane's read in
                 // flight ends at once (it wakes on the close).
                 let mut n = 0;
                 let mut done = true;
-                if let Some(b) = bcast {
-                    n += b
-                        .collect((max, max), out, (true, false))
-                        .await
-                        .map_err(queue_error)?;
-                    let kept = !b.read.lock().await.stash.is_empty();
-                    if n < max {
-                        let mut r = b.inner.reader.lock().await;
-                        let (got, drained) = b
-                            .inner
-                            .drain_step(&mut r, max - n, out)
-                            .await
-                            .map_err(queue_error)?;
-                        n += got;
-                        done &= drained;
-                    } else {
-                        done = false;
-                    }
-                    done &= !kept;
+                for side in self.sides() {
+                    let (got, drained) = side.drain(max, n, out).await.map_err(queue_error)?;
+                    n += got;
+                    done &= drained;
                 }
                 if n < max {
                     let (got, drained) = inner
@@ -985,11 +1078,14 @@ impl EConsumer for RedisConsumer {
                     return Ok(n);
                 }
                 if done {
+                    if let Some(k) = &self.keyed {
+                        k.inner.release_if_idle().await;
+                    }
                     return Err(closed());
                 }
                 continue;
             }
-            if let Some(b) = bcast {
+            if let Some(b) = &self.bcast {
                 // Before anything is read: once this node's handler is registered, its
                 // group on the broadcast stream exists.
                 b.inner.ensure_group().await.map_err(queue_error)?;
@@ -1001,7 +1097,7 @@ impl EConsumer for RedisConsumer {
                         .claim_stale(inner.q.visibility, max, out)
                         .await
                         .map_err(queue_error)?;
-                    if let Some(b) = bcast {
+                    if let Some(b) = &self.bcast {
                         n += b
                             .inner
                             .claim_stale(inner.q.visibility, max, out)
@@ -1016,25 +1112,27 @@ impl EConsumer for RedisConsumer {
                 Some(until_sweep) => inner.q.block.min(until_sweep),
             };
             let block = block.min(next_look.saturating_duration_since(Instant::now()));
-            if let Some(b) = bcast {
-                let n = b
-                    .collect((max, max), out, (false, true))
+            let mut n = 0;
+            for side in self.sides() {
+                n += side
+                    .collect((max, max.saturating_sub(n)), out, (false, true))
                     .await
                     .map_err(queue_error)?;
-                if n > 0 {
-                    return Ok(n);
-                }
             }
+            if n > 0 {
+                return Ok(n);
+            }
+            let wake = self.sides().next().map(|s| &*s.ended);
             let sent = Instant::now();
             let entries = inner
-                .read(&mut reader, max, Some(block), bcast.map(|b| &*b.ended))
+                .read(&mut reader, max, Some(block), wake)
                 .await
                 .map_err(queue_error)?;
             let mut n = inner.accept(entries, out, sent).await;
-            if let Some(b) = bcast {
-                // Woken by the broadcast read, or it ended meanwhile: its entries too, as
+            for side in self.sides() {
+                // Woken by a side lane's read, or it ended meanwhile: its entries too, as
                 // many as fit.
-                n += b
+                n += side
                     .collect((max, max.saturating_sub(n)), out, (false, false))
                     .await
                     .map_err(queue_error)?;
@@ -1050,7 +1148,7 @@ impl EConsumer for RedisConsumer {
     fn try_claim(&self, _max: usize, _out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         use std::sync::atomic::Ordering;
         let drained = |i: &Inner| i.drained.load(Ordering::Acquire);
-        if drained(&self.inner) && self.bcast.as_ref().is_none_or(|b| drained(&b.inner)) {
+        if drained(&self.inner) && self.sides().all(|s| drained(&s.inner)) {
             return Err(QueueError::Closed(self.inner.q.topic.0.clone()));
         }
         Ok(0)
@@ -1060,65 +1158,80 @@ impl EConsumer for RedisConsumer {
         true
     }
 
-    /// A drain with nothing left to read: both lanes count as drained, and the close wakes
+    /// A drain with nothing left to read: every lane counts as drained, and the close wakes
     /// the reads that block (each returns what it had got, `CLIENT UNBLOCK`), so the next
     /// claims return what those reads claimed, then `Closed`. What the streams hold stays
-    /// there, for the other consumers of the group (or this node's next start).
+    /// there, for the other consumers of the group (or this node's next start); the keyed
+    /// lease is given up once this consumer holds no keyed claim.
     fn stop_claiming(&self) -> bool {
         use std::sync::atomic::Ordering;
         self.inner.drained.store(true, Ordering::Release);
-        if let Some(b) = &self.bcast {
-            b.inner.drained.store(true, Ordering::Release);
+        for side in self.sides() {
+            side.inner.drained.store(true, Ordering::Release);
         }
         self.inner.q.close();
         true
     }
 
     async fn ack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
-        if let Some((work, bc)) = self.split(claimed) {
-            let w = Box::pin(self.ack(&work)).await;
-            let b = Box::pin(self.ack(&bc)).await;
-            return w.and(b);
+        if let Some(lanes) = self.split(claimed) {
+            let mut r = Ok(());
+            for lane in lanes {
+                r = r.and(Box::pin(self.ack(&lane)).await);
+            }
+            return r;
         }
         let Some(first) = claimed.first() else {
             return Ok(());
         };
         let inner = self.lane_of(first);
         let script = match inner.q.lane {
-            Lane::Work => &scripts::ACK,
+            Lane::Work | Lane::Keyed => &scripts::ACK,
             Lane::Broadcast => &scripts::ACK_ONLY,
         };
-        inner
+        let r = inner
             .settle_counted("ACK", script, claimed)
             .await
             .map(|_| ())
-            .map_err(queue_error)
+            .map_err(queue_error);
+        inner.release_if_idle().await;
+        r
     }
 
     async fn nack(&self, claimed: &[Claimed]) -> Result<(), QueueError> {
-        if let Some((work, bc)) = self.split(claimed) {
-            let w = Box::pin(self.nack(&work)).await;
-            let b = Box::pin(self.nack(&bc)).await;
-            return w.and(b);
+        if let Some(lanes) = self.split(claimed) {
+            let mut r = Ok(());
+            for lane in lanes {
+                r = r.and(Box::pin(self.nack(&lane)).await);
+            }
+            return r;
         }
         let Some(first) = claimed.first() else {
             return Ok(());
         };
         let inner = self.lane_of(first);
-        if inner.q.lane == Lane::Broadcast {
-            // A copy would go to every node again: leave the entry pending instead (no
-            // longer renewed), for this node's own sweep to take again.
-            let mut held = inner.held();
-            for c in claimed {
-                held.remove(&c.receipt);
+        match inner.q.lane {
+            Lane::Broadcast => {
+                // A copy would go to every node again: leave the entry pending instead (no
+                // longer renewed), for this node's own sweep to take again.
+                let mut held = inner.held();
+                for c in claimed {
+                    held.remove(&c.receipt);
+                }
+                Ok(())
             }
-            return Ok(());
+            Lane::Keyed => {
+                // A copy at the stream's end would lose its place in its key's order: left
+                // pending, it is claimed again by the lease holder's next pass, in id order.
+                keyed::give_back(inner, claimed).await;
+                Ok(())
+            }
+            Lane::Work => inner
+                .settle_counted("REQUEUE", &scripts::REQUEUE, claimed)
+                .await
+                .map(|_| ())
+                .map_err(queue_error),
         }
-        inner
-            .settle_counted("REQUEUE", &scripts::REQUEUE, claimed)
-            .await
-            .map(|_| ())
-            .map_err(queue_error)
     }
 
     /// On a work lane: the delayed retries of its entries wait in the subscription's delayed
@@ -1136,8 +1249,9 @@ impl EConsumer for RedisConsumer {
         let inner = self.lane_of(claimed);
         if inner.q.lane != Lane::Work {
             // A broadcast entry is every node's; this node's copy retries in the process.
+            // A keyed one keeps its place in its key's order only claimed here.
             return Err(QueueError::Backend(
-                "a broadcast stream's entry retries in the process that holds it".into(),
+                "a broadcast or keyed stream's entry retries in the process that holds it".into(),
             ));
         }
         inner
