@@ -18,9 +18,9 @@ use crate::codec;
 use crate::error::RedisError;
 use crate::keys::{Keys, DLQ_MAX_LEN};
 use crate::link::Link;
-use crate::producer::addressed_node;
 use crate::reply;
 use crate::scripts;
+use event_base_core::backend::node_and_worker;
 
 /// Entries of each kind (held, unread) read at most per eviction of one group.
 const MAX_ORPHANS: usize = 10_000;
@@ -59,7 +59,7 @@ pub(crate) async fn dead_letter_orphans(
         let Some(worker) = message.to_worker.clone() else {
             continue;
         };
-        if addressed_node(&worker) != Some(dead) {
+        if node_and_worker(&worker).map(|(node, _)| node) != Some(dead) {
             continue;
         }
         let reason = DeadReason::Other(format!(

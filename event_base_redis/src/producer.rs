@@ -158,12 +158,9 @@ impl RedisProducer {
     }
 }
 
-/// The node a `to_worker` of the form `<node id>/<worker>` names (node ids hold no `/`).
-pub(crate) fn addressed_node(to_worker: &str) -> Option<&str> {
-    to_worker
-        .split_once('/')
-        .filter(|(node, worker)| !node.is_empty() && !worker.is_empty())
-        .map(|(node, _)| node)
+/// The node part of an address `to_worker: "<node>/<worker>"`, read as the bus reads it.
+fn addressed_node(to_worker: &str) -> Option<&str> {
+    event_base_core::backend::node_and_worker(to_worker).map(|(node, _)| node)
 }
 
 /// Whether `node` has the shape of a node id, `<pid>-<12 lowercase hex digits>`

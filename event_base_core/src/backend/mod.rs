@@ -24,6 +24,7 @@
 //! | [`QueuedRetry`] | what became of a retry handed to a queue that keeps retries (`EConsumer::retry_later`) |
 //! | [`TrySendError`] | why `EProducer::try_send` did not enqueue (full: the message is handed back; or the queue failed) |
 //! | [`RemoteRoutes`], [`RoutesListener`] | a shared backend's registry of the handlers other processes run (`QueueFactory::routes`) |
+//! | [`node_and_worker`] | an address `to_worker: "<node>/<worker>"` read into its two parts, as the bus reads it |
 //! | [`Outstanding`] | what the shared queues of some subscriptions still hold (`RemoteRoutes::outstanding`, for `wait_idle`) |
 //!
 //! May import: `message/`, `constant`, `error`. Nothing here knows a running bus.
@@ -33,7 +34,7 @@
 //! | `wal.rs` | `Wal`, `WalCommit`, `WalCommitter`, `WalRecord`, `WalRecordState`, `WalStats`, `PendingWindow` |
 //! | `queue.rs` | `ordering_key`, `TopicQueue`, `EProducer`, `EConsumer`, `Claimed`, `Receipt`, `ClaimStatus`, `QueuedRetry`, `TrySendError` |
 //! | `queue_factory.rs` | `QueueFactory` |
-//! | `routes.rs` | `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `RevivedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
+//! | `routes.rs` | `node_and_worker`, `RemoteRoutes`, `RoutesListener`, `EvictedListener`, `RevivedListener`, `EvictedNode`, `NodeWorker`, `Outstanding` |
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
@@ -46,7 +47,7 @@ pub use queue::{
 };
 pub use queue_factory::QueueFactory;
 pub use routes::{
-    EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding, RemoteRoutes,
-    RevivedListener, RoutesListener,
+    node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding,
+    RemoteRoutes, RevivedListener, RoutesListener,
 };
 pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};

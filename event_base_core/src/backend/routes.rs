@@ -231,3 +231,20 @@ pub trait RemoteRoutes: Send + Sync + 'static {
         drop(listener);
     }
 }
+
+/// The node and the worker of an address `to_worker: "<node>/<worker>"` (both non-empty), or
+/// `None` for a plain worker name: how every backend with nodes reads an address, so that the
+/// bus and the backends agree on it.
+///
+/// ```
+/// use event_base_core::backend::node_and_worker;
+///
+/// assert_eq!(node_and_worker("41-a1b2c3d4e5f6/orders-2"), Some(("41-a1b2c3d4e5f6", "orders-2")));
+/// assert_eq!(node_and_worker("orders-2"), None);
+/// assert_eq!(node_and_worker("/orders-2"), None);
+/// ```
+pub fn node_and_worker(to_worker: &str) -> Option<(&str, &str)> {
+    to_worker
+        .split_once('/')
+        .filter(|(node, worker)| !node.is_empty() && !worker.is_empty())
+}

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::queue::EProducer;
+use crate::backend::routes::node_and_worker;
 use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::delivery::accept::prepare;
@@ -52,14 +53,6 @@ use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::message::topic::MessageTopic;
-
-/// `(node, worker)` of a `to_worker` that names a node: split at its first `/` (node ids
-/// hold none), both sides non-empty.
-pub(crate) fn node_and_worker(to_worker: &str) -> Option<(&str, &str)> {
-    to_worker
-        .split_once('/')
-        .filter(|(node, worker)| !node.is_empty() && !worker.is_empty())
-}
 
 /// Whether `worker` is a worker name of `handler`: `<handler>-<i>`.
 fn is_worker_of(worker: &str, handler: &str) -> bool {

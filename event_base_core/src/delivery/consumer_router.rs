@@ -278,7 +278,7 @@ impl ConsumerRouter {
             // A name with its node (`<node id>/<worker>`) reached the node it names: the
             // backend hands such a message to that node only (`addressed.rs`).
             let found = entry.worker_index(name).or_else(|| {
-                crate::delivery::addressed::node_and_worker(name)
+                crate::backend::routes::node_and_worker(name)
                     .and_then(|(_, worker)| entry.worker_index(worker))
             });
             let Some(i) = found else {

@@ -26,10 +26,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::routes::node_and_worker;
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
-use crate::delivery::addressed::{node_and_worker, PutBack};
+use crate::delivery::addressed::PutBack;
 use crate::delivery::elsewhere::{
     prepare_elsewhere, queue_all_elsewhere, queue_elsewhere, within, RemoteSub,
 };

@@ -603,7 +603,8 @@ impl Inner {
             && message
                 .to_worker
                 .as_deref()
-                .and_then(crate::producer::addressed_node)
+                .and_then(event_base_core::backend::node_and_worker)
+                .map(|(node, _)| node)
                 .is_some_and(|node| node != self.q.node.id)
     }
 
