@@ -13,13 +13,15 @@ use event_base_queue::FlumeQueueFactory;
 use crate::consumer::RedisConsumer;
 use crate::error::RedisError;
 use crate::keys::{Keys, DEFAULT_DLQ_MAX_AGE};
+use crate::lane::{lane_of, Lane};
 use crate::link::{Link, Timeouts};
 use crate::node::Node;
 use crate::producer::RedisProducer;
-use crate::queue::{Lane, SubQueue};
+use crate::queue::SubQueue;
 use crate::reply;
 use crate::routes::RedisRoutes;
 use crate::scripts;
+use crate::settings::Settings;
 use crate::wal::RedisWal;
 
 /// Messages a subscription's stream holds before senders wait, unless set otherwise.
@@ -40,20 +42,6 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
 /// ([`RedisQueueFactory::registry_max_age`]): long enough for every node of a handler to
 /// restart (a deploy, a crash loop) while its messages wait in its stream.
 pub const DEFAULT_REGISTRY_MAX_AGE: Duration = Duration::from_secs(15 * 60);
-
-/// The settings of a [`RedisQueueFactory`] (and of the [`RedisWal`] over its keys).
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) keys: Keys,
-    pub(crate) prefix: String,
-    pub(crate) bound: usize,
-    pub(crate) visibility: Duration,
-    pub(crate) block: Duration,
-    pub(crate) max_deliveries: u32,
-    /// Dead letters this process made, counted by the WAL (`fail`) and the consumers (past
-    /// `max_deliveries`): shared by every clone, for `RedisWal::stats`.
-    pub(crate) dead_letters: Arc<AtomicU64>,
-}
 
 /// Queues on Redis Streams, shared by every process that connects to the same server and
 /// prefix: the distributed mode's queue backend.
@@ -380,32 +368,6 @@ impl RedisQueueFactory {
             producer: Arc::new(RedisProducer::new(q.clone())),
             consumer: Arc::new(RedisConsumer::new(q, name)),
         }
-    }
-}
-
-/// The system topics carried between nodes: shutdown commands and their acks, worker
-/// discovery and the topic tables. Each handler of one has a broadcast stream read by every
-/// node that runs the handler (a group per node), so a node that publishes there reaches
-/// the subscribers of the whole cluster.
-pub(crate) const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
-    event_base_core::constant::SHUTDOWN,
-    event_base_core::constant::SHUTDOWN_ACK,
-    event_base_core::constant::WORKER_DISCOVERY,
-    event_base_core::constant::TOPIC_SYNC,
-    event_base_core::constant::TOPIC_DISCOVERY,
-];
-
-/// How a topic's subscriptions are kept: application topics on their work stream, the
-/// [cluster-wide system topics](CLUSTER_SYSTEM_TOPICS) on a broadcast stream per handler,
-/// and `None` for the other system topics (audit, heartbeats, dead-letter notices, ...),
-/// which stay in the process, on an in-memory queue.
-pub(crate) fn lane_of(topic: &MessageTopic) -> Option<Lane> {
-    if !topic.is_system() {
-        Some(Lane::Work)
-    } else if CLUSTER_SYSTEM_TOPICS.contains(&topic.as_str()) {
-        Some(Lane::Broadcast)
-    } else {
-        None
     }
 }
 

@@ -49,6 +49,7 @@ mod consumer;
 mod error;
 mod factory;
 mod keys;
+mod lane;
 mod lease;
 mod link;
 mod node;
@@ -58,6 +59,7 @@ mod queue;
 mod reply;
 mod routes;
 mod scripts;
+mod settings;
 mod wal;
 
 pub use error::RedisError;

@@ -23,7 +23,8 @@ use event_base_core::{DeliveryMode, EMessage, QueueError};
 use tokio::time::Instant;
 
 use crate::codec;
-use crate::queue::{Lane, SubQueue};
+use crate::lane::Lane;
+use crate::queue::SubQueue;
 use crate::reply;
 use crate::scripts;
 

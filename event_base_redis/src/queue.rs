@@ -11,26 +11,11 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::RedisError;
-use crate::factory::Settings;
+use crate::lane::Lane;
 use crate::link::Link;
 use crate::node::Node;
 use crate::reply;
-
-/// How a stream is shared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
-    /// A subscription's work: one group (the handler), competing consumers, each entry
-    /// deleted once handled.
-    Work,
-    /// Every node gets every entry: a group per node (`n:<node id>`), created at the
-    /// stream's end when the node starts, entries only acked (other nodes may not have
-    /// read them yet) and the stream capped at about [`BROADCAST_MAX_LEN`].
-    Broadcast,
-    /// A subscription's keyed messages: one group (the handler), read by one consumer at a
-    /// time, the holder of the subscription's keyed lease (`lease.rs`), each entry deleted
-    /// once handled.
-    Keyed,
-}
+use crate::settings::Settings;
 
 /// Entries the broadcast stream of a cluster-wide system topic keeps at most (about).
 pub(crate) const BROADCAST_MAX_LEN: usize = 1_000;

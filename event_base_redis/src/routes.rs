@@ -23,13 +23,14 @@ use event_base_core::{MessageTopic, NodeType, QueueError};
 use tokio::time::Instant;
 
 use crate::error::RedisError;
-use crate::factory::Settings;
+use crate::lane::Lane;
 use crate::link::Link;
 use crate::node::Node;
 use crate::producer::RedisProducer;
-use crate::queue::{Lane, SubQueue};
+use crate::queue::SubQueue;
 use crate::reply;
 use crate::scripts;
+use crate::settings::Settings;
 
 /// The shortest time between two look-ups of one topic by sends that found no handler in
 /// the cache.
@@ -197,7 +198,7 @@ impl RemoteRoutes for RedisRoutes {
         handler: &str,
     ) -> Result<Arc<dyn EProducer>, QueueError> {
         // A handler of a cluster-wide system topic reads a broadcast stream.
-        let lane = crate::factory::lane_of(topic).unwrap_or(Lane::Work);
+        let lane = crate::lane::lane_of(topic).unwrap_or(Lane::Work);
         let q = SubQueue::new(
             self.link.clone(),
             &self.settings,

@@ -67,8 +67,9 @@ use tokio::time::Instant;
 use crate::codec;
 use crate::error::RedisError;
 use crate::keys::{DLQ_MAX_LEN, POISON_MAX_LEN};
+use crate::lane::Lane;
 use crate::lease::KeyedLease;
-use crate::queue::{Lane, SubQueue};
+use crate::queue::SubQueue;
 use crate::reply::{self, RawEntry};
 use crate::scripts;
 
