@@ -411,3 +411,20 @@ impl QueueFactory for RedisQueueFactory {
         "redis"
     }
 }
+
+/// The WAL over a factory's keys: with the factory, so that `wal.rs` needs nothing of it.
+impl RedisWal {
+    /// The WAL over `queue`'s keys, sharing its connection: a dead letter is written before
+    /// the ack of its entry, so a crash between them delivers the entry again rather than
+    /// lose the dead letter.
+    pub fn over(queue: &RedisQueueFactory) -> RedisWal {
+        RedisWal::from_parts(queue.link.clone(), &queue.settings)
+    }
+
+    /// A WAL of its own for the server at `url`, with the default prefix, after checking
+    /// the server as [`RedisQueueFactory::connect`] does. Prefer [`over`](Self::over) (or
+    /// [`RedisQueueFactory::wal`]), which also shares the queue's connection and prefix.
+    pub async fn connect(url: &str) -> Result<RedisWal, RedisError> {
+        Ok(RedisWal::over(&RedisQueueFactory::connect(url).await?))
+    }
+}

@@ -38,14 +38,14 @@ use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use crate::codec;
 use crate::error::RedisError;
-use crate::factory::RedisQueueFactory;
 use crate::keys::{Keys, DLQ_MAX_LEN};
 use crate::link::Link;
 use crate::reply;
 use crate::scripts;
+use crate::settings::Settings;
 
-/// The WAL of a bus whose queues are a [`RedisQueueFactory`]'s: a façade over the same keys
-/// (see the module docs), made with [`RedisWal::over`] or [`RedisQueueFactory::wal`], or
+/// The WAL of a bus whose queues are a [`RedisQueueFactory`](crate::RedisQueueFactory)'s: a façade over the same keys
+/// (see the module docs), made with [`RedisWal::over`] or [`RedisQueueFactory::wal`](crate::RedisQueueFactory::wal), or
 /// [`RedisWal::connect`] for one of its own.
 ///
 /// Guarantees follow Redis's persistence, which this backend does not change:
@@ -108,25 +108,17 @@ impl std::fmt::Debug for RedisWal {
 }
 
 impl RedisWal {
-    /// The WAL over `queue`'s keys, sharing its connection: a dead letter is written before
-    /// the ack of its entry, so a crash between them delivers the entry again rather than
-    /// lose the dead letter.
-    pub fn over(queue: &RedisQueueFactory) -> RedisWal {
+    /// The WAL over the keys of `settings`, on `link`: what [`RedisWal::over`] and
+    /// [`RedisWal::connect`] make (they live with the factory, `factory.rs`).
+    pub(crate) fn from_parts(link: Link, settings: &Settings) -> RedisWal {
         RedisWal {
-            link: queue.link.clone(),
-            keys: queue.settings.keys.clone(),
+            link,
+            keys: settings.keys.clone(),
             stats: Arc::new(Counters {
-                dead: queue.settings.dead_letters.clone(),
+                dead: settings.dead_letters.clone(),
                 ..Counters::default()
             }),
         }
-    }
-
-    /// A WAL of its own for the server at `url`, with the default prefix, after checking
-    /// the server as [`RedisQueueFactory::connect`] does. Prefer [`over`](Self::over) (or
-    /// [`RedisQueueFactory::wal`]), which also shares the queue's connection and prefix.
-    pub async fn connect(url: &str) -> Result<RedisWal, RedisError> {
-        Ok(RedisWal::over(&RedisQueueFactory::connect(url).await?))
     }
 
     /// The topics that have had a dead letter.
