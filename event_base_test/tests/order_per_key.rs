@@ -102,6 +102,19 @@ impl EHandler for Ordered {
     }
 }
 
+/// The `ledger` handler of `accounts`, 4 workers, recording into `seen`.
+fn ledger(seen: &Arc<Seen>, fail_every: Option<u32>) -> HandlerSpec {
+    HandlerSpec::new(
+        "ledger",
+        "accounts",
+        Ordered {
+            seen: seen.clone(),
+            fail_every,
+        },
+    )
+    .workers(4)
+}
+
 fn keyed(key: u32, seq: u32) -> EMessage {
     EMessage::standard("accounts", seq.to_be_bytes().to_vec()).with_key(format!("account-{key}"))
 }
@@ -141,17 +154,7 @@ async fn one_key_at_a_time_in_send_order_across_four_workers_and_retries() {
     let bus = EventBus::builder()
         .wal(MemoryWal::new())
         .queue(FlumeQueueFactory::default())
-        .handler(
-            HandlerSpec::new(
-                "ledger",
-                "accounts",
-                Ordered {
-                    seen: seen.clone(),
-                    fail_every: Some(7),
-                },
-            )
-            .workers(4),
-        )
+        .handler(ledger(&seen, Some(7)))
         .build()
         .await
         .unwrap();
@@ -259,17 +262,7 @@ async fn order_per_key_holds_across_a_restart() {
     let bus = EventBus::builder()
         .wal(PersistentWal::open(dir.path()).unwrap())
         .queue(FlumeQueueFactory::default())
-        .handler(
-            HandlerSpec::new(
-                "ledger",
-                "accounts",
-                Ordered {
-                    seen: seen.clone(),
-                    fail_every: Some(5),
-                },
-            )
-            .workers(4),
-        )
+        .handler(ledger(&seen, Some(5)))
         .build()
         .await
         .unwrap();
@@ -291,17 +284,7 @@ async fn over_redis_one_process_keeps_each_keys_order_across_its_workers_and_ret
     let bus = EventBus::builder()
         .wal(queue.wal())
         .queue(queue)
-        .handler(
-            HandlerSpec::new(
-                "ledger",
-                "accounts",
-                Ordered {
-                    seen: seen.clone(),
-                    fail_every: Some(6),
-                },
-            )
-            .workers(4),
-        )
+        .handler(ledger(&seen, Some(6)))
         .build()
         .await
         .unwrap();

@@ -202,15 +202,7 @@ impl KeyOrder {
 
     /// Waits until the lines have room.
     pub(crate) async fn room(&self) {
-        loop {
-            let rung = self.room.notified();
-            tokio::pin!(rung);
-            rung.as_mut().enable();
-            if !self.is_full() {
-                return;
-            }
-            rung.await;
-        }
+        crate::delivery::bell::wait_until(&self.room, || !self.is_full()).await;
     }
 
     /// Messages in all lines (queued, parked or being handled).

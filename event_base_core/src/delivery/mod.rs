@@ -49,6 +49,9 @@
 //! in-memory queue takes keyed messages, and the router as it claims them from a queue that
 //! needs acks.
 //!
+//! `bell.rs` waits on a `Notify` for a condition (the key lines' room, a resumed
+//! subscription).
+//!
 //! `pause.rs` is a subscription's pause switch (`EventBus::pause`/`resume`), read by its
 //! workers and its router before they take new work.
 //!
@@ -58,6 +61,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod addressed;
+pub(crate) mod bell;
 pub(crate) mod consumer_router;
 pub(crate) mod dedup;
 pub(crate) mod elsewhere;

@@ -39,15 +39,7 @@ impl PauseSwitch {
 
     /// Returns once the subscription is not paused (at once if it is not).
     pub(crate) async fn running(&self) {
-        loop {
-            let resumed = self.resumed.notified();
-            tokio::pin!(resumed);
-            resumed.as_mut().enable();
-            if !self.is_paused() {
-                return;
-            }
-            resumed.await;
-        }
+        crate::delivery::bell::wait_until(&self.resumed, || !self.is_paused()).await;
     }
 }
 
