@@ -75,6 +75,7 @@ timeout = "5s"
 [admin]
 grpc_addr = "127.0.0.1:0"
 http_addr = "127.0.0.1:0"
+dashboard = false
 read_token = "r3ad"
 admin_token = "s3cret"
 "#,
@@ -120,12 +121,34 @@ admin_token = "s3cret"
         .serve(config.admin.grpc_addr.as_deref().unwrap())
         .await
         .unwrap();
-    assert!(
-        handle.http_addr().is_some(),
-        "admin.http_addr serves GET /metrics beside gRPC"
-    );
+    let http = handle
+        .http_addr()
+        .expect("admin.http_addr serves HTTP beside gRPC");
+    // `dashboard = false`: `/metrics` is served, the dashboard is not.
+    assert_eq!(http_status(http, "/metrics", "r3ad").await, 200);
+    assert_eq!(http_status(http, "/", "r3ad").await, 404);
     handle.shutdown().await.unwrap();
     bus.shutdown(ShutdownStrategy::Force).await.unwrap();
+}
+
+/// The status code of `GET path` on `addr` with a bearer token, over plain HTTP/1.1.
+async fn http_status(addr: std::net::SocketAddr, path: &str, token: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+        .await
+        .expect("the HTTP answer in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text:.200}"))
 }
 
 /// Syncs a bus made from `path` with `env` makes for 20 sends one after another, and its

@@ -70,6 +70,7 @@ const SECTIONS: &[(&str, &[(&str, Kind)])] = &[
         &[
             ("grpc_addr", Str),
             ("http_addr", Str),
+            ("dashboard", Bool),
             ("read_token", Str),
             ("admin_token", Str),
             ("allow_unauthenticated", Bool),

@@ -54,8 +54,11 @@ impl Config {
             b = b.reflection(on);
         }
         if let Some(addr) = &a.http_addr {
-            // `GET /metrics`, with the same tokens.
+            // `GET /metrics` and the dashboard, with the same tokens.
             b = b.http_addr(addr.clone());
+        }
+        if let Some(on) = a.dashboard {
+            b = b.dashboard(on);
         }
         self.tls(b)
     }

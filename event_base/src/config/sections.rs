@@ -170,6 +170,9 @@ pub struct AdminSection {
     /// `http_addr`: where the admin server serves HTTP (`GET /metrics`, with the same
     /// tokens; `Config::grpc_server` sets it), e.g. `"127.0.0.1:8080"` (default: not served).
     pub http_addr: Option<String>,
+    /// `dashboard`: serve the web dashboard at `/` on `http_addr` beside `/metrics`
+    /// (default `true`; `false` serves `/metrics` only).
+    pub dashboard: Option<bool>,
     /// `read_token`: the bearer token of the read scope (default: none).
     pub read_token: Option<String>,
     /// `admin_token`: the bearer token of the admin scope (default: none; with no token at
@@ -205,6 +208,7 @@ impl std::fmt::Debug for AdminSection {
         f.debug_struct("AdminSection")
             .field("grpc_addr", &self.grpc_addr)
             .field("http_addr", &self.http_addr)
+            .field("dashboard", &self.dashboard)
             .field("read_token", &set(&self.read_token))
             .field("admin_token", &set(&self.admin_token))
             .field("allow_unauthenticated", &self.allow_unauthenticated)
