@@ -825,13 +825,7 @@ async fn pause_and_resume_a_handler_and_see_its_lag() {
         s.bus.send("signup", vec![i]).await.unwrap();
     }
     crm.wait_for(3).await;
-    tokio::time::timeout(common::WAIT, async {
-        while s.bus.lag("signup", "crm").unwrap() != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
+    common::lag_drains(&s.bus, "signup", "crm").await;
     assert_eq!(mailer.count(), 0, "a paused handler starts nothing");
 
     // `topics`: each subscription with its state and lag, after the topics.

@@ -249,13 +249,7 @@ async fn each_subscriptions_lag_and_pause_are_scraped() {
     assert_eq!(paused(&body, "mailer").as_deref(), Some("1"), "{body}");
     assert_eq!(paused(&body, "crm").as_deref(), Some("0"), "{body}");
     // The sibling's lag: 0 once its last delivery is settled.
-    tokio::time::timeout(WAIT, async {
-        while bus.lag("signup", "crm").unwrap() != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
+    common::lag_drains(&bus, "signup", "crm").await;
     assert_eq!(lag(&scrape().await, "crm").as_deref(), Some("0"));
 
     bus.resume("signup", "mailer").unwrap();

@@ -115,6 +115,23 @@ fn ledger(seen: &Arc<Seen>, fail_every: Option<u32>) -> HandlerSpec {
     .workers(4)
 }
 
+/// A bus on `server`'s Redis queues (and its WAL) running `handler`.
+async fn on_redis(
+    server: &event_base_test::redis_server::RedisServer,
+    handler: HandlerSpec,
+) -> EventBus {
+    let queue = event_base::RedisQueueFactory::connect(&server.url())
+        .await
+        .unwrap();
+    EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(handler)
+        .build()
+        .await
+        .unwrap()
+}
+
 fn keyed(key: u32, seq: u32) -> EMessage {
     EMessage::standard("accounts", seq.to_be_bytes().to_vec()).with_key(format!("account-{key}"))
 }
@@ -277,17 +294,8 @@ async fn over_redis_one_process_keeps_each_keys_order_across_its_workers_and_ret
     // The router claims the stream's entries in order and puts keyed ones in their lines as
     // it claims them; a keyed retry stays here with its entry claimed.
     let server = event_base_test::redis_server::RedisServer::start();
-    let queue = event_base::RedisQueueFactory::connect(&server.url())
-        .await
-        .unwrap();
     let seen = Arc::new(Seen::default());
-    let bus = EventBus::builder()
-        .wal(queue.wal())
-        .queue(queue)
-        .handler(ledger(&seen, Some(6)))
-        .build()
-        .await
-        .unwrap();
+    let bus = on_redis(&server, ledger(&seen, Some(6))).await;
     send_interleaved(&bus).await;
     seen.wait_acked((KEYS * PER_KEY) as usize).await;
     assert_in_order(&seen);
@@ -355,27 +363,16 @@ async fn over_redis_a_delayed_keyed_message_waits_for_its_key_when_due() {
     // set): it then takes its place in its key's line, behind the ones of its key still
     // queued or running (it is due mid-run), rather than run beside them.
     let server = event_base_test::redis_server::RedisServer::start();
-    let queue = event_base::RedisQueueFactory::connect(&server.url())
-        .await
-        .unwrap();
     let seen = Arc::new(Seen::default());
-    let bus = EventBus::builder()
-        .wal(queue.wal())
-        .queue(queue)
-        .handler(
-            HandlerSpec::new(
-                "ledger",
-                "accounts",
-                Slow {
-                    seen: seen.clone(),
-                    work: std::time::Duration::from_millis(20),
-                },
-            )
-            .workers(4),
-        )
-        .build()
-        .await
-        .unwrap();
+    let slow = Slow {
+        seen: seen.clone(),
+        work: std::time::Duration::from_millis(20),
+    };
+    let bus = on_redis(
+        &server,
+        HandlerSpec::new("ledger", "accounts", slow).workers(4),
+    )
+    .await;
     let later = keyed(0, 1_000).with_delay(std::time::Duration::from_millis(150));
     bus.send("accounts", later).await.unwrap();
     // 400 ms of work in the key: the delayed one is due while they run.

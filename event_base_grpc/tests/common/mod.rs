@@ -147,3 +147,16 @@ pub fn ack(_: &EMessage) -> Ack {
 pub fn dead(_: &EMessage) -> Ack {
     Ack::dead()
 }
+
+/// Waits until `handler`'s lag on `topic` is 0 (its last delivery settled), up to [`WAIT`].
+/// Lag has no notification to wait on (it is two counters read together), so this looks
+/// every 10 ms; a handler's end is what the caller waited for before calling it.
+pub async fn lag_drains(bus: &EventBus, topic: &str, handler: &str) {
+    tokio::time::timeout(WAIT, async {
+        while bus.lag(topic, handler).unwrap() != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{handler} on {topic} still lags after {WAIT:?}"));
+}
