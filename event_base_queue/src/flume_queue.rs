@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
-    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
+    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicLogSpec, TopicQueue, TrySendError,
 };
 use event_base_core::{EMessage, MessageTopic, QueueError};
 use tokio::sync::Notify;
@@ -71,6 +71,15 @@ impl QueueFactory for FlumeQueueFactory {
                 bell,
             }),
         })
+    }
+
+    /// In memory: the bus keeps each topic in its topic log (a message appended once, a
+    /// cursor per handler), with this factory's bound.
+    fn topic_log(&self) -> Option<TopicLogSpec> {
+        Some(
+            self.bound
+                .map_or_else(TopicLogSpec::unbounded, TopicLogSpec::bounded),
+        )
     }
 
     fn name(&self) -> &'static str {

@@ -21,7 +21,7 @@ use crate::bell::Bell;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
-    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicQueue, TrySendError,
+    Claimed, EConsumer, EProducer, QueueFactory, Receipt, TopicLogSpec, TopicQueue, TrySendError,
 };
 use event_base_core::{EMessage, MessageTopic, QueueError};
 
@@ -73,6 +73,12 @@ impl QueueFactory for MpmcQueueFactory {
                 bell,
             }),
         })
+    }
+
+    /// In memory: the bus keeps each topic in its topic log (a message appended once, a
+    /// cursor per handler), with this factory's bound.
+    fn topic_log(&self) -> Option<TopicLogSpec> {
+        Some(TopicLogSpec::bounded(self.bound))
     }
 
     fn name(&self) -> &'static str {

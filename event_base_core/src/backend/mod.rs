@@ -16,7 +16,7 @@
 //! | [`WalRecord`], [`WalRecordState`] | one logged message and its state (pending, processing, complete, failed) |
 //! | [`WalCommit`], [`WalCommitter`] | when an append is durable: what the sender awaits, and what the backend answers it with |
 //! | [`WalStats`] | a WAL's counters (also `EventBus::wal_stats`) |
-//! | [`QueueFactory`], [`TopicQueue`] | one queue per topic |
+//! | [`QueueFactory`], [`TopicQueue`], [`TopicLogSpec`] | one queue per topic, or the bus's topic log for an in-memory backend |
 //! | [`EProducer`], [`EConsumer`] | the two ends of a topic's queue |
 //! | [`Claimed`], [`Receipt`] | a claimed message, and what acks or nacks it |
 //! | [`ClaimStatus`] | whether a claim in doubt (`EConsumer::claim_in_doubt`) is still the consumer's (`EConsumer::confirm_claim`) |
@@ -45,7 +45,7 @@ pub use queue::{
     ordering_key, ClaimStatus, Claimed, EConsumer, EProducer, QueuedRetry, Receipt, TopicQueue,
     TrySendError,
 };
-pub use queue_factory::QueueFactory;
+pub use queue_factory::{QueueFactory, TopicLogSpec};
 pub use routes::{
     node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding,
     RemoteRoutes, RevivedListener, RoutesListener,

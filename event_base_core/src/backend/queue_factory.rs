@@ -36,8 +36,67 @@ pub trait QueueFactory: Send + Sync + 'static {
         None
     }
 
+    /// Whether this backend's queues live in this process's memory only, so that the bus
+    /// may keep each topic's messages in one log of its own, read by a cursor per handler,
+    /// instead of a queue per handler ([`create_subscription`](Self::create_subscription) is
+    /// then not called): a message is appended once however many handlers its topic has.
+    /// The answer carries the bound the backend's queues would have had. The default,
+    /// `None`, is for backends that are the log themselves (Redis: a stream per
+    /// subscription); the in-memory `FlumeQueueFactory` and `MpmcQueueFactory` answer
+    /// `Some`. `EventBusBuilder::topic_log(false)` keeps a queue per handler anyway.
+    ///
+    /// ```
+    /// use event_base_core::backend::{QueueFactory, TopicLogSpec, TopicQueue};
+    /// use event_base_core::{MessageTopic, QueueError};
+    ///
+    /// struct InMemory;
+    ///
+    /// impl QueueFactory for InMemory {
+    ///     fn create(&self, _topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
+    ///         Err(QueueError::Backend("queues come from the topic log".into()))
+    ///     }
+    ///     fn topic_log(&self) -> Option<TopicLogSpec> {
+    ///         Some(TopicLogSpec::bounded(1_000))
+    ///     }
+    ///     fn name(&self) -> &'static str {
+    ///         "in-memory"
+    ///     }
+    /// }
+    /// assert_eq!(InMemory.topic_log().and_then(|s| s.bound()), Some(1_000));
+    /// ```
+    fn topic_log(&self) -> Option<TopicLogSpec> {
+        None
+    }
+
     /// A short name for logs (e.g. `"flume"`).
     fn name(&self) -> &'static str;
+}
+
+/// The shape of the bus's topic log for an in-memory queue backend
+/// ([`QueueFactory::topic_log`]): how many messages one topic's log holds before senders
+/// wait (a message counts until every handler of the topic has claimed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicLogSpec {
+    bound: Option<usize>,
+}
+
+impl TopicLogSpec {
+    /// A log holding at most `n` messages (at least 1).
+    pub fn bounded(n: usize) -> Self {
+        TopicLogSpec {
+            bound: Some(n.max(1)),
+        }
+    }
+
+    /// A log without a bound: senders never wait, memory grows with the backlog.
+    pub fn unbounded() -> Self {
+        TopicLogSpec { bound: None }
+    }
+
+    /// The bound, if any.
+    pub fn bound(&self) -> Option<usize> {
+        self.bound
+    }
 }
 
 impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
@@ -53,6 +112,9 @@ impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
     }
     fn routes(&self) -> Option<Arc<dyn RemoteRoutes>> {
         (**self).routes()
+    }
+    fn topic_log(&self) -> Option<TopicLogSpec> {
+        (**self).topic_log()
     }
     fn name(&self) -> &'static str {
         (**self).name()

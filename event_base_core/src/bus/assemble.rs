@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::backend::queue::TopicQueue;
 use crate::backend::queue_factory::QueueFactory;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
@@ -11,6 +12,8 @@ use crate::delivery::consumer_router::ConsumerRouter;
 use crate::delivery::job_channel::job_channel;
 use crate::delivery::key_order::KeyOrder;
 use crate::delivery::keyed_producer::KeyedProducer;
+use crate::delivery::log::log_queue::{LogAppender, LogConsumer, LogProducer};
+use crate::delivery::log::topic_log::{TopicLog, MAX_SUBSCRIPTIONS};
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
 use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_hasher::TopicMap;
@@ -35,14 +38,38 @@ pub(crate) fn topic_table(
     specs: &[HandlerSpec],
     queue: &dyn QueueFactory,
     batch_size: usize,
+    topic_log: bool,
     global_middleware: &[Arc<dyn Middleware>],
     sent_to: Option<&SentTo>,
 ) -> Result<Topics, CoreError> {
     let mut subs: Vec<(MessageTopic, Vec<Arc<TopicEntry>>)> = Vec::new();
     let mut handlers: Vec<Arc<HandlerRuntime>> = Vec::with_capacity(specs.len());
+    // The topics kept in a topic log (an in-memory backend), each with its log.
+    let log_spec = queue.topic_log().filter(|_| topic_log);
+    let mut logs: Vec<(MessageTopic, Arc<TopicLog>)> = Vec::new();
     for spec in specs {
         let siblings = specs.iter().filter(|s| s.topic == spec.topic).count();
-        let q = queue.create_subscription(&spec.topic, &spec.name)?;
+        let q = match log_spec.filter(|_| siblings <= MAX_SUBSCRIPTIONS) {
+            Some(log_spec) => {
+                let index = subs
+                    .iter()
+                    .find(|(t, _)| *t == spec.topic)
+                    .map_or(0, |(_, list)| list.len());
+                let log = match logs.iter().find(|(t, _)| *t == spec.topic) {
+                    Some((_, log)) => log.clone(),
+                    None => {
+                        let log = TopicLog::new(siblings, log_spec.bound());
+                        logs.push((spec.topic.clone(), log.clone()));
+                        log
+                    }
+                };
+                TopicQueue {
+                    producer: Arc::new(LogProducer::new(log.clone(), index, spec.topic.clone())),
+                    consumer: Arc::new(LogConsumer::new(log, index, spec.topic.clone())),
+                }
+            }
+            None => queue.create_subscription(&spec.topic, &spec.name)?,
+        };
         let (work_tx, work_rx) = job_channel(batch_size.max(spec.workers));
         let handler: Arc<str> = Arc::from(spec.name.as_str());
         // A queue other processes share counts in flight where it is claimed.
@@ -96,7 +123,11 @@ pub(crate) fn topic_table(
     }
     let mut topics = TopicMap::default();
     for (topic, list) in subs {
-        topics.insert(topic.clone(), Arc::new(Route::new(topic, list)));
+        let mut route = Route::new(topic.clone(), list);
+        if let Some((_, log)) = logs.iter().find(|(t, _)| *t == topic) {
+            route.log = Some(LogAppender::new(log.clone()));
+        }
+        topics.insert(topic, Arc::new(route));
     }
     Ok((topics, handlers))
 }

@@ -54,6 +54,7 @@ pub struct EventBusBuilder {
     wal: Option<Arc<dyn Wal>>,
     queue: Option<Arc<dyn QueueFactory>>,
     batch_size: usize,
+    topic_log: bool,
     dedup_window: Duration,
     handlers: Vec<HandlerSpec>,
     overrides: Vec<(String, HandlerOverride)>,
@@ -115,6 +116,7 @@ impl EventBusBuilder {
             wal: None,
             queue: None,
             batch_size: DEFAULT_BATCH_SIZE,
+            topic_log: true,
             dedup_window: DEFAULT_DEDUP_WINDOW,
             handlers: Vec::new(),
             overrides: Vec::new(),
@@ -148,6 +150,18 @@ impl EventBusBuilder {
     /// Messages the consumer router claims at once (default 64).
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = n;
+        self
+    }
+
+    /// Whether, with an in-memory queue backend (`FlumeQueueFactory`, `MpmcQueueFactory`:
+    /// [`QueueFactory::topic_log`]), each topic keeps its messages in one log read by a
+    /// cursor per handler (default `true`): a send to a topic with several handlers is one
+    /// append, not a queue item per handler. `false` gives each handler a queue of the
+    /// factory's own instead, as before the topic log; behaviour is the same either way
+    /// (order, backpressure, the bound), so this is for measuring one against the other.
+    /// Backends shared by processes (Redis) are the log themselves and ignore it.
+    pub fn topic_log(mut self, on: bool) -> Self {
+        self.topic_log = on;
         self
     }
 
@@ -306,6 +320,7 @@ impl EventBusBuilder {
             &specs,
             &*queue,
             self.batch_size,
+            self.topic_log,
             &self.global_middleware,
             sent_to.as_deref(),
         )?;

@@ -18,6 +18,7 @@ use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
 use crate::delivery::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
+use crate::delivery::key_order::ordering_key;
 use crate::delivery::scheduler::{Scheduled, SchedulerHandle};
 use crate::delivery::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
@@ -260,11 +261,26 @@ impl BusShared {
         // the waiting path. A queue without room leaves the copies from it on to that path.
         let mut queued = 0;
         if commit.is_durable() && !due_later(&message) {
-            for entry in targets {
-                if entry.producer.try_send(message.clone()).is_err() {
-                    break;
+            match route
+                .log
+                .as_ref()
+                .filter(|_| targets.len() == route.subs.len() && ordering_key(&message).is_none())
+            {
+                // A topic log takes one append for every handler (`delivery/log/`); a keyed
+                // message enters each handler's key lines through its producer instead.
+                Some(log) => {
+                    if log.try_append_all(message.clone()).is_ok() {
+                        queued = targets.len();
+                    }
                 }
-                queued += 1;
+                None => {
+                    for entry in targets {
+                        if entry.producer.try_send(message.clone()).is_err() {
+                            break;
+                        }
+                        queued += 1;
+                    }
+                }
             }
             if queued == targets.len() {
                 if route.claim_counted {

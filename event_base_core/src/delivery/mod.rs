@@ -72,6 +72,7 @@ pub(crate) mod job_channel;
 pub(crate) mod key_order;
 pub(crate) mod key_set;
 pub(crate) mod keyed_producer;
+pub(crate) mod log;
 pub(crate) mod message_pool;
 pub(crate) mod pause;
 pub(crate) mod remote_routes;

@@ -9,6 +9,7 @@ use crate::delivery::elsewhere::Elsewhere;
 use crate::delivery::job::{Job, Target};
 use crate::delivery::job_channel::{JobReceiver, JobSender};
 use crate::delivery::key_order::KeyOrder;
+use crate::delivery::log::log_queue::LogAppender;
 use crate::delivery::pause::PauseSwitch;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
@@ -47,6 +48,9 @@ pub(crate) struct Route {
     pub(crate) elsewhere: Elsewhere,
     /// Its subscriptions' [`claim_counted`](TopicEntry::claim_counted).
     pub(crate) claim_counted: bool,
+    /// The topic's log, when its subscriptions read one (an in-memory backend,
+    /// `delivery/log/`): a send for every handler appends there once.
+    pub(crate) log: Option<LogAppender>,
 }
 
 impl Route {
@@ -59,6 +63,7 @@ impl Route {
             messages: TopicCounters::default(),
             elsewhere: Elsewhere::default(),
             claim_counted,
+            log: None,
         }
     }
 
@@ -71,6 +76,7 @@ impl Route {
             messages: TopicCounters::default(),
             elsewhere: Elsewhere::default(),
             claim_counted: true,
+            log: None,
         }
     }
 

@@ -1423,9 +1423,21 @@ fn fan_topics(topics: usize) -> Vec<String> {
 /// Four handlers on each of `topics` topics, each handler with one worker and each receiving
 /// every message of its topic (the peers' `b3_fanout4` on one topic).
 async fn fan_out_bus(counter: &Arc<Counter>, topics: usize) -> EventBus {
+    fan_out_bus_with(counter, topics, topic_log()).await
+}
+
+/// Whether buses keep their topics in the topic log (the default); `EB_BENCH_TOPIC_LOG=0`
+/// gives each handler a queue of its own instead, to profile one path against the other.
+fn topic_log() -> bool {
+    std::env::var("EB_BENCH_TOPIC_LOG").map_or(true, |v| v != "0")
+}
+
+/// [`fan_out_bus`] with the topic log on or off.
+async fn fan_out_bus_with(counter: &Arc<Counter>, topics: usize, log: bool) -> EventBus {
     let mut b = EventBus::builder()
         .wal(MemoryWal::new())
-        .queue(FlumeQueueFactory::bounded(BOUND));
+        .queue(FlumeQueueFactory::bounded(BOUND))
+        .topic_log(log);
     for topic in fan_topics(topics) {
         for h in ["a", "b", "c", "d"] {
             b = b.handler(HandlerSpec::new(
@@ -1480,18 +1492,43 @@ async fn fan_out(opts: &Opts) {
     let counter = Counter::new(0);
     let fan = fan_out_bus(&counter, 1).await;
     drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
-    let mut best = Best::default();
+    // Without `EB_BENCH_TOPIC_LOG`, the same bus with a queue per handler runs in the same
+    // rounds, interleaved: what the topic log changes.
+    let queues = match std::env::var_os("EB_BENCH_TOPIC_LOG") {
+        Some(_) => None,
+        None => {
+            let bus = fan_out_bus_with(&counter, 1, false).await;
+            drive_fan_out(&bus, &counter, n / 10, 1, PAYLOAD).await;
+            Some(bus)
+        }
+    };
+    let (mut best, mut best_queues) = (Best::default(), Best::default());
     for _ in 0..opts.scale(3, 1) {
         let cpu = CpuMark::now();
         let secs = drive_fan_out(&fan, &counter, n, 1, PAYLOAD).await;
         best.add(secs, cpu.since());
+        if let Some(bus) = &queues {
+            let cpu = CpuMark::now();
+            let secs = drive_fan_out(bus, &counter, n, 1, PAYLOAD).await;
+            best_queues.add(secs, cpu.since());
+        }
     }
     println!(
-        "scenario=fan_out4 msgs={n} secs={:.3} deliveries_per_sec={:.0} cpu_ns_per_msg={:.0} (the peers group compares it with ruststream's b3_fanout4)",
+        "scenario=fan_out4 msgs={n} secs={:.3} deliveries_per_sec={:.0} cpu_ns_per_msg={:.0} topic_log={} (the peers group compares it with ruststream's b3_fanout4)",
         best.secs,
         4.0 * n as f64 / best.secs,
-        best.cpu.as_nanos() as f64 / n as f64
+        best.cpu.as_nanos() as f64 / n as f64,
+        topic_log(),
     );
+    if queues.is_some() {
+        println!(
+            "scenario=fan_out4_queue_per_handler msgs={n} secs={:.3} deliveries_per_sec={:.0} cpu_ns_per_msg={:.0} topic_log_ratio={:.2} (the topic log's deliveries/s over these)",
+            best_queues.secs,
+            4.0 * n as f64 / best_queues.secs,
+            best_queues.cpu.as_nanos() as f64 / n as f64,
+            best_queues.secs / best.secs,
+        );
+    }
     let _ = std::io::stdout().flush();
 }
 
