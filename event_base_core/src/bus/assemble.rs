@@ -13,7 +13,7 @@ use crate::delivery::job_channel::job_channel;
 use crate::delivery::key_order::KeyOrder;
 use crate::delivery::keyed_producer::KeyedProducer;
 use crate::delivery::log::log_queue::{LogAppender, LogConsumer, LogProducer};
-use crate::delivery::log::topic_log::{TopicLog, MAX_SUBSCRIPTIONS};
+use crate::delivery::log::topic_log::{TopicLog, CLAIM_RUN, MAX_SUBSCRIPTIONS};
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
 use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_hasher::TopicMap;
@@ -65,7 +65,12 @@ pub(crate) fn topic_table(
                 };
                 TopicQueue {
                     producer: Arc::new(LogProducer::new(log.clone(), index, spec.topic.clone())),
-                    consumer: Arc::new(LogConsumer::new(log, index, spec.topic.clone())),
+                    consumer: Arc::new(LogConsumer::new(
+                        log,
+                        index,
+                        spec.topic.clone(),
+                        spec.workers,
+                    )),
                 }
             }
             None => queue.create_subscription(&spec.topic, &spec.name)?,
@@ -84,6 +89,12 @@ pub(crate) fn topic_table(
         // queue takes them (its workers claim for themselves), or as the router claims them.
         let keys = Arc::new(KeyOrder::new(work_tx.clone()));
         let keys_at_claim = q.consumer.requires_ack();
+        // A topic log's workers claim runs (`delivery/log/`); other queues one at a time.
+        let claim_run = if log_spec.is_some() && siblings <= MAX_SUBSCRIPTIONS {
+            CLAIM_RUN
+        } else {
+            1
+        };
         let producer: Arc<dyn crate::backend::EProducer> = if keys_at_claim {
             producer
         } else {
@@ -102,6 +113,7 @@ pub(crate) fn topic_table(
             counters: TopicCounters::default(),
             keys,
             keys_at_claim,
+            claim_run,
             pause: Default::default(),
         });
         match subs.iter_mut().find(|(t, _)| *t == spec.topic) {

@@ -148,6 +148,9 @@ pub(crate) struct TopicEntry {
     /// Whether keyed messages enter their lines when the router claims them (queues that
     /// need acks), rather than when the queue takes them (`keyed_producer.rs`).
     pub(crate) keys_at_claim: bool,
+    /// Messages a worker claims from the queue at once: a run from a topic log
+    /// (`delivery/log/`), one from other in-memory queues.
+    pub(crate) claim_run: usize,
     /// Whether it starts new work (`EventBus::pause`/`resume`).
     pub(crate) pause: PauseSwitch,
 }

@@ -232,7 +232,7 @@ impl Worker {
             let got = match &router {
                 Some(_) => {
                     claimed.clear();
-                    match consumer.try_claim(1, &mut claimed) {
+                    match consumer.try_claim(self.entry.claim_run, &mut claimed) {
                         Ok(n) if n > 0 => Source::Claimed,
                         Err(QueueError::Closed(_)) => break,
                         _ => {
@@ -271,7 +271,8 @@ impl Worker {
                 Source::Rung => {}
                 Source::Claimed => {
                     if let Some(router) = &router {
-                        for c in claimed.drain(..) {
+                        let mut run = claimed.drain(..);
+                        while let Some(c) = run.next() {
                             let job = match router.plain_job(c.message) {
                                 Ok(job) => Some(job),
                                 Err(message) => {
@@ -280,8 +281,17 @@ impl Worker {
                             };
                             if let Some(job) = job {
                                 if !self.process(job).await {
+                                    self.hand_back(router, run).await;
                                     return;
                                 }
+                            }
+                            // A run claimed from a topic log: what a stopping or paused
+                            // worker has not begun goes to its siblings' channel.
+                            if run.len() > 0
+                                && (self.state.stop_requested() || self.entry.pause.is_paused())
+                            {
+                                self.hand_back(router, run).await;
+                                break;
                             }
                         }
                     }
@@ -315,7 +325,7 @@ impl Worker {
         let rung = bell.notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
-        match consumer.try_claim(1, claimed) {
+        match consumer.try_claim(self.entry.claim_run, claimed) {
             Ok(n) if n > 0 => return Ok(Source::Claimed),
             Err(QueueError::Closed(_)) => return Err(()),
             Ok(_) => {}
@@ -328,6 +338,20 @@ impl Worker {
         }
         // Looked at on the next turn, the queue included.
         Ok(Source::Rung)
+    }
+
+    /// Hands the rest of a claimed run, not begun, to the subscription's work channel, where
+    /// its siblings (or this worker, once resumed) take it; never waits for room.
+    async fn hand_back(&self, router: &ConsumerRouter, rest: impl Iterator<Item = Claimed>) {
+        for c in rest {
+            let job = match router.plain_job(c.message) {
+                Ok(job) => Some(job),
+                Err(message) => router.dispatch(message, Some(self.index), None).await,
+            };
+            if let Some(job) = job {
+                self.entry.push_detached(job, Target::Any);
+            }
+        }
     }
 
     /// The subscription is paused: waits, taking nothing new, until it is resumed (`true`)

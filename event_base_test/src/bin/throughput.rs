@@ -252,6 +252,7 @@ async fn memory_bus_on(
     let mut b = EventBus::builder()
         .wal(wal)
         .queue(FlumeQueueFactory::bounded(BOUND))
+        .topic_log(topic_log())
         .latency_metrics(observe != Observe::Off);
     if observe != Observe::Default {
         b = b.audit(0);

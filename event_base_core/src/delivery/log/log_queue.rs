@@ -68,16 +68,24 @@ pub(crate) struct LogConsumer {
     log: Arc<TopicLog>,
     sub: usize,
     topic: MessageTopic,
+    /// The subscription's workers (as declared): a claim takes at most its share of the
+    /// backlog, so that a run claimed by one worker does not leave its siblings idle.
+    workers: usize,
 }
 
 impl LogConsumer {
-    pub(crate) fn new(log: Arc<TopicLog>, sub: usize, topic: MessageTopic) -> Self {
-        LogConsumer { log, sub, topic }
+    pub(crate) fn new(log: Arc<TopicLog>, sub: usize, topic: MessageTopic, workers: usize) -> Self {
+        LogConsumer {
+            log,
+            sub,
+            topic,
+            workers,
+        }
     }
 
     fn take(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         self.log
-            .claim(self.sub, max, out)
+            .claim(self.sub, max, self.workers, out)
             .map_err(|()| QueueError::Closed(self.topic.0.clone()))
     }
 }

@@ -23,6 +23,10 @@ use crate::message::emessage::EMessage;
 /// handlers keeps a queue per handler.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 64;
 
+/// The most messages a worker claims from a log at once (a run; fewer when the backlog is
+/// short: its share, see [`TopicLog::claim`]).
+pub(crate) const CLAIM_RUN: usize = 32;
+
 /// A set of a log's subscriptions, a bit each.
 pub(crate) type SubSet = u64;
 
@@ -221,11 +225,14 @@ impl TopicLog {
     }
 
     /// Moves up to `max` of subscription `sub`'s messages into `out`, in log order, without
-    /// waiting. `Err(())`: none left and the log is closed.
+    /// waiting, but no more than a `share`-th of what it has pending (rounded up): a run for
+    /// one of `share` competing workers, which leaves the rest to its siblings. `Err(())`:
+    /// none left and the log is closed.
     pub(crate) fn claim(
         &self,
         sub: usize,
         max: usize,
+        share: usize,
         out: &mut Vec<Claimed>,
     ) -> Result<usize, ()> {
         let bit: SubSet = 1 << sub;
@@ -236,6 +243,7 @@ impl TopicLog {
         if c.pending[sub] == 0 && c.closed {
             return Err(());
         }
+        let max = max.min(c.pending[sub].div_ceil(share.max(1)));
         while seq < tail && n < max && c.pending[sub] > n {
             let slot = &c.slots[(seq - c.head) as usize];
             if slot.subs & bit != 0 {
@@ -385,7 +393,7 @@ mod tests {
                     Op::Claim { sub, max } => {
                         if sub >= subscriptions { continue; }
                         let mut out = Vec::new();
-                        let got = log.claim(sub, max, &mut out).unwrap();
+                        let got = log.claim(sub, max, 1, &mut out).unwrap();
                         prop_assert_eq!(got, out.len());
                         let mine: Vec<u32> = appended[cursor[sub]..]
                             .iter()
@@ -428,10 +436,10 @@ mod tests {
             Err(AppendError::Closed(_))
         ));
         let mut out = Vec::new();
-        assert_eq!(log.claim(0, 10, &mut out), Ok(2));
-        assert_eq!(log.claim(0, 10, &mut out), Err(()));
-        assert_eq!(log.claim(1, 10, &mut out), Ok(1));
-        assert_eq!(log.claim(1, 10, &mut out), Err(()));
+        assert_eq!(log.claim(0, 10, 1, &mut out), Ok(2));
+        assert_eq!(log.claim(0, 10, 1, &mut out), Err(()));
+        assert_eq!(log.claim(1, 10, 1, &mut out), Ok(1));
+        assert_eq!(log.claim(1, 10, 1, &mut out), Err(()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,12 +453,12 @@ mod tests {
         });
         let mut out = Vec::new();
         // The slot is held until both cursors have passed it.
-        assert_eq!(log.claim(0, 1, &mut out), Ok(1));
+        assert_eq!(log.claim(0, 1, 1, &mut out), Ok(1));
         assert!(matches!(
             log.try_append(message(3), 0b11),
             Err(AppendError::Full(_))
         ));
-        assert_eq!(log.claim(1, 1, &mut out), Ok(1));
+        assert_eq!(log.claim(1, 1, 1, &mut out), Ok(1));
         assert!(waiting.await.unwrap());
         assert_eq!(log.pending(0), 1);
         assert_eq!(log.pending(1), 1);
@@ -469,7 +477,7 @@ mod tests {
                     let mut out = Vec::new();
                     loop {
                         out.clear();
-                        match log.claim(sub, 8, &mut out) {
+                        match log.claim(sub, 8, 1, &mut out) {
                             Ok(_) => seen.extend(out.iter().map(|c| c.message.attempts)),
                             Err(()) => return seen,
                         }
