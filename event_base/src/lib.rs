@@ -215,7 +215,7 @@ pub mod prelude {
         async_trait, set_node_name, set_node_type, Ack, BatchAck, CoreError, DeadLetterMessage,
         DeadReason, DeliveryMode, EBatchHandler, EHandler, EMessage, EventBus, HandlerSpec, Json,
         JsonPayload, MessageHeaders, MessageMetadata, MessagePayload, MessageTopic, Middleware,
-        Next, NodeType, SendOptions, ShutdownStrategy, TopicRouter,
+        Next, NodeType, Rate, SendOptions, ShutdownStrategy, TopicRouter,
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};
@@ -260,7 +260,7 @@ pub fn builder() -> EventBusBuilder {
 pub mod __private {
     pub use crate::__event_base_backends as backends;
     pub use crate::__event_base_config as config;
-    pub use event_base_core::__private::{decode_param, linkme, one_of_batch};
+    pub use event_base_core::__private::{check_rate, decode_param, linkme, one_of_batch};
     pub use event_base_core::async_trait;
 
     use crate::{

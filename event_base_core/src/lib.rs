@@ -17,7 +17,7 @@
 //! | folder | concern | main types |
 //! |---|---|---|
 //! | `message/` | what travels | [`EMessage`], [`Ack`], [`DeadReason`], [`DeadLetterMessage`] |
-//! | `handler/` | handlers and what wraps them | [`EHandler`], [`HandlerSpec`], [`Middleware`], [`Pipeline`], [`Backoff`] |
+//! | `handler/` | handlers and what wraps them | [`EHandler`], [`HandlerSpec`], [`Middleware`], [`Pipeline`], [`Backoff`], [`Rate`] |
 //! | `backend/` | the contracts backends implement (public: `event_base_core::backend`) | [`Wal`](backend::Wal), [`QueueFactory`](backend::QueueFactory) |
 //! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
 //! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
@@ -106,6 +106,7 @@ pub use handler::handler_override::HandlerOverride;
 pub use handler::into_ack::IntoAck;
 pub use handler::middleware::{BoxAckFuture, Middleware, Next};
 pub use handler::pipeline::Pipeline;
+pub use handler::rate::Rate;
 pub use handler::spec::HandlerSpec;
 // What `#[handler]`'s expansion names: public so that it can, hidden from the docs because no
 // program writes it.
@@ -153,6 +154,7 @@ pub use uuid::Uuid;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::handler::rate::check_rate;
     pub use crate::message::json::decode_param;
     pub use linkme;
 

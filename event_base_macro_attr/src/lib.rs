@@ -28,6 +28,7 @@
 //! | `timeout = secs` | per-delivery timeout; a handler past it is cancelled and retried | none |
 //! | `retries = n` | retries for panics, timeouts and `Err` returns, and the `max_retries` of `Ack::retry()` | 3 |
 //! | `shutdown_timeout = secs` | time to finish the current message at shutdown | none |
+//! | `rate = "100/s"` | at most that many handler starts per period, across workers and nodes | no limit |
 //! | `middleware = [A, B::new()]` | middleware values, outermost first | none |
 //! | `outbox` | sends made by the handler are held until it acks, then written with its completion | off |
 //! | `batch = n` | a batch handler: `async fn(batch: &[EMessage])` gets up to `n` ready messages per call | off |
@@ -55,7 +56,7 @@ mod signature;
 /// `.with_registered_handlers()`) runs for its topic.
 ///
 /// ```text
-/// #[handler(topic = "..", workers = n, timeout = secs, retries = n, shutdown_timeout = secs, middleware = [..])]
+/// #[handler(topic = "..", workers = n, timeout = secs, retries = n, shutdown_timeout = secs, rate = "n/s", middleware = [..])]
 /// #[handler(topic = "..", batch = n, linger_ms = ms, ..)]
 /// ```
 ///
@@ -72,6 +73,7 @@ mod signature;
 /// | `shutdown_timeout` | whole seconds | none (the strategy's own limit) | the longest a shutdown waits for each of this handler's workers to finish its message; past it the worker is cancelled and the message is left in the WAL for the next start |
 /// | `middleware` | a list of expressions, `[A, B::new(..)]` | none | middleware values (each an `impl Middleware`) wrapped around this handler, outermost first, inside the bus-wide middleware of `EventBusBuilder::middleware` |
 /// | `outbox` | a flag (`outbox`, or `outbox = true`) | off | the messages the handler sends while it runs (to its own bus, from its own task) are held and released only with its `Ack`, in the same WAL record as its completion; on `NoAck`, `Dead`, a panic or a timeout they are discarded (`HandlerSpec::outbox`) |
+/// | `rate` | a string `"<count>/<period>"`: `"100/s"`, `"30/m"`, `"1000/h"`, `"5/250ms"` | no limit | at most that many handler starts per period, spaced evenly, across the handler's workers and, on Redis, every node running it; messages beyond it wait, never dropped (`HandlerSpec::rate`). A rate that does not parse fails to compile |
 /// | `batch` | whole number, at least 1 | off | a [batch handler](#batch-handlers): its worker hands it up to `batch` ready messages per call (`HandlerSpec::batch`) |
 /// | `linger_ms` | whole milliseconds, with `batch` | `0` | how long a worker holding fewer than `batch` messages waits for more before it calls; never while the bus shuts down |
 ///

@@ -39,7 +39,7 @@ pub(crate) const SYSTEM_TOPICS: [&str; 10] = [
 
 /// The parameters `#[handler]` knows, for the "unknown parameter" error.
 const PARAMS: &str =
-    "topic, workers, timeout, retries, shutdown_timeout, middleware, outbox, batch, linger_ms";
+    "topic, workers, timeout, retries, shutdown_timeout, middleware, outbox, batch, linger_ms, rate";
 
 /// Example shown when `topic` is not a string literal.
 const TOPIC_EXAMPLE: &str = "`topic` must be a string literal, e.g. `topic = \"order.created\"`";
@@ -66,6 +66,8 @@ pub(crate) struct HandlerSpec {
     pub(crate) outbox: bool,
     /// `batch = n` (at least 1) and `linger_ms = ms` (0 when not given): a batch handler.
     pub(crate) batch: Option<(u64, u64)>,
+    /// `rate = "100/s"`: checked by the expansion, as a constant (`check_rate`).
+    pub(crate) rate: Option<LitStr>,
 }
 
 /// Parses and checks the attribute's arguments `attr` and the function `item`.
@@ -94,6 +96,7 @@ pub(crate) fn parse(attr: TokenStream2, item: ItemFn) -> syn::Result<HandlerSpec
             .unwrap_or_default(),
         outbox: settings.outbox.unwrap_or(false),
         batch,
+        rate: settings.rate,
     })
 }
 
@@ -137,6 +140,7 @@ struct Settings {
     outbox: Option<bool>,
     batch: Option<u64>,
     linger_ms: Option<u64>,
+    rate: Option<LitStr>,
     /// Where each parameter was named, for errors about two that do not go together.
     names: Vec<Ident>,
 }
@@ -194,6 +198,17 @@ impl Settings {
     fn set(&mut self, key: &str, p: &Param) -> syn::Result<()> {
         match key {
             "topic" => self.topic = Some(topic(&p.value)?),
+            "rate" => match &p.value {
+                Expr::Lit(syn::ExprLit {
+                    lit: Lit::Str(s), ..
+                }) => self.rate = Some(s.clone()),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "`rate` must be a string literal, e.g. `rate = \"100/s\"`",
+                    ))
+                }
+            },
             "workers" => {
                 let n = at_least_one(&p.value, "workers", "`workers` must be at least 1")?;
                 self.workers = Some(n);

@@ -38,6 +38,7 @@
 
 pub(crate) mod queue;
 pub(crate) mod queue_factory;
+pub(crate) mod rate_limiter;
 pub(crate) mod routes;
 pub(crate) mod wal;
 
@@ -46,6 +47,7 @@ pub use queue::{
     TrySendError,
 };
 pub use queue_factory::{QueueFactory, TopicLogSpec};
+pub use rate_limiter::RateLimiter;
 pub use routes::{
     node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding,
     RemoteRoutes, RevivedListener, RoutesListener,

@@ -5,8 +5,10 @@
 use std::sync::Arc;
 
 use crate::backend::queue::TopicQueue;
+use crate::backend::rate_limiter::RateLimiter;
 use crate::backend::routes::RemoteRoutes;
 use crate::error::QueueError;
+use crate::handler::rate::Rate;
 use crate::message::topic::MessageTopic;
 
 /// Makes a queue per topic.
@@ -68,6 +70,20 @@ pub trait QueueFactory: Send + Sync + 'static {
         None
     }
 
+    /// The limiter that paces handler `handler` of `topic` at `rate` across every process
+    /// sharing this backend (`HandlerSpec::rate`). The default, `None`, paces each process
+    /// on its own (in-memory backends: there is only one). The bus asks once per rated
+    /// handler, at build.
+    fn rate_limiter(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+        rate: Rate,
+    ) -> Option<Arc<dyn RateLimiter>> {
+        let _ = (topic, handler, rate);
+        None
+    }
+
     /// A short name for logs (e.g. `"flume"`).
     fn name(&self) -> &'static str;
 }
@@ -115,6 +131,14 @@ impl<Q: QueueFactory + ?Sized> QueueFactory for Arc<Q> {
     }
     fn topic_log(&self) -> Option<TopicLogSpec> {
         (**self).topic_log()
+    }
+    fn rate_limiter(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+        rate: Rate,
+    ) -> Option<Arc<dyn RateLimiter>> {
+        (**self).rate_limiter(topic, handler, rate)
     }
     fn name(&self) -> &'static str {
         (**self).name()

@@ -14,6 +14,7 @@ use crate::delivery::key_order::KeyOrder;
 use crate::delivery::keyed_producer::KeyedProducer;
 use crate::delivery::log::log_queue::{LogAppender, LogConsumer, LogProducer};
 use crate::delivery::log::topic_log::{TopicLog, CLAIM_RUN, MAX_SUBSCRIPTIONS};
+use crate::delivery::rate_gate::{Gcra, RateGate};
 use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
 use crate::delivery::sent_to::SentTo;
 use crate::delivery::topic_hasher::TopicMap;
@@ -114,6 +115,12 @@ pub(crate) fn topic_table(
             keys,
             keys_at_claim,
             claim_run,
+            rate: spec.rate.map(
+                |rate| match queue.rate_limiter(&spec.topic, &spec.name, rate) {
+                    Some(shared) => RateGate::Shared(shared),
+                    None => RateGate::Local(Gcra::new(rate)),
+                },
+            ),
             pause: Default::default(),
         });
         match subs.iter_mut().find(|(t, _)| *t == spec.topic) {

@@ -10,8 +10,9 @@
 //!   └─ admit: checks, Arc                 accept.rs (BusShared::admit)
 //!      └─ WAL append (Pending)            accept.rs → backend/wal.rs
 //!         ├─ deliver_at ahead → timer     scheduler.rs
-//!         └─ each handler's queue         topic_table.rs (Route → TopicEntry::producer)
-//!            (several handlers: fan-out)  fan_out.rs
+//!         └─ the topic's log, once        log/ (Route::log; TopicEntry::producer for one
+//!            (in-memory backends), or        handler's copy), or each handler's queue
+//!            each handler's queue         (shared backends); several handlers: fan_out.rs
 //!            └─ claimed, routed           consumer_router.rs → job.rs, job_channel.rs
 //!               └─ worker                 worker/ (deliver, decide, act)
 //!                  ├─ Ack → Complete      settle.rs (finish_ok)
@@ -55,6 +56,9 @@
 //! `pause.rs` is a subscription's pause switch (`EventBus::pause`/`resume`), read by its
 //! workers and its router before they take new work.
 //!
+//! `log/` is the topic log of in-memory backends: a message appended once, a cursor per
+//! handler, runs claimed at once by its workers.
+//!
 //! `message_pool.rs` keeps the allocations of finished messages (their worker held the last
 //! reference) for the next sends to move their messages into: `admit` takes one, a worker
 //! whose delivery completed its message gives one back.
@@ -75,6 +79,7 @@ pub(crate) mod keyed_producer;
 pub(crate) mod log;
 pub(crate) mod message_pool;
 pub(crate) mod pause;
+pub(crate) mod rate_gate;
 pub(crate) mod remote_routes;
 pub(crate) mod remote_table;
 pub(crate) mod replay;

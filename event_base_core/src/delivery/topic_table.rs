@@ -11,6 +11,7 @@ use crate::delivery::job_channel::{JobReceiver, JobSender};
 use crate::delivery::key_order::KeyOrder;
 use crate::delivery::log::log_queue::LogAppender;
 use crate::delivery::pause::PauseSwitch;
+use crate::delivery::rate_gate::RateGate;
 use crate::delivery::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
@@ -151,6 +152,9 @@ pub(crate) struct TopicEntry {
     /// Messages a worker claims from the queue at once: a run from a topic log
     /// (`delivery/log/`), one from other in-memory queues.
     pub(crate) claim_run: usize,
+    /// Its handler's pace (`HandlerSpec::rate`), if it has one: a worker waits on it before
+    /// each start (`rate_gate.rs`).
+    pub(crate) rate: Option<RateGate>,
     /// Whether it starts new work (`EventBus::pause`/`resume`).
     pub(crate) pause: PauseSwitch,
 }

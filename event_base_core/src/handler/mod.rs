@@ -24,5 +24,6 @@ pub(crate) mod handler_override;
 pub(crate) mod into_ack;
 pub(crate) mod middleware;
 pub(crate) mod pipeline;
+pub(crate) mod rate;
 pub(crate) mod runtime;
 pub(crate) mod spec;

@@ -15,6 +15,7 @@ use crate::handler::backoff::Backoff;
 use crate::handler::batch::{BatchSpec, EBatchHandler, OneOfBatch};
 use crate::handler::ehandler::EHandler;
 use crate::handler::middleware::Middleware;
+use crate::handler::rate::Rate;
 use crate::message::topic::MessageTopic;
 
 /// What `#[handler]` records about a handler at compile time. (Hidden: the macro's, not a
@@ -39,6 +40,9 @@ pub struct HandlerRegistration {
     /// `batch = n, linger_ms = ms`: a batch handler, built by `make_batch`, taking up to `n`
     /// messages per call and waiting up to `ms` milliseconds for more.
     pub batch: Option<BatchRegistration>,
+    /// `rate = ".."`: at most that many handler starts per period (checked as the crate
+    /// compiles, by `check_rate`).
+    pub rate: Option<&'static str>,
     /// Builds the handler value.
     pub make_handler: fn() -> Arc<dyn EHandler>,
     /// Builds the handler's middleware, outermost first.
@@ -74,6 +78,7 @@ impl HandlerRegistration {
             spec.retries = self.retries;
             spec.shutdown_timeout = self.shutdown_timeout_secs.map(Duration::from_secs);
             spec.middleware = (self.make_middleware)();
+            spec.rate = self.rate();
             return spec;
         }
         HandlerSpec {
@@ -88,7 +93,13 @@ impl HandlerRegistration {
             backoff: None,
             outbox: self.outbox,
             batch: None,
+            rate: self.rate(),
         }
+    }
+
+    /// The rate, parsed (the macro checked it at compile time).
+    fn rate(&self) -> Option<Rate> {
+        self.rate.and_then(|r| r.parse().ok())
     }
 }
 
@@ -137,6 +148,9 @@ pub struct HandlerSpec {
     /// form batches. `handler` then calls it with one message at a time (for code that takes a
     /// spec's handler); the bus's workers call the batch handler.
     pub batch: Option<BatchSpec>,
+    /// At most this many handler starts per period, across its workers (and, on a shared
+    /// backend, its nodes) ([`HandlerSpec::rate`]); `None`: no limit.
+    pub rate: Option<Rate>,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -172,6 +186,7 @@ impl HandlerSpec {
             backoff: None,
             outbox: false,
             batch: None,
+            rate: None,
         }
     }
 
@@ -262,6 +277,26 @@ impl HandlerSpec {
     /// Default retries.
     pub fn retries(mut self, n: u32) -> Self {
         self.retries = Some(n);
+        self
+    }
+
+    /// At most `rate` handler starts per period, across all its workers, and across every
+    /// node running it on a shared backend (Redis). Starts are spaced evenly; messages
+    /// beyond the rate wait (never dropped, never failures), and the time spent waiting is
+    /// in the metrics (`SubscriptionMetrics::rate_limited`). A batch handler's rate counts
+    /// its calls. Same as `#[handler(rate = "100/s")]`.
+    ///
+    /// ```
+    /// use event_base_core::{handler_fn, Ack, EMessage, HandlerSpec, Rate};
+    ///
+    /// let spec = HandlerSpec::new("mailer", "mail.send", handler_fn(|_m: EMessage| async { Ack::Ack }))
+    ///     .workers(4)
+    ///     .rate("50/s".parse()?);
+    /// assert_eq!(spec.rate, Some(Rate::per_second(50)?));
+    /// # Ok::<(), event_base_core::CoreError>(())
+    /// ```
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
         self
     }
 

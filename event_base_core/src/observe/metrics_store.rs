@@ -75,6 +75,7 @@ impl MetricsStore {
                     lag: metrics.in_flight,
                     paused: sub.pause.is_paused(),
                     queue_depth: metrics.queue_depth,
+                    rate_limited: sub.counters.rate_limited(),
                 });
                 snap.handlers.insert(sub.handler.to_string(), metrics);
             }

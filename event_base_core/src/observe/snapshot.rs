@@ -103,6 +103,10 @@ pub struct SubscriptionMetrics {
     pub paused: bool,
     /// Its copies waiting in its queue (part of `lag`).
     pub queue_depth: u64,
+    /// The time its deliveries have waited, in all, for its handler's rate
+    /// ([`HandlerSpec::rate`](crate::HandlerSpec::rate)) before they started; zero without
+    /// a rate.
+    pub rate_limited: Duration,
 }
 
 /// Figures of the whole node (process) at one moment.

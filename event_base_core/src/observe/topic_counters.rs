@@ -49,6 +49,8 @@ struct WorkerCounts {
     dead: AtomicU64,
     /// Messages that reached a final state (complete or dead).
     finished: AtomicU64,
+    /// Nanoseconds deliveries waited for their handler's rate (`HandlerSpec::rate`).
+    rate_waited_ns: AtomicU64,
 }
 
 impl TopicCounters {
@@ -84,6 +86,17 @@ impl TopicCounters {
     #[inline]
     pub(crate) fn finished(&self) {
         Self::add(&self.worker.finished);
+    }
+
+    /// A delivery waited `waited` for its handler's rate before it started.
+    pub(crate) fn rate_waited(&self, waited: std::time::Duration) {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.worker.rate_waited_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// The time deliveries waited for their handler's rate, in all.
+    pub(crate) fn rate_limited(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.worker.rate_waited_ns.load(Ordering::Relaxed))
     }
 
     /// A delivery was handed to a handler.

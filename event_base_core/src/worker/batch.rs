@@ -342,6 +342,11 @@ impl Worker {
         started: Option<SystemTime>,
     ) -> (Vec<Outcome>, Option<(SystemTime, Duration)>) {
         let n = messages.len();
+        if let Some(gate) = &self.entry.rate {
+            // A batch handler's rate counts its calls. Asked to stop meanwhile, it still
+            // makes this call: the batch is taken, and stopping waits for it.
+            let _ = Box::pin(self.paced(gate)).await;
+        }
         let counters = &self.entry.counters;
         let latency = self.shared.latency_metrics;
         if let Some(now) = started.filter(|_| latency) {

@@ -271,28 +271,8 @@ impl Worker {
                 Source::Rung => {}
                 Source::Claimed => {
                     if let Some(router) = &router {
-                        let mut run = claimed.drain(..);
-                        while let Some(c) = run.next() {
-                            let job = match router.plain_job(c.message) {
-                                Ok(job) => Some(job),
-                                Err(message) => {
-                                    router.dispatch(message, Some(self.index), None).await
-                                }
-                            };
-                            if let Some(job) = job {
-                                if !self.process(job).await {
-                                    self.hand_back(router, run).await;
-                                    return;
-                                }
-                            }
-                            // A run claimed from a topic log: what a stopping or paused
-                            // worker has not begun goes to its siblings' channel.
-                            if run.len() > 0
-                                && (self.state.stop_requested() || self.entry.pause.is_paused())
-                            {
-                                self.hand_back(router, run).await;
-                                break;
-                            }
+                        if !self.handle_run(router, &mut claimed).await {
+                            return;
                         }
                     }
                 }
@@ -338,6 +318,45 @@ impl Worker {
         }
         // Looked at on the next turn, the queue included.
         Ok(Source::Rung)
+    }
+
+    /// Waits for the next start its handler's rate allows (`HandlerSpec::rate`), counting
+    /// the wait; `false` if the worker was asked to stop meanwhile.
+    pub(super) async fn paced(&self, gate: &crate::delivery::rate_gate::RateGate) -> bool {
+        let wait = gate.reserve().await;
+        if wait.is_zero() {
+            return true;
+        }
+        self.entry.counters.rate_waited(wait);
+        tokio::select! {
+            biased;
+            _ = self.state.stop_signal() => false,
+            _ = tokio::time::sleep(wait) => true,
+        }
+    }
+
+    /// Handles what it claimed, in order; `false` if the worker must end now (its job was
+    /// taken from it). A run claimed from a topic log: what a stopping or paused worker has
+    /// not begun goes to its siblings' channel.
+    async fn handle_run(&self, router: &ConsumerRouter, claimed: &mut Vec<Claimed>) -> bool {
+        let mut run = claimed.drain(..);
+        while let Some(c) = run.next() {
+            let job = match router.plain_job(c.message) {
+                Ok(job) => Some(job),
+                Err(message) => router.dispatch(message, Some(self.index), None).await,
+            };
+            if let Some(job) = job {
+                if !self.process(job).await {
+                    self.hand_back(router, run).await;
+                    return false;
+                }
+            }
+            if run.len() > 0 && (self.state.stop_requested() || self.entry.pause.is_paused()) {
+                self.hand_back(router, run).await;
+                break;
+            }
+        }
+        true
     }
 
     /// Hands the rest of a claimed run, not begun, to the subscription's work channel, where
@@ -400,6 +419,14 @@ impl Worker {
             // Another consumer has it now, and its place in the key's order.
             self.entry.keys.leave(&job.message);
             return true;
+        }
+        if let Some(gate) = &self.entry.rate {
+            // Boxed: only rated handlers build this future.
+            if !Box::pin(self.paced(gate)).await {
+                // Asked to stop while it waited: a sibling (or the next start) takes it.
+                self.entry.push_detached(job, Target::Any);
+                return true;
+            }
         }
         let message = job.message.clone();
         match self.shared.wal.begin(&message.id) {
