@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use event_base_core::backend::{QueueFactory, RemoteRoutes, TopicQueue};
+use event_base_core::backend::{QueueFactory, RateLimiter, RemoteRoutes, TopicQueue};
 use event_base_core::constant::MAX_WAIT;
-use event_base_core::{MessageTopic, QueueError};
+use event_base_core::{MessageTopic, QueueError, Rate};
 use event_base_queue::FlumeQueueFactory;
 
 use crate::consumer::RedisConsumer;
@@ -18,6 +18,7 @@ use crate::link::{Link, Timeouts};
 use crate::node::Node;
 use crate::producer::RedisProducer;
 use crate::queue::SubQueue;
+use crate::rate::RedisRate;
 use crate::reply;
 use crate::routes::RedisRoutes;
 use crate::scripts;
@@ -405,6 +406,21 @@ impl QueueFactory for RedisQueueFactory {
         });
         routes.start();
         Some(routes.clone())
+    }
+
+    /// Every node running the handler shares its rate: one script call a start, on the
+    /// server's clock.
+    fn rate_limiter(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+        rate: Rate,
+    ) -> Option<Arc<dyn RateLimiter>> {
+        if topic.is_system() {
+            return None;
+        }
+        let key = self.settings.keys.rate(topic.as_str(), handler);
+        Some(Arc::new(RedisRate::new(self.link.clone(), key, rate)))
     }
 
     fn name(&self) -> &'static str {

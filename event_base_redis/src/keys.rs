@@ -56,6 +56,11 @@ impl Keys {
         format!("{}:{{{}}}:kl:{}", self.prefix, topic, handler)
     }
 
+    /// The rate key of one subscription (`HandlerSpec::rate`, shared by every node).
+    pub(crate) fn rate(&self, topic: &str, handler: &str) -> String {
+        format!("{}:{{{}}}:r:{}", self.prefix, topic, handler)
+    }
+
     /// The prefix.
     pub(crate) fn prefix(&self) -> &str {
         &self.prefix

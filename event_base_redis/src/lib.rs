@@ -56,6 +56,7 @@ mod node;
 mod orphans;
 mod producer;
 mod queue;
+mod rate;
 mod reply;
 mod routes;
 mod scripts;

@@ -652,7 +652,7 @@ return {1, entries, counts}
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 26] {
+fn all() -> [&'static Script; 27] {
     [
         &*TAKE_LEASE,
         &*RENEW_LEASE,
@@ -680,8 +680,29 @@ fn all() -> [&'static Script; 26] {
         &*REGISTER,
         &*HANDLERS,
         &*TRIM_AGE,
+        &*RATE,
     ]
 }
+
+/// `KEYS[1]` a handler's rate key; `ARGV[1]` its interval in microseconds. The generic cell
+/// rate algorithm with no burst, on the server's clock, for every node running the
+/// handler: the key holds the next free slot (microseconds since the epoch, exact in a Lua
+/// number); a caller takes the later of it and now, pushes it one interval on, and waits
+/// until its slot. Returns that wait in microseconds. The key expires a second after its
+/// last slot, so an idle handler leaves nothing behind.
+pub(crate) static RATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+local slot = math.max(tat, now)
+local next = slot + tonumber(ARGV[1])
+redis.call('SET', KEYS[1], string.format('%.0f', next), 'PX', math.ceil((next - now) / 1000) + 1000)
+return slot - now
+",
+    )
+});
 
 /// Loads every script into the server's script cache.
 pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> Result<(), redis::RedisError> {

@@ -328,10 +328,18 @@ impl Worker {
             return true;
         }
         self.entry.counters.rate_waited(wait);
-        tokio::select! {
-            biased;
-            _ = self.state.stop_signal() => false,
-            _ = tokio::time::sleep(wait) => true,
+        let slot = tokio::time::sleep(wait);
+        tokio::pin!(slot);
+        loop {
+            if self.state.stop_requested() {
+                return false;
+            }
+            tokio::select! {
+                biased;
+                // The worker's bell also rings for work arriving: only a stop ends the wait.
+                _ = self.state.stop_signal() => {}
+                _ = &mut slot => return true,
+            }
         }
     }
 

@@ -1,0 +1,99 @@
+//! A handler's rate holds across nodes on Redis (`HandlerSpec::rate`): two nodes run the same
+//! rated handler, and their starts together keep to the one rate (a script on the server's
+//! clock paces every node), where two local limiters would allow twice as many.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use event_base::handler_fn;
+use event_base::prelude::*;
+use event_base::RedisQueueFactory;
+use event_base_test::redis_cluster::{node, registered};
+use event_base_test::redis_server::RedisServer;
+
+const BEAT: Duration = Duration::from_millis(100);
+
+/// The start of every delivery, on either node, with the node that made it.
+#[derive(Default)]
+struct Starts(Mutex<Vec<(Instant, &'static str)>>);
+
+fn mailer(starts: &Arc<Starts>, node: &'static str) -> HandlerSpec {
+    let starts = starts.clone();
+    HandlerSpec::new(
+        "mailer",
+        "mail",
+        handler_fn(move |_m: EMessage| {
+            let starts = starts.clone();
+            async move {
+                starts.0.lock().unwrap().push((Instant::now(), node));
+                Ack::Ack
+            }
+        }),
+    )
+    .workers(2)
+    .rate("40/s".parse().unwrap())
+}
+
+/// A node claiming one message at a time, so that a rated (slow) handler leaves the rest of
+/// the stream to the other node.
+async fn rated_node(queue: RedisQueueFactory, handler: HandlerSpec) -> EventBus {
+    EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .batch_size(1)
+        .handler(handler)
+        .build()
+        .await
+        .expect("build the bus")
+}
+
+/// 40/s is a slot every 25 ms, across both nodes. Tolerance: a start runs at its slot or
+/// later (the server's clock decides the slot; a timer never fires early), and the test
+/// allows 40 ms of lateness on a loaded machine: 48 starts span at least 47 × 25 - 40 ms,
+/// and no 250 ms holds more than 10 + 2 of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_one_rate() {
+    let server = RedisServer::start();
+    let starts = Arc::new(Starts::default());
+    let a_queue = node(&server, BEAT).await;
+    let a = rated_node(a_queue.clone(), mailer(&starts, "a")).await;
+    let b_queue = node(&server, BEAT).await;
+    let b = rated_node(b_queue.clone(), mailer(&starts, "b")).await;
+    registered(&a_queue, "mail", "mailer").await;
+    for i in 0..48u32 {
+        a.send("mail", i.to_le_bytes().to_vec()).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while starts.0.lock().unwrap().len() < 48 {
+        let n = starts.0.lock().unwrap().len();
+        assert!(Instant::now() < deadline, "{n} of 48 handled in 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut taken = starts.0.lock().unwrap().clone();
+    taken.sort();
+    assert_eq!(taken.len(), 48, "every message once");
+    // Both nodes took a share, so the pace held across nodes, not within one.
+    let on_b = taken.iter().filter(|(_, n)| *n == "b").count();
+    assert!((1..48).contains(&on_b), "node b handled {on_b} of 48");
+    let span = taken[47].0 - taken[0].0;
+    assert!(
+        span >= Duration::from_millis(47 * 25 - 40),
+        "48 starts in {span:?}"
+    );
+    for (i, (first, _)) in taken.iter().enumerate() {
+        let within = taken[i..]
+            .iter()
+            .take_while(|(t, _)| *t - *first < Duration::from_millis(250))
+            .count();
+        assert!(within <= 12, "{within} starts within 250 ms");
+    }
+    let waited: Duration = [&a, &b]
+        .iter()
+        .flat_map(|bus| bus.metrics().subscriptions)
+        .filter(|s| s.handler == "mailer")
+        .map(|s| s.rate_limited)
+        .sum();
+    assert!(waited > Duration::ZERO, "the waits are counted");
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
