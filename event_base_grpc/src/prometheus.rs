@@ -318,7 +318,8 @@ impl SnapshotCollector {
         Ok(())
     }
 
-    /// Per subscription (`topic`, `handler`): its lag, and whether it is paused.
+    /// Per subscription (`topic`, `handler`): its lag, whether it is paused, and the time it
+    /// waited for its rate.
     fn encode_subscriptions(
         &self,
         encoder: &mut DescriptorEncoder<'_>,
@@ -334,6 +335,22 @@ impl SnapshotCollector {
                 ];
                 metric.encode_family(&labels)?.encode_gauge(&value(sub))?;
             }
+        }
+        let mut metric = encoder.encode_descriptor(
+            "event_base_subscription_rate_limited_seconds",
+            "Time the handler's deliveries waited, in all, for its rate (HandlerSpec::rate) before they started.",
+            None,
+            MetricType::Counter,
+        )?;
+        for sub in &self.snapshot.subscriptions {
+            let labels = [
+                ("bus", bus),
+                ("topic", sub.topic.as_str()),
+                ("handler", sub.handler.as_str()),
+            ];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&sub.rate_limited.as_secs_f64(), None)?;
         }
         Ok(())
     }

@@ -71,6 +71,7 @@ bound = 50
 workers = 3
 retries = 2
 timeout = "5s"
+rate = "1000/s"
 
 [admin]
 grpc_addr = "127.0.0.1:0"
@@ -85,6 +86,10 @@ admin_token = "s3cret"
     let config = Config::load_with_vars(&path, vars(&[])).unwrap();
     assert_eq!(config.wal.kind, WalKind::Persistent);
     assert_eq!(config.queue.kind, QueueKind::Mpmc);
+    assert_eq!(
+        config.handlers["echo"].rate,
+        Some(event_base::Rate::per_second(1000).unwrap())
+    );
     assert_eq!(config.admin.grpc_addr.as_deref(), Some("127.0.0.1:0"));
     assert!(
         !format!("{config:?}").contains("s3cret"),
@@ -269,6 +274,13 @@ fn a_bad_value_names_the_key_and_what_is_allowed() {
     assert!(
         msg.contains(": handlers.echo.timeout: \"soon\" is not a duration")
             && msg.contains("\"30s\""),
+        "{msg}"
+    );
+
+    let (_, err) = load_error("[handlers.echo]\nrate = \"fast\"\n", &[]);
+    let msg = err.to_string();
+    assert!(
+        msg.contains(": handlers.echo.rate: invalid `rate` (fast)") && msg.contains("\"100/s\""),
         "{msg}"
     );
 

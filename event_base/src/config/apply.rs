@@ -35,6 +35,7 @@ impl Config {
             o.workers = h.workers;
             o.retries = h.retries;
             o.timeout = h.timeout;
+            o.rate = h.rate;
             b = b.handler_override(name.clone(), o);
         }
         Ok(b)

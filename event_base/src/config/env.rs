@@ -63,7 +63,12 @@ const SECTIONS: &[(&str, &[(&str, Kind)])] = &[
     ),
     (
         "handlers",
-        &[("workers", Int), ("retries", Int), ("timeout", Str)],
+        &[
+            ("workers", Int),
+            ("retries", Int),
+            ("timeout", Str),
+            ("rate", Str),
+        ],
     ),
     (
         "admin",

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use event_base_core::Rate;
 use serde::{Deserialize, Deserializer};
 
 /// `[bus]`: the bus itself.
@@ -155,6 +156,10 @@ pub struct HandlerSection {
     /// `timeout`: per-delivery timeout, e.g. `"30s"` (default: the handler's own).
     #[serde(default, deserialize_with = "duration")]
     pub timeout: Option<Duration>,
+    /// `rate`: at most that many handler starts per period, e.g. `"100/s"` (default: the
+    /// handler's own; `HandlerSpec::rate`).
+    #[serde(default, deserialize_with = "rate")]
+    pub rate: Option<Rate>,
 }
 
 /// `[admin]`: the admin server (gRPC, and HTTP when the application serves it). The
@@ -228,6 +233,13 @@ impl std::fmt::Debug for AdminSection {
 }
 
 /// A duration written as humans do: `"500ms"`, `"30s"`, `"5m"`, `"1h 30m"`.
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse::<Rate>()
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(e.to_string()))
+}
+
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
     humantime::parse_duration(&text).map(Some).map_err(|e| {

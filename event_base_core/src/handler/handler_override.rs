@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::error::CoreError;
+use crate::handler::rate::Rate;
 use crate::handler::spec::HandlerSpec;
 
 /// Settings that replace what a handler was declared with, for one bus. Each field left
@@ -30,6 +31,8 @@ pub struct HandlerOverride {
     pub retries: Option<u32>,
     /// Per-delivery timeout.
     pub timeout: Option<Duration>,
+    /// At most this many handler starts per period ([`HandlerSpec::rate`]).
+    pub rate: Option<Rate>,
     /// Where the override comes from (e.g. `eb.toml: handlers.send_email`), named in the
     /// error when it names no handler of the bus.
     pub origin: Option<String>,
@@ -59,6 +62,12 @@ impl HandlerOverride {
         self
     }
 
+    /// Replaces the rate ([`HandlerSpec::rate`]).
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
     /// Says where the override comes from, for the error when it names no handler.
     pub fn origin(mut self, origin: impl Into<String>) -> Self {
         self.origin = Some(origin.into());
@@ -75,6 +84,9 @@ impl HandlerOverride {
         }
         if let Some(t) = self.timeout {
             spec.timeout = Some(t);
+        }
+        if let Some(r) = self.rate {
+            spec.rate = Some(r);
         }
     }
 }
