@@ -411,6 +411,7 @@ macro_rules! __event_base_config {
 /// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
 /// | [`ch13_ordering`](crate::guide::ch13_ordering) | subscriptions: order per key (`with_key`) across workers, retries and restarts, pause and resume, lag |
 /// | [`ch14_operating`](crate::guide::ch14_operating) | running it: a config file, the dashboard, `ebctl`, Prometheus and its alerts, traces, and what to do when an alert fires |
+/// | [`ch15_rate_limits`](crate::guide::ch15_rate_limits) | a handler's rate (`rate = "100/s"`): starts spaced evenly across workers and, on Redis, nodes |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -454,4 +455,6 @@ pub mod guide {
     pub mod ch13_ordering {}
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/operating.md"))]
     pub mod ch14_operating {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/rate-limits.md"))]
+    pub mod ch15_rate_limits {}
 }
