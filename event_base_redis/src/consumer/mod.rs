@@ -959,10 +959,9 @@ impl Inner {
     /// asks, and all but the first find their claims decided (they wait for it on
     /// `confirming`). After a failed one (Redis away), the next is tried no sooner than a
     /// claim's block time later: meanwhile every delivery would pay a timeout for nothing.
+    ///
+    /// Not on a keyed lane: its claims are confirmed by its lease (`keyed::confirm`).
     async fn confirm(&self, receipt: Receipt) -> Result<ClaimStatus, RedisError> {
-        if let Some(lease) = &self.lease {
-            return keyed::confirm(self, lease, receipt).await;
-        }
         let asked = Instant::now();
         let mut failed = self.confirming.lock().await;
         let sent = Instant::now();
@@ -1269,12 +1268,15 @@ impl EConsumer for RedisConsumer {
     }
 
     /// Script `EXTEND` over every claim of the lane that is in doubt, at most one such
-    /// confirmation at a time (see `Inner::confirm`).
+    /// confirmation at a time (see `Inner::confirm`); on the keyed lane, a renewal of its
+    /// lease (see `keyed::confirm`).
     async fn confirm_claim(&self, claimed: &Claimed) -> Result<ClaimStatus, QueueError> {
-        self.lane_of(claimed)
-            .confirm(claimed.receipt)
-            .await
-            .map_err(queue_error)
+        let lane = self.lane_of(claimed);
+        let status = match &lane.lease {
+            Some(lease) => keyed::confirm(lane, lease, claimed.receipt).await,
+            None => lane.confirm(claimed.receipt).await,
+        };
+        status.map_err(queue_error)
     }
 
     async fn claim_stale(
