@@ -21,7 +21,7 @@ use event_base_core::backend::{ClaimStatus, Claimed, Receipt};
 use redis::Value;
 use tokio::time::Instant;
 
-use super::Inner;
+use super::lane_consumer::Inner;
 use crate::error::RedisError;
 use crate::lease::{KeyedLease, LeaseState, Taking};
 use crate::reply::{self, RawEntry};
