@@ -6,7 +6,7 @@ use std::sync::Arc;
 use event_base_core::backend::Claimed;
 use tokio::time::Instant;
 
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::codec;
 use crate::error::RedisError;
 use crate::keys::POISON_MAX_LEN;
@@ -14,7 +14,7 @@ use crate::lane::Lane;
 use crate::reply::RawEntry;
 use crate::scripts;
 
-impl Inner {
+impl LaneConsumer {
     /// Turns read entries into claims (appended to `out`), holding their leases, confirmed
     /// when the command that claimed them was `sent`; entries that do not decode are moved to
     /// the poison stream.

@@ -7,12 +7,12 @@ use std::time::Duration;
 use event_base_core::backend::{ClaimStatus, Receipt};
 use tokio::time::Instant;
 
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::error::RedisError;
 use crate::reply;
 use crate::scripts;
 
-impl Inner {
+impl LaneConsumer {
     /// Renews the leases of everything held; drops what was taken over.
     async fn extend(&self) -> Result<(), RedisError> {
         let sent = Instant::now();
@@ -141,7 +141,7 @@ impl Inner {
     }
 }
 
-async fn extend_loop(inner: Weak<Inner>, every: Duration) {
+async fn extend_loop(inner: Weak<LaneConsumer>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;

@@ -7,7 +7,7 @@ use event_base_core::backend::{QueuedRetry, Receipt};
 use event_base_core::EMessage;
 use tokio::time::Instant;
 
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::codec;
 use crate::error::RedisError;
 use crate::reply;
@@ -16,7 +16,7 @@ use crate::scripts;
 /// Due messages one `PROMOTE` call moves at most.
 const PROMOTE_BATCH: usize = 256;
 
-impl Inner {
+impl LaneConsumer {
     /// Moves the subscription's messages that are due (by the server's clock) to its stream,
     /// if it is time to look; returns when to look next.
     pub(super) async fn promote(&self) -> Result<Instant, RedisError> {

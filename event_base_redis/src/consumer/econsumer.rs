@@ -10,7 +10,7 @@ use event_base_core::{EMessage, QueueError};
 use tokio::time::Instant;
 
 use super::keyed;
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use super::RedisConsumer;
 use crate::error::RedisError;
 use crate::lane::Lane;
@@ -121,7 +121,7 @@ impl EConsumer for RedisConsumer {
     /// once a claim found the closed queue drained.
     fn try_claim(&self, _max: usize, _out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         use std::sync::atomic::Ordering;
-        let drained = |i: &Inner| i.drained.load(Ordering::Acquire);
+        let drained = |i: &LaneConsumer| i.drained.load(Ordering::Acquire);
         if drained(&self.inner) && self.sides().all(|s| drained(&s.inner)) {
             return Err(QueueError::Closed(self.inner.q.topic.0.clone()));
         }
@@ -235,13 +235,13 @@ impl EConsumer for RedisConsumer {
     }
 
     /// A claim whose lease was confirmed less than half a visibility timeout ago, with this
-    /// node beating since, is not in doubt (see `Inner::fresh`): a lookup in memory.
+    /// node beating since, is not in doubt (see `LaneConsumer::fresh`): a lookup in memory.
     fn claim_in_doubt(&self, claimed: &Claimed) -> bool {
         !self.lane_of(claimed).lease_fresh(&claimed.receipt)
     }
 
     /// Script `EXTEND` over every claim of the lane that is in doubt, at most one such
-    /// confirmation at a time (see `Inner::confirm`); on the keyed lane, a renewal of its
+    /// confirmation at a time (see `LaneConsumer::confirm`); on the keyed lane, a renewal of its
     /// lease (see `keyed::confirm`).
     async fn confirm_claim(&self, claimed: &Claimed) -> Result<ClaimStatus, QueueError> {
         let lane = self.lane_of(claimed);

@@ -19,7 +19,7 @@ use crate::lease::KeyedLease;
 use crate::queue::SubQueue;
 
 /// One lane of a consumer: its stream (`q`), its reads, the claims it holds and their leases.
-pub(super) struct Inner {
+pub(super) struct LaneConsumer {
     pub(super) q: Arc<SubQueue>,
     /// [`BROADCAST_TAG`] on a broadcast lane, else 0: or-ed into each receipt's `lo`.
     pub(super) tag: u64,
@@ -58,19 +58,19 @@ pub(super) struct Reader {
     pub(super) conn: Option<(MultiplexedConnection, i64)>,
 }
 
-impl Inner {
+impl LaneConsumer {
     pub(super) fn new(
         q: Arc<SubQueue>,
         name: String,
         lease: Option<Arc<KeyedLease>>,
-    ) -> Arc<Inner> {
+    ) -> Arc<LaneConsumer> {
         let first_sweep = Instant::now() + q.visibility / 2;
         let tag = match q.lane {
             Lane::Broadcast => BROADCAST_TAG,
             Lane::Keyed => KEYED_TAG,
             Lane::Work => 0,
         };
-        Arc::new(Inner {
+        Arc::new(LaneConsumer {
             q,
             tag,
             name,

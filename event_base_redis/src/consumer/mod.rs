@@ -55,7 +55,7 @@
 //! |---|---|
 //! | `mod.rs` | `RedisConsumer`: a work lane and its side lanes, and which lane a receipt is of |
 //! | `econsumer.rs` | the `EConsumer` contract over the lanes |
-//! | `lane_consumer.rs` | one lane's state, receipts and consumer group (`Inner`) |
+//! | `lane_consumer.rs` | one lane's state, receipts and consumer group (`LaneConsumer`) |
 //! | `lane_tag.rs` | the tags that mark a receipt's lane |
 //! | `read.rs` | reads of new entries, and the drain |
 //! | `accept.rs` | read entries into claims (poison aside) |
@@ -74,7 +74,7 @@ use tokio::sync::Notify;
 use crate::lane::Lane;
 use crate::lease::KeyedLease;
 use crate::queue::SubQueue;
-use lane_consumer::Inner;
+use lane_consumer::LaneConsumer;
 use lane_tag::{BROADCAST_TAG, KEYED_TAG, TAGS};
 use side_lane::{Reading, SideLane};
 
@@ -92,7 +92,7 @@ mod takeover;
 
 /// The claiming side of one subscription's stream (see the module docs).
 pub(crate) struct RedisConsumer {
-    inner: Arc<Inner>,
+    inner: Arc<LaneConsumer>,
     /// A work lane's subscription's broadcast lane, read alongside it.
     bcast: Option<SideLane>,
     /// A work lane's subscription's keyed lane, read alongside it while this consumer
@@ -104,14 +104,14 @@ impl RedisConsumer {
     pub(crate) fn new(q: Arc<SubQueue>, name: String) -> Self {
         q.consumes.store(true, std::sync::atomic::Ordering::Release);
         let ended = Arc::new(Notify::new());
-        let side = |inner: Arc<Inner>| SideLane {
+        let side = |inner: Arc<LaneConsumer>| SideLane {
             inner,
             read: tokio::sync::Mutex::new(Reading::default()),
             ended: ended.clone(),
         };
         let bcast = q
             .companion(Lane::Broadcast)
-            .map(|b| side(Inner::new(b, name.clone(), None)));
+            .map(|b| side(LaneConsumer::new(b, name.clone(), None)));
         let keyed = q.keyed_lane().map(|k| {
             let lease = Arc::new(KeyedLease::new(
                 k.link.clone(),
@@ -121,17 +121,17 @@ impl RedisConsumer {
                 crate::node::SILENT_BEATS,
             ));
             k.node.keep_lease(&lease);
-            side(Inner::new(k, name.clone(), Some(lease)))
+            side(LaneConsumer::new(k, name.clone(), Some(lease)))
         });
         RedisConsumer {
-            inner: Inner::new(q, name, None),
+            inner: LaneConsumer::new(q, name, None),
             bcast,
             keyed,
         }
     }
 
     /// The lane a claim came from.
-    fn lane_of(&self, c: &Claimed) -> &Arc<Inner> {
+    fn lane_of(&self, c: &Claimed) -> &Arc<LaneConsumer> {
         let tag = c.receipt.lo & TAGS;
         match (&self.bcast, &self.keyed) {
             (Some(b), _) if tag == BROADCAST_TAG => &b.inner,

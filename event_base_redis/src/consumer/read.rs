@@ -10,12 +10,12 @@ use redis::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::lane_consumer::{Inner, Reader};
+use super::lane_consumer::{LaneConsumer, Reader};
 use crate::codec;
 use crate::error::RedisError;
 use crate::reply::{self, RawEntry};
 
-impl Inner {
+impl LaneConsumer {
     async fn reader_conn(
         &self,
         reader: &mut Reader,

@@ -3,7 +3,7 @@
 use event_base_core::backend::{Claimed, Receipt};
 use redis::Value;
 
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::error::RedisError;
 use crate::reply;
 use crate::scripts;
@@ -11,7 +11,7 @@ use crate::scripts;
 /// Ids per script call when settling or extending many entries.
 pub(super) const CHUNK: usize = 256;
 
-impl Inner {
+impl LaneConsumer {
     /// Runs `script` over `receipts` in chunks; returns each chunk's reply.
     pub(super) async fn settle(
         &self,

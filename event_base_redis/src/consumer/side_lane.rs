@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::keyed;
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::error::RedisError;
 
 /// A read of a broadcast stream in flight: the claims it made (held, leases renewed).
@@ -27,7 +27,7 @@ pub(super) struct Reading {
 
 /// The broadcast or keyed lane of a subscription, and its read in flight.
 pub(super) struct SideLane {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<LaneConsumer>,
     pub(super) read: tokio::sync::Mutex<Reading>,
     /// Woken (`notify_one`) when that read ends, to wake the work read (shared by the
     /// side lanes of a consumer).

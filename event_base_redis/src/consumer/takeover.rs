@@ -8,7 +8,7 @@ use event_base_core::backend::Claimed;
 use event_base_core::{DeadLetterMessage, DeadReason};
 use tokio::time::Instant;
 
-use super::lane_consumer::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::codec;
 use crate::error::RedisError;
 use crate::keys::DLQ_MAX_LEN;
@@ -16,7 +16,7 @@ use crate::lane::Lane;
 use crate::reply::{self, RawEntry};
 use crate::scripts;
 
-impl Inner {
+impl LaneConsumer {
     pub(super) async fn claim_stale(
         self: &Arc<Self>,
         min_idle: Duration,
