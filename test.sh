@@ -7,6 +7,9 @@
 #
 #   program        Debian/Ubuntu package   used by
 #   redis-server   redis-server            event_base_redis and the Redis tests of event_base_test
+#   pg_ctlcluster  postgresql              the PostgreSQL tests of event_base_test (they run initdb and
+#                                          postgres from /usr/lib/postgresql/<version>/bin, which are
+#                                          not on PATH; pg_ctlcluster, of the same install, is)
 #   promtool       prometheus              event_base_grpc's metrics_endpoint test (checks /metrics)
 #   chromium       chromium                event_base_grpc's dashboard_browser test (a headless browser)
 #   chromedriver   chromium-driver         event_base_grpc's dashboard_browser test (drives it, WebDriver)
@@ -21,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # program:package, one per program the tests start.
-servers=("redis-server:redis-server" "promtool:prometheus" "chromium:chromium" "chromedriver:chromium-driver")
+servers=("redis-server:redis-server" "pg_ctlcluster:postgresql" "promtool:prometheus" "chromium:chromium" "chromedriver:chromium-driver")
 
 missing_packages=()
 for entry in "${servers[@]}"; do

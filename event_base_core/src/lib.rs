@@ -12,7 +12,7 @@
 //! [`backend`], public so that what only backend authors need (the WAL and queue contracts) is
 //! not mixed into the names applications use. Each folder's `mod.rs` says
 //! what it holds and what it may import; no file imports a file that imports it back
-//! (`event_base_test/tests/core_module_graph.rs` checks it).
+//! (`event_base_test/tests/module_graph.rs` checks it).
 //!
 //! | folder | concern | main types |
 //! |---|---|---|

@@ -28,7 +28,7 @@
 //! | `factory.rs` | `RedisQueueFactory`: settings, server checks, a queue per subscription |
 //! | `queue.rs` | one subscription's stream as this process sees it (keys, count, closing) |
 //! | `producer.rs` | `XADD` of messages |
-//! | `consumer/` | claims, leases, takeover of stale entries, acks and nacks; `keyed.rs`: the keyed lane's reads |
+//! | `consumer/` | `RedisConsumer`, a file a role: reads, claims and their leases, takeover of stale entries, acks and nacks, retries and delays; `keyed.rs`: the keyed lane's reads |
 //! | `lease.rs` | the keyed lease: which consumer reads a subscription's keyed messages (order per key across processes) |
 //! | `scripts.rs` | the Lua scripts, one per state change, with owner checks |
 //! | `routes.rs` | the registry of handlers cached in the process, for sends to handlers other nodes run |

@@ -23,9 +23,9 @@
 //! So `begin`, `complete`, `retry` and `cancel` do nothing (the queue's scripts make the
 //! transitions), `pending` is empty (recovery is `XAUTOCLAIM`, by any consumer), and the
 //! dead-letter methods read and change the dead-letter streams of every topic. `append`
-//! does nothing either, except for a message this process listed as a dead letter: sent
-//! again (a replay lists the dead letters first), its dead letter is deleted, as the
-//! contract has it ("appending the same id replaces the dead letter").
+//! does nothing either, except for a message this process listed or made as a dead
+//! letter: sent again (a replay lists the dead letters first), its dead letter is deleted,
+//! as the contract has it ("appending the same id replaces the dead letter").
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,11 +66,14 @@ pub struct RedisWal {
 
 #[derive(Default)]
 struct Counters {
-    /// Dead letters made by this process: by `fail`, and by the queues' consumers past
-    /// `max_deliveries` (shared with the factory's settings).
+    /// Dead letters held, as far as this process knows (`WalStats::dead`): as many as the
+    /// last listing (`dead_letters`) found, plus those made here since (by `fail`, and by the
+    /// queues' consumers past `max_deliveries`: shared with the factory's settings), minus
+    /// those taken, replayed or purged here since. Another process's changes show at the next
+    /// listing.
     dead: Arc<AtomicU64>,
-    /// Ids of the dead letters this process listed last (a replay lists them first, then
-    /// sends one again).
+    /// Ids of the dead letters this process listed last or made since (a replay lists them
+    /// first, then sends one again), at most [`DLQ_MAX_LEN`].
     dead_ids: Mutex<HashSet<String>>,
     /// `dead_ids.len()`, read without the lock on every append.
     known: AtomicU64,
@@ -83,8 +86,32 @@ impl Counters {
 
     fn know(&self, id: &str) {
         let mut ids = self.ids();
-        ids.insert(id.to_owned());
+        if ids.len() < DLQ_MAX_LEN {
+            ids.insert(id.to_owned());
+        }
         self.known.store(ids.len() as u64, Ordering::Release);
+    }
+
+    /// Knows exactly the dead letters of a listing, `ids`.
+    fn listed<'a>(&self, ids: impl Iterator<Item = &'a str>) {
+        let mut known = self.ids();
+        known.clear();
+        let mut held = 0;
+        for id in ids {
+            held += 1;
+            if known.len() < DLQ_MAX_LEN {
+                known.insert(id.to_owned());
+            }
+        }
+        self.dead.store(held, Ordering::Relaxed);
+        self.known.store(known.len() as u64, Ordering::Release);
+    }
+
+    /// One dead letter fewer (taken or replaced).
+    fn one_less(&self) {
+        let _ = self
+            .dead
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Forgets `id`; whether it was known.
@@ -161,6 +188,7 @@ impl Wal for RedisWal {
             let key = self.keys.dlq(message.topic.as_str());
             let cmd = scripts::evalsha(&scripts::UNDEAD, &[&key], message.id.as_str());
             self.link.push("UNDEAD", cmd, None)?;
+            self.stats.one_less();
         }
         Ok(WalCommit::durable())
     }
@@ -214,6 +242,8 @@ impl Wal for RedisWal {
         self.link.push("SADD", sadd, None)?;
         self.link.push("XADD", xadd, None)?;
         self.stats.dead.fetch_add(1, Ordering::Relaxed);
+        // Sent again by this process, it replaces its dead letter (`append`).
+        self.stats.know(&message.id);
         Ok(())
     }
 
@@ -232,9 +262,7 @@ impl Wal for RedisWal {
         for topic in self.topics().await? {
             all.extend(self.dead_of(&topic).await?.into_iter().map(|(_, d)| d));
         }
-        for d in &all {
-            self.stats.know(&d.message.id);
-        }
+        self.stats.listed(all.iter().map(|d| d.message.id.as_str()));
         all.sort_by_key(|d| d.died_at);
         Ok(all)
     }
@@ -253,6 +281,7 @@ impl Wal for RedisWal {
                 let v = self.link.run("XDEL", cmd).await?;
                 if reply::int("XDEL", &v)? == 1 {
                     self.stats.forget(id);
+                    self.stats.one_less();
                     return Ok(Some(dead));
                 }
             }
@@ -273,8 +302,7 @@ impl Wal for RedisWal {
             self.link.run("DEL", del).await?;
             purged += usize::try_from(n).unwrap_or(0);
         }
-        self.stats.ids().clear();
-        self.stats.known.store(0, Ordering::Release);
+        self.stats.listed(std::iter::empty());
         Ok(purged)
     }
 

@@ -8,7 +8,8 @@
 //! [`child_kill`] is the killing half of the crash tests, [`file_restart`] the restart half;
 //! [`child_node::ChildNode`] is a bus in a child process a test can freeze and kill.
 //! [`redis_server::RedisServer`] starts a real `redis-server` for a test, and
-//! [`redis_cluster`] makes nodes and buses on it.
+//! [`redis_cluster`] makes nodes and buses on it. [`postgres_server::PostgresServer`] starts a
+//! real PostgreSQL cluster for a test.
 
 #![deny(unsafe_code)]
 
@@ -17,6 +18,7 @@ pub mod child_node;
 pub mod conformance;
 pub mod file_restart;
 pub mod otel_memory;
+pub mod postgres_server;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod shutdown_scenario;

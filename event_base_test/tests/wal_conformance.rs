@@ -2,7 +2,9 @@
 //! in-memory one, and the persistent one under each sync policy (durability timing differs,
 //! the state machine must not).
 //!
-//! A new backend is one line in the list at the bottom.
+//! A new backend is one line in the list at the bottom. (`RedisWal`, a view of the queues'
+//! entries rather than a store of records, runs the cases such a WAL promises:
+//! `redis_wal_conformance.rs`.)
 
 use std::sync::Arc;
 use std::time::Duration;

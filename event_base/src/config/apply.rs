@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Config, QueueKind, WalKind};
-use crate::backend::{QueueFactory, Wal};
 use crate::config::sections::NodeKind;
-use crate::{CoreError, EventBusBuilder, HandlerOverride, NodeType};
+use event_base_core::backend::{QueueFactory, Wal};
+use event_base_core::{CoreError, EventBusBuilder, HandlerOverride, NodeType};
 
 /// `wal.batch_max_records` when left out.
 #[cfg_attr(not(feature = "persistent"), allow(dead_code))]
@@ -21,7 +21,7 @@ impl Config {
     /// connecting to Redis), the `[bus]` settings the config sets, and an override per
     /// `[handlers.<name>]` (a name no handler of the bus has fails `build()`, naming it).
     ///
-    /// Errors: a backend the config names whose feature is off ([`ConfigError::Invalid`](crate::ConfigError::Invalid)
+    /// Errors: a backend the config names whose feature is off ([`ConfigError::Invalid`](event_base_core::ConfigError::Invalid)
     /// naming the feature), a WAL that does not open, a Redis server that does not answer.
     pub async fn apply(&self, builder: EventBusBuilder) -> Result<EventBusBuilder, CoreError> {
         let (wal, queue) = self.backends().await?;
@@ -74,13 +74,13 @@ impl Config {
         }
         let wal: Arc<dyn Wal> = match self.wal.kind {
             WalKind::Persistent => self.persistent()?,
-            _ => Arc::new(crate::MemoryWal::new()),
+            _ => Arc::new(event_base_wal::MemoryWal::new()),
         };
         let queue: Arc<dyn QueueFactory> = match (self.queue.kind, self.queue.bound) {
-            (QueueKind::Mpmc, Some(n)) => Arc::new(crate::MpmcQueueFactory::bounded(n)),
-            (QueueKind::Mpmc, None) => Arc::new(crate::MpmcQueueFactory::default()),
-            (_, Some(n)) => Arc::new(crate::FlumeQueueFactory::bounded(n)),
-            (_, None) => Arc::new(crate::FlumeQueueFactory::default()),
+            (QueueKind::Mpmc, Some(n)) => Arc::new(event_base_queue::MpmcQueueFactory::bounded(n)),
+            (QueueKind::Mpmc, None) => Arc::new(event_base_queue::MpmcQueueFactory::default()),
+            (_, Some(n)) => Arc::new(event_base_queue::FlumeQueueFactory::bounded(n)),
+            (_, None) => Arc::new(event_base_queue::FlumeQueueFactory::default()),
         };
         Ok((wal, queue))
     }
@@ -99,7 +99,7 @@ impl Config {
     #[cfg(feature = "persistent")]
     fn persistent(&self) -> Result<Arc<dyn Wal>, CoreError> {
         use crate::config::sections::SyncPolicyName;
-        use crate::{PersistentWal, SyncPolicy};
+        use event_base_wal::{PersistentWal, SyncPolicy};
         let w = &self.wal;
         let dir = w.dir.as_ref().ok_or_else(|| {
             self.origins.invalid(
@@ -136,7 +136,7 @@ impl Config {
                 "missing: the Redis backends need the server's URL",
             )
         })?;
-        let mut queue = crate::RedisQueueFactory::connect(url).await?;
+        let mut queue = event_base_redis::RedisQueueFactory::connect(url).await?;
         if let Some(prefix) = &r.prefix {
             queue = queue.prefix(prefix.clone());
         }

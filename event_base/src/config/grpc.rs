@@ -1,8 +1,8 @@
 //! [`Config::grpc_server`]: the admin server's builder from `[admin]` (feature `gRPC`).
 
 use super::Config;
-use crate::grpc::{GrpcServerBuilder, Tokens};
-use crate::{ConfigError, EventBus};
+use event_base_core::{ConfigError, EventBus};
+use event_base_grpc::{GrpcServerBuilder, Tokens};
 
 impl Config {
     /// A gRPC server builder for `bus` with `[admin]`'s tokens, TLS files, limits and
@@ -31,7 +31,7 @@ impl Config {
         if let Some(t) = &a.admin_token {
             tokens = tokens.admin(t.clone());
         }
-        let mut b = crate::grpc::GrpcServer::builder(bus).tokens(tokens);
+        let mut b = event_base_grpc::GrpcServer::builder(bus).tokens(tokens);
         if a.allow_unauthenticated {
             b = b.allow_unauthenticated();
         }

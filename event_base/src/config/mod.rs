@@ -50,7 +50,7 @@ pub use sections::{
     SyncPolicyName, WalKind, WalSection,
 };
 
-use crate::{CoreError, EventBusBuilder};
+use event_base_core::{CoreError, EventBusBuilder};
 
 /// A config file's settings, with the `EB_…` variables over them. Every section is optional
 /// and defaults as the guide's `config` page says.

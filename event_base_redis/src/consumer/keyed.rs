@@ -12,7 +12,7 @@
 //!    stream's last id (which claims nothing, so it needs no fence), and reads again.
 //!
 //! The lease's state is locked from the check of the lease to the entries' being held
-//! here (`Inner::accept`), so a claim is never older than a loss of the lease it was made
+//! here (`LaneConsumer::accept`), so a claim is never older than a loss of the lease it was made
 //! under without the lease knowing (`KeyedLease::lost_since`).
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use event_base_core::backend::{ClaimStatus, Claimed, Receipt};
 use redis::Value;
 use tokio::time::Instant;
 
-use super::Inner;
+use super::lane_consumer::LaneConsumer;
 use crate::error::RedisError;
 use crate::lease::{KeyedLease, LeaseState, Taking};
 use crate::reply::{self, RawEntry};
@@ -43,7 +43,7 @@ enum Fenced {
 /// One read of the keyed lane (see the module docs): the claims it made, or none once the
 /// subscription closed.
 pub(super) async fn read(
-    inner: &Arc<Inner>,
+    inner: &Arc<LaneConsumer>,
     lease: &KeyedLease,
     max: usize,
 ) -> Result<Vec<Claimed>, RedisError> {
@@ -103,7 +103,11 @@ pub(super) async fn read(
 }
 
 /// `READ_KEYED`: up to `max` new entries, if the lease is held as `st` says.
-async fn fenced_read(inner: &Inner, st: &LeaseState, max: usize) -> Result<Fenced, RedisError> {
+async fn fenced_read(
+    inner: &LaneConsumer,
+    st: &LeaseState,
+    max: usize,
+) -> Result<Fenced, RedisError> {
     let Some(value) = &st.value else {
         return Ok(Fenced::Lost);
     };
@@ -140,7 +144,7 @@ async fn fenced_read(inner: &Inner, st: &LeaseState, max: usize) -> Result<Fence
 /// pending list is through (then `st.rescan` is cleared) or `out` has `max`. Returns
 /// `false` if the lease was found lost.
 async fn take_over(
-    inner: &Arc<Inner>,
+    inner: &Arc<LaneConsumer>,
     lease: &KeyedLease,
     st: &mut LeaseState,
     max: usize,
@@ -247,7 +251,7 @@ fn pending_page(v: &Value) -> Result<Vec<(String, String)>, RedisError> {
 /// the lease (taken if free, unless given up), its takeover pass, then what the stream held
 /// when the drain began. Returns the claims added to `out`, and whether the lane is drained.
 pub(super) async fn drain_step(
-    inner: &Arc<Inner>,
+    inner: &Arc<LaneConsumer>,
     lease: &KeyedLease,
     max: usize,
     out: &mut Vec<Claimed>,
@@ -305,7 +309,7 @@ pub(super) async fn drain_step(
 /// since it was made; else the lease is renewed (one round trip for every claim in doubt:
 /// they share the lease), and the claim is this consumer's if that found it held.
 pub(super) async fn confirm(
-    inner: &Inner,
+    inner: &LaneConsumer,
     lease: &KeyedLease,
     receipt: Receipt,
 ) -> Result<ClaimStatus, RedisError> {
@@ -341,7 +345,7 @@ pub(super) async fn confirm(
 /// Keyed claims given back (`nack`: dropped before their handler's copy ended): left
 /// pending, not held here any more, and claimed again, in id order, by the lease holder's
 /// next pass (this consumer's, if it still holds the lease).
-pub(super) async fn give_back(inner: &Inner, claimed: &[Claimed]) {
+pub(super) async fn give_back(inner: &LaneConsumer, claimed: &[Claimed]) {
     {
         let mut held = inner.held();
         for c in claimed {
@@ -358,7 +362,7 @@ pub(super) async fn give_back(inner: &Inner, claimed: &[Claimed]) {
     inner.release_if_idle().await;
 }
 
-impl Inner {
+impl LaneConsumer {
     /// Gives up the keyed lease once the subscription closed and no keyed claim is held
     /// here: the next holder takes over at once. Nothing on other lanes.
     pub(super) async fn release_if_idle(&self) {
@@ -370,7 +374,7 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
+impl Drop for LaneConsumer {
     fn drop(&mut self) {
         if let Some(lease) = &self.lease {
             lease.release_detached();

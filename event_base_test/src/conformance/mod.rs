@@ -1,6 +1,9 @@
 //! Conformance suites: the same cases run over every backend of a contract.
 //!
-//! - [`wal`]: the [`Wal`](event_base::backend::Wal) contract, over a [`wal::WalBackend`].
+//! - [`wal`]: the [`Wal`](event_base::backend::Wal) contract, over a [`wal::WalBackend`]
+//!   (all of it for a WAL that keeps records of its own; the dead letters for a view of the
+//!   queues' entries such as `RedisWal`, [`wal_view_conformance!`](crate::wal_view_conformance),
+//!   `tests/redis_wal_conformance.rs`).
 //! - [`queue`]: the [`QueueFactory`](event_base::backend::QueueFactory) contract, over a function
 //!   that makes a factory with a given bound.
 //! - [`bus`]: the bus's behaviour (delivery modes, retries, dead letters, delayed delivery,

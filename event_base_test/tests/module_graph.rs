@@ -1,11 +1,16 @@
-//! The layout of `event_base_core` as a contract: its files import each other without cycles,
-//! the contracts (`message/`, `handler/`, `backend/`) import nothing of the running bus, and
-//! every folder says in its `mod.rs` what it holds.
+//! The layout of the workspace as a contract: in every crate (each member's library and each
+//! of its binaries, `ebctl` among them) no file imports a file that imports it back; and in
+//! `event_base_core`, the contracts (`message/`, `handler/`, `backend/`) import nothing of the
+//! running bus, the folders keep their floors, and every folder says in its `mod.rs` what it
+//! holds.
 //!
 //! An import is any `crate::a::b::…` path outside a comment; it resolves to the longest prefix
-//! that is a module file (`a/b.rs`, or `a/b/mod.rs`). Paths through the crate root's re-exports
+//! that is a module file (`a/b.rs`, or `a/b/mod.rs`) of the same crate root (a binary's
+//! `crate::` is its own `main.rs`). Paths through the crate root's re-exports
 //! (`crate::EMessage`) resolve to `lib.rs`, which imports every folder, so they count as a
-//! cycle too: inside the crate, import from the file that defines the item.
+//! cycle too: inside the crate, import from the file that defines the item. (`super::` and
+//! relative paths are not read: a child's `super::` and its parent's `mod` are the one
+//! hierarchy, not an import circle.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,13 +22,19 @@ fn core_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../event_base_core/src")
 }
 
-/// Every `.rs` file below `dir`, by module path.
+/// Every `.rs` file below `root`, by module path: `lib.rs` (a library's root) or `main.rs` (a
+/// binary's, in `src/bin/<name>/`) is the crate root, `[]`. A library's tree leaves out
+/// `src/bin/` and `src/main.rs`, which are crate roots of their own.
 fn modules(root: &Path) -> BTreeMap<Module, PathBuf> {
     let mut found = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
+    let library = root.join("lib.rs").is_file();
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
+            if library && (path == root.join("bin") || path == root.join("main.rs")) {
+                continue;
+            }
             if path.is_dir() {
                 stack.push(path);
                 continue;
@@ -36,13 +47,79 @@ fn modules(root: &Path) -> BTreeMap<Module, PathBuf> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            if module.last().is_some_and(|l| l == "mod") || module == ["lib"] {
+            if module.last().is_some_and(|l| l == "mod") || module == ["lib"] || module == ["main"]
+            {
                 module.pop();
             }
             found.insert(module, path);
         }
     }
     found
+}
+
+/// One crate root's files: a member's library, or one of its binaries.
+struct CrateTree {
+    /// `event_base_redis`, or `event_base_grpc (bin ebctl)`.
+    name: String,
+    files: BTreeMap<Module, PathBuf>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The workspace's members, as the root `Cargo.toml` lists them.
+fn members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+    let list = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("the root Cargo.toml lists its members (`members = [ ... ]`)");
+    list.split(',')
+        .map(|m| m.trim().trim_matches('"').to_owned())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// Every crate root of every member: its library (`src/lib.rs`), `src/main.rs`, and each
+/// binary of `src/bin/` (`<name>.rs` alone, or `<name>/main.rs` with the files beside it).
+fn crate_trees() -> Vec<CrateTree> {
+    let mut trees = Vec::new();
+    for member in members() {
+        let src = workspace_root().join(&member).join("src");
+        if src.join("lib.rs").is_file() {
+            trees.push(CrateTree {
+                name: member.clone(),
+                files: modules(&src),
+            });
+        }
+        if src.join("main.rs").is_file() {
+            trees.push(CrateTree {
+                name: format!("{member} (bin)"),
+                files: BTreeMap::from([(Module::new(), src.join("main.rs"))]),
+            });
+        }
+        let Ok(bins) = std::fs::read_dir(src.join("bin")) else {
+            continue;
+        };
+        for entry in bins {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let files = if path.is_dir() {
+                modules(&path)
+            } else if path.extension().and_then(|e| e.to_str()) == Some("rs") {
+                BTreeMap::from([(Module::new(), path)])
+            } else {
+                continue;
+            };
+            trees.push(CrateTree {
+                name: format!("{member} (bin {name})"),
+                files,
+            });
+        }
+    }
+    trees
 }
 
 /// The `crate::…` paths of one file's code (comments left out), as segments.
@@ -79,7 +156,31 @@ fn crate_paths(source: &str) -> Vec<Vec<String>> {
     paths
 }
 
-/// Which modules each module imports.
+/// Which modules each module of `files` imports, each with the first path that does it
+/// (`crate::a::b::c`).
+fn imports_of(files: &BTreeMap<Module, PathBuf>) -> BTreeMap<Module, BTreeMap<Module, String>> {
+    let mut graph = BTreeMap::new();
+    for (module, path) in files {
+        let source = std::fs::read_to_string(path).unwrap();
+        let mut imports = BTreeMap::new();
+        for segments in crate_paths(&source) {
+            let target = (0..=segments.len())
+                .rev()
+                .map(|n| segments[..n].to_vec())
+                .find(|prefix| files.contains_key(prefix))
+                .unwrap_or_default();
+            if &target != module {
+                imports
+                    .entry(target)
+                    .or_insert_with(|| format!("crate::{}", segments.join("::")));
+            }
+        }
+        graph.insert(module.clone(), imports);
+    }
+    graph
+}
+
+/// Which modules each module of the core imports.
 fn import_graph() -> (
     BTreeMap<Module, BTreeSet<Module>>,
     BTreeMap<Module, PathBuf>,
@@ -91,22 +192,10 @@ fn import_graph() -> (
         core_src().display(),
         files.len()
     );
-    let mut graph = BTreeMap::new();
-    for (module, path) in &files {
-        let source = std::fs::read_to_string(path).unwrap();
-        let mut imports = BTreeSet::new();
-        for segments in crate_paths(&source) {
-            let target = (0..=segments.len())
-                .rev()
-                .map(|n| segments[..n].to_vec())
-                .find(|prefix| files.contains_key(prefix))
-                .unwrap_or_default();
-            if &target != module {
-                imports.insert(target);
-            }
-        }
-        graph.insert(module.clone(), imports);
-    }
+    let graph = imports_of(&files)
+        .into_iter()
+        .map(|(module, imports)| (module, imports.into_keys().collect()))
+        .collect();
     (graph, files)
 }
 
@@ -158,13 +247,80 @@ fn find_cycle(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>>
         .find_map(|node| visit(node, graph, &mut marks, &mut Vec::new()))
 }
 
+/// A cycle of `tree`, if it has one, told file by file with the path that makes each
+/// import: `a.rs -> b.rs (crate::b::X) -> a.rs (crate::a::Y)`.
+fn cycle_in(tree: &CrateTree) -> Option<String> {
+    let imports = imports_of(&tree.files);
+    let graph: BTreeMap<Module, BTreeSet<Module>> = imports
+        .iter()
+        .map(|(module, to)| (module.clone(), to.keys().cloned().collect()))
+        .collect();
+    let cycle = find_cycle(&graph)?;
+    let file = |m: &Module| {
+        let path = &tree.files[m];
+        let path = path.strip_prefix(workspace_root()).unwrap_or(path);
+        path.display().to_string()
+    };
+    let mut told = file(&cycle[0]);
+    for pair in cycle.windows(2) {
+        told += &format!(" -> {} ({})", file(&pair[1]), imports[&pair[0]][&pair[1]]);
+    }
+    Some(format!("{}: {told}", tree.name))
+}
+
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    let (graph, _) = import_graph();
-    if let Some(cycle) = find_cycle(&graph) {
-        let names: Vec<String> = cycle.iter().map(name).collect();
-        panic!("import cycle in event_base_core: {}", names.join(" -> "));
+    let trees = crate_trees();
+    let names: Vec<&str> = trees.iter().map(|t| t.name.as_str()).collect();
+    for expected in [
+        "event_base_core",
+        "event_base_redis",
+        "event_base_macro_attr",
+        "event_base_grpc (bin ebctl)",
+        "event_base_test",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} is not among the crates read: {names:?}"
+        );
     }
+    let cycles: Vec<String> = trees.iter().filter_map(cycle_in).collect();
+    assert!(
+        cycles.is_empty(),
+        "import cycles (a file imports a file that imports it back; move what both need \
+         into a file that imports neither):\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn a_cycle_is_told_file_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::create_dir(src.join("b")).unwrap();
+    std::fs::write(src.join("b/mod.rs"), "pub struct B(crate::a::A);\n").unwrap();
+    std::fs::create_dir(src.join("bin")).unwrap();
+    std::fs::write(src.join("bin/tool.rs"), "use crate::a::A;\n").unwrap();
+    let files = modules(src);
+    assert_eq!(
+        files.len(),
+        3,
+        "lib.rs, a.rs and b/mod.rs; not the binary: {files:?}"
+    );
+    let told = cycle_in(&CrateTree {
+        name: "demo".into(),
+        files,
+    })
+    .expect("a -> b -> a");
+    let told = told.replace(&src.display().to_string(), "");
+    assert!(
+        told.starts_with("demo: ")
+            && told.contains("(crate::b::B)")
+            && told.contains("(crate::a::A)"),
+        "{told}"
+    );
 }
 
 #[test]
