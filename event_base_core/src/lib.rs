@@ -96,8 +96,8 @@ pub mod constant;
 
 pub use bus::builder::EventBusBuilder;
 pub use bus::event_bus::EventBus;
-pub use delivery::consumer_router::ConsumerRouter;
-pub use delivery::topic_router::{SendOptions, TopicRouter};
+pub use delivery::send::topic_router::{SendOptions, TopicRouter};
+pub use delivery::subscription::consumer_router::ConsumerRouter;
 pub use error::{BoxError, ConfigError, CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
 pub use handler::batch::{batch_fn, BatchAck, BatchSpec, EBatchHandler, FnBatchHandler};

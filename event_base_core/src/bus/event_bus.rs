@@ -10,7 +10,7 @@ use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
-use crate::delivery::topic_router::{routed, SendOptions, TopicRouter};
+use crate::delivery::send::topic_router::{routed, SendOptions, TopicRouter};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::{EMessage, TryIntoMessage};

@@ -4,8 +4,8 @@
 //! running bus is a bus.
 //!
 //! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
-//! `delivery/accept.rs` (announcements take the send path without its `accepting` check),
-//! `delivery/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
+//! `delivery/send/accept.rs` (announcements take the send path without its `accepting` check),
+//! `delivery/remote/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
 //! run, through the bus's remote table).
 //!
 //! | file | holds |

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::constant::ENDED_WORKERS_KEPT;
-use crate::delivery::job::Job;
+use crate::delivery::subscription::job::Job;
 use crate::message::topic::MessageTopic;
 
 /// What a worker is doing.

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::delivery::id_key::{IdKeys, KeyHasher};
+use crate::delivery::dedup::id_key::{IdKeys, KeyHasher};
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 

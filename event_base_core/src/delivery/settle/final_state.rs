@@ -15,9 +15,9 @@ use std::time::SystemTime;
 
 use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
-use crate::delivery::fan_out::{CopyEnded, Failure};
-use crate::delivery::job::{ack_claim, Job};
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::settle::fan_out::{CopyEnded, Failure};
+use crate::delivery::subscription::job::{ack_claim, Job};
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::message::ack::DeadReason;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;

@@ -15,12 +15,12 @@ use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
-use crate::delivery::elsewhere::{
+use crate::delivery::remote::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
-use crate::delivery::key_order::ordering_key;
-use crate::delivery::scheduler::{Scheduled, SchedulerHandle};
-use crate::delivery::topic_table::{Route, TopicEntry};
+use crate::delivery::send::scheduler::{Scheduled, SchedulerHandle};
+use crate::delivery::subscription::key_order::ordering_key;
+use crate::delivery::subscription::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
@@ -307,7 +307,7 @@ impl BusShared {
     }
 
     /// Appends `message` to the WAL, unless its id is a duplicate: held by the WAL, or
-    /// completed within the dedup window (`delivery/dedup.rs` says why this order has no race).
+    /// completed within the dedup window (`delivery/dedup/dedup_window.rs` says why this order has no race).
     #[inline]
     fn append_new(&self, message: &Arc<EMessage>) -> Result<Appended, CoreError> {
         if !self.dedup.enabled() {
@@ -452,7 +452,7 @@ impl BusShared {
         if targets.len() > 1 {
             // Only copies on this process's own queues are waited for: a copy on a shared
             // queue is the backend's once queued, as a copy for a handler elsewhere is, since
-            // another node may settle it (`delivery/fan_out.rs` says why nothing is lost).
+            // another node may settle it (`delivery/settle/fan_out.rs` says why nothing is lost).
             let here = targets.iter().filter(|t| !t.claim_counted).count();
             if here > 1 {
                 self.fan_outs.open(&message.id, here as u32);
@@ -914,7 +914,7 @@ pub(crate) fn prepare_into(
             });
         }
     }
-    crate::delivery::stamp::stamp(&mut message)?;
+    crate::delivery::send::stamp::stamp(&mut message)?;
     Ok(wrap(message))
 }
 
