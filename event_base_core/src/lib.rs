@@ -138,10 +138,8 @@ pub use observe::trace_layer::TraceRecord;
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
-pub use system_topics::discovery::{
-    DiscoveryEvent, TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery,
-};
-pub use worker::registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
+pub use system_topics::discovery::{TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery};
+pub use worker::registry::{DiscoveryEvent, WorkerInfo, WorkerRegistry, WorkerStatus};
 pub use worker::Worker;
 
 // For `impl EHandler` blocks (it is in the prelude); hidden here, where it would list as one

@@ -288,8 +288,6 @@ const KNOWN_BACK_UP: &[(&str, &str)] = &[
     ("error", "shutdown"),
     // The audit publisher and the metrics store read the workers' registry.
     ("observe", "worker"),
-    // Workers announce themselves on `_system.worker_discovery`.
-    ("worker", "system_topics"),
 ];
 
 /// Folder-level imports (first path segment to first path segment) from a floor to a higher

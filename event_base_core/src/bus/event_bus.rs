@@ -474,10 +474,7 @@ impl EventBus {
         for _ in 0..n {
             let state = self.tasks.spawn_worker(&runtime)?;
             self.shared
-                .announce_worker(
-                    crate::system_topics::discovery::DiscoveryEvent::Joined,
-                    &state,
-                )
+                .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &state)
                 .await;
             names.push(state.name.clone());
         }

@@ -18,7 +18,8 @@ use crate::delivery::send::accept::prepare;
 use crate::delivery::subscription::topic_table::Route;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
-use crate::system_topics::discovery::{DiscoveryEvent, TopicInfo, TopicSync, WorkerDiscovery};
+use crate::system_topics::discovery::{TopicInfo, TopicSync, WorkerDiscovery};
+use crate::worker::registry::DiscoveryEvent;
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// The longest a build waits for the shared backend's registry to say who subscribes to

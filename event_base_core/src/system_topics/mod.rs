@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes, here or (shared backend) in another process |
 //! | `evicted.rs` | lists this process's workers with a shared backend; announces the workers of a process the backend evicted as `Dead` |
-//! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo`, `DiscoveryEvent` |
+//! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo` (`DiscoveryEvent`, what happened to a worker, is `worker/registry.rs`'s) |
 //! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
 
 pub(crate) mod announce;

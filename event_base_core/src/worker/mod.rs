@@ -357,10 +357,7 @@ impl Worker {
     async fn stopped(&self) {
         self.state.set_status(WorkerStatus::Stopped);
         self.shared
-            .announce_worker(
-                crate::system_topics::discovery::DiscoveryEvent::Left,
-                &self.state,
-            )
+            .announce_worker(crate::worker::registry::DiscoveryEvent::Left, &self.state)
             .await;
     }
 

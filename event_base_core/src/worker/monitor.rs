@@ -114,7 +114,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
         worker.abort_now();
     }
     shared
-        .announce_worker(crate::system_topics::discovery::DiscoveryEvent::Dead, state)
+        .announce_worker(crate::worker::registry::DiscoveryEvent::Dead, state)
         .await;
     for job in jobs {
         redeliver(tasks, state, job).await;
@@ -124,10 +124,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
             Ok(new) => {
                 tracing::info!(target: crate::constant::target::WORKER, worker = %new.name, replaces = %state.name, "replacement worker started");
                 shared
-                    .announce_worker(
-                        crate::system_topics::discovery::DiscoveryEvent::Joined,
-                        &new,
-                    )
+                    .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &new)
                     .await;
             }
             Err(e) => {

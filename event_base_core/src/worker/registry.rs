@@ -56,6 +56,19 @@ impl WorkerStatus {
     }
 }
 
+/// What happened to a worker, as announced on `_system.worker_discovery`
+/// ([`WorkerDiscovery`](crate::WorkerDiscovery)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum DiscoveryEvent {
+    /// It started.
+    Joined,
+    /// It stopped.
+    Left,
+    /// It was declared dead by the monitor.
+    Dead,
+}
+
 /// A worker's live state, shared between the worker task, the monitor and the registry.
 #[derive(Debug)]
 pub(crate) struct WorkerState {
