@@ -22,7 +22,7 @@
 //! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
 //! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
 //! | `bus/` | one running bus | [`EventBus`], [`EventBusBuilder`] |
-//! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
+//! | `shutdown/` | stopping, the words: strategies and reports (`bus/stop/` carries them out) | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
 //!

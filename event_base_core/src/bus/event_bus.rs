@@ -379,7 +379,7 @@ impl EventBus {
     /// call carries on and stops them. Fails with [`CoreError::NoRuntime`] outside a tokio
     /// runtime.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
-        crate::shutdown::coordinator::shutdown(&self.tasks, strategy).await
+        crate::bus::stop::coordinator::shutdown(&self.tasks, strategy).await
     }
 
     /// Ends the bus for good: shuts it down with `Drain` (30 s), unless a shutdown already ran,
@@ -430,7 +430,7 @@ impl EventBus {
         impl std::future::Future<Output = Result<ShutdownReport, CoreError>> + Send + 'static,
         CoreError,
     > {
-        let signal = crate::shutdown::signal::ShutdownSignal::install()?;
+        let signal = crate::bus::stop::signal::ShutdownSignal::install()?;
         let bus = self.clone();
         Ok(async move {
             let mut signal = signal;

@@ -3,7 +3,7 @@
 //! the handlers it registers for itself. This is the only meaning of "system" in the code; one
 //! running bus is a bus.
 //!
-//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
+//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s types and `bus/stop/coordinator.rs` (shutdown by message),
 //! `delivery/send/accept.rs` (announcements take the send path without its `accepting` check),
 //! `delivery/remote/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
 //! run, through the bus's remote table).

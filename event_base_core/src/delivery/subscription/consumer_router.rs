@@ -23,7 +23,7 @@
 //!   spinning) until a worker takes the next job. When the queue is shared with other
 //!   processes, the router of a user's handler stops claiming as soon as its bus begins to
 //!   shut down (`EConsumer::stop_claiming`): it routes what it had claimed and ends, and the
-//!   shutdown waits for that (`shutdown/coordinator.rs`), so a draining node takes no new
+//!   shutdown waits for that (`bus/stop/coordinator.rs`), so a draining node takes no new
 //!   work and what the queue still holds goes to the other nodes.
 //! - **In-memory queues** (no acknowledgement): there is no router task. Each idle worker
 //!   claims the next message itself and runs the routing above, keeping the message when it
