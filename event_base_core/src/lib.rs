@@ -109,6 +109,12 @@ pub use handler::pipeline::Pipeline;
 pub use handler::spec::HandlerSpec;
 // What `#[handler]`'s expansion names: public so that it can, hidden from the docs because no
 // program writes it.
+pub use bus::observe::metrics_manager::MetricsManager;
+pub use bus::observe::metrics_store::{MetricsStore, TopicLatencies};
+#[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
+pub use bus::observe::trace_layer::TraceLayer;
+pub use bus::observe::trace_layer::TraceRecord;
 #[doc(hidden)]
 pub use handler::spec::{BatchRegistration, HandlerRegistration, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
@@ -126,15 +132,9 @@ pub use node::{node_name, node_type, set_node_name, set_node_type, NodeType};
 pub use observe::audit_log::AuditLog;
 pub use observe::audit_record::{AuditError, AuditEvent, AuditOutcome, AuditRecord, AuditWriter};
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
-pub use observe::metrics_manager::MetricsManager;
-pub use observe::metrics_store::{MetricsStore, TopicLatencies};
 pub use observe::snapshot::{
     MetricsSnapshot, NodeMetrics, SubscriptionMetrics, TopicMetrics, WorkerMetrics,
 };
-#[cfg(feature = "trace")]
-#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
-pub use observe::trace_layer::TraceLayer;
-pub use observe::trace_layer::TraceRecord;
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };

@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::backend::queue::TopicQueue;
 use crate::backend::queue_factory::QueueFactory;
+use crate::bus::observe::audit_publisher::run_audit_publisher;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::delivery::log::log_queue::{LogAppender, LogConsumer, LogProducer};
@@ -23,7 +24,6 @@ use crate::handler::middleware::Middleware;
 use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::HandlerSpec;
 use crate::message::topic::MessageTopic;
-use crate::observe::audit_publisher::run_audit_publisher;
 use crate::observe::audit_record::AuditWriter;
 use crate::observe::audit_writer_thread::spawn_writer_thread;
 use crate::observe::topic_counters::TopicCounters;
@@ -196,7 +196,7 @@ pub(crate) fn spawn_audit(
 #[cfg(feature = "metrics")]
 pub(crate) fn spawn_metrics_export(
     tasks: &BusTasks,
-    manager: crate::observe::metrics_manager::MetricsManager,
+    manager: crate::bus::observe::metrics_manager::MetricsManager,
     every: std::time::Duration,
 ) {
     tasks.push_other(tokio::spawn(async move {
