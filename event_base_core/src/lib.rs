@@ -21,10 +21,10 @@
 //! | `backend/` | the contracts backends implement (public: `event_base_core::backend`) | [`Wal`](backend::Wal), [`QueueFactory`](backend::QueueFactory) |
 //! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
 //! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
-//! | `bus/` | one running bus | [`EventBus`], [`EventBusBuilder`] |
+//! | `bus/` | one running bus, how it stops (`bus/stop/`), the readers of its recordings (`bus/observe/`) | [`EventBus`], [`EventBusBuilder`], [`MetricsStore`], [`TraceRecord`] |
 //! | `shutdown/` | stopping, the words: strategies and reports (`bus/stop/` carries them out) | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
-//! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
+//! | `observe/` | metrics, audit, tracing: the recorders and what they record (the readers of a running bus are `bus/observe/`) | [`MetricsSnapshot`], [`AuditLog`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
