@@ -127,7 +127,7 @@ impl BusShared {
     /// A send to a topic with handlers here and handlers only other processes run: the WAL
     /// record and the dedup window first (a duplicate goes to no handler), then a copy for
     /// each handler elsewhere and one for each local handler, each waited for as a local copy
-    /// is (`remote_routes.rs`). The copies elsewhere are queued first, so that a local
+    /// is (`delivery/remote/remote_routes.rs`). The copies elsewhere are queued first, so that a local
     /// handler cannot finish the message before they are (on Redis, one writer keeps them
     /// in order) and a `try_send` they do not fit leaves no local copy behind.
     async fn accept_mixed(
@@ -371,7 +371,7 @@ impl BusShared {
     /// Queues the messages an outbox released (one ack's), already in the WAL: counted as
     /// accepted, handed to their handlers' queues without ever blocking the releasing worker
     /// (a full queue gets a task that waits for room). Those for topics with no handler here
-    /// go to the handlers elsewhere together, as a batch (`remote_routes.rs`).
+    /// go to the handlers elsewhere together, as a batch (`delivery/remote/remote_routes.rs`).
     pub(crate) fn queue_released_all(&self, messages: Vec<Arc<EMessage>>) {
         let mut elsewhere = Vec::new();
         for message in messages {
@@ -462,7 +462,7 @@ impl BusShared {
 
     /// Every copy of `message` went to `targets`' queues: if they are all shared queues, its
     /// WAL record completes on this process once the backend confirmed them, whichever node
-    /// handles them (`sender_completions.rs`). A copy on an in-process queue completes the
+    /// handles them (`delivery/settle/sender_completions.rs`). A copy on an in-process queue completes the
     /// record with its handler's ack instead; so does a copy due later that this process's
     /// scheduler keeps.
     pub(crate) fn copies_queued(&self, targets: &[Arc<TopicEntry>], message: &EMessage) {
@@ -524,11 +524,11 @@ impl BusShared {
         let topic = message.topic.0.clone();
         let (route, message) = self.admit(&topic, message, false)?;
         if self.is_addressed(&message) {
-            // For a worker of a node: to that worker again (`addressed.rs`).
+            // For a worker of a node: to that worker again (`delivery/remote/addressed.rs`).
             return self.replay_addressed(dead, message).await;
         }
         if route.subs.is_empty() {
-            // Handled only elsewhere: to the handlers there (`remote_routes.rs`).
+            // Handled only elsewhere: to the handlers there (`delivery/remote/remote_routes.rs`).
             return self.replay_elsewhere(dead, message).await;
         }
         // To the handlers whose copy died, those the bus still has; all, if none is left.
@@ -678,7 +678,7 @@ impl BusShared {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
         if self.any_addressed(&messages) {
-            // Some for a worker of a node: those go by that node (`addressed.rs`).
+            // Some for a worker of a node: those go by that node (`delivery/remote/addressed.rs`).
             return Box::pin(self.send_batch_addressed(topic, messages)).await;
         }
         // In flight before the check, as a single send is (see `accept`).

@@ -109,7 +109,7 @@ impl BusShared {
             }
         }
         for id in &complete {
-            // Into the dedup window before the records leave the WAL (see `dedup.rs`).
+            // Into the dedup window before the records leave the WAL (see `delivery/dedup/dedup_window.rs`).
             self.dedup.completed(id, ended);
         }
         if !complete.is_empty() {
@@ -267,7 +267,7 @@ impl BusShared {
     }
 
     fn complete(&self, id: &str, at: Option<SystemTime>) {
-        // Into the dedup window before the record leaves the WAL (see `dedup.rs`).
+        // Into the dedup window before the record leaves the WAL (see `delivery/dedup/dedup_window.rs`).
         self.dedup.completed(id, at);
         if let Err(e) = self.wal.complete(id) {
             tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");

@@ -276,7 +276,7 @@ impl ConsumerRouter {
         let mut local = None;
         if let Some(name) = &message.to_worker {
             // A name with its node (`<node id>/<worker>`) reached the node it names: the
-            // backend hands such a message to that node only (`addressed.rs`).
+            // backend hands such a message to that node only (`delivery/remote/addressed.rs`).
             let found = entry.worker_index(name).or_else(|| {
                 crate::backend::routes::node_and_worker(name)
                     .and_then(|(_, worker)| entry.worker_index(worker))
