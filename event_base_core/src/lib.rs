@@ -21,10 +21,10 @@
 //! | `backend/` | the contracts backends implement (public: `event_base_core::backend`) | [`Wal`](backend::Wal), [`QueueFactory`](backend::QueueFactory) |
 //! | `delivery/` | a message's path, send to final state | [`TopicRouter`], [`ConsumerRouter`] |
 //! | `worker/` | running handlers | [`Worker`], [`WorkerRegistry`] |
-//! | `bus/` | one running bus | [`EventBus`], [`EventBusBuilder`] |
-//! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
+//! | `bus/` | one running bus, how it stops (`bus/stop/`), the readers of its recordings (`bus/observe/`) | [`EventBus`], [`EventBusBuilder`], [`MetricsStore`], [`TraceRecord`] |
+//! | `shutdown/` | stopping, the words: strategies and reports (`bus/stop/` carries them out) | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
-//! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
+//! | `observe/` | metrics, audit, tracing: the recorders and what they record (the readers of a running bus are `bus/observe/`) | [`MetricsSnapshot`], [`AuditLog`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
@@ -96,8 +96,8 @@ pub mod constant;
 
 pub use bus::builder::EventBusBuilder;
 pub use bus::event_bus::EventBus;
-pub use delivery::consumer_router::ConsumerRouter;
-pub use delivery::topic_router::{SendOptions, TopicRouter};
+pub use delivery::send::topic_router::{SendOptions, TopicRouter};
+pub use delivery::subscription::consumer_router::ConsumerRouter;
 pub use error::{BoxError, ConfigError, CoreError, QueueError, WalError};
 pub use handler::backoff::Backoff;
 pub use handler::batch::{batch_fn, BatchAck, BatchSpec, EBatchHandler, FnBatchHandler};
@@ -110,6 +110,12 @@ pub use handler::rate::Rate;
 pub use handler::spec::HandlerSpec;
 // What `#[handler]`'s expansion names: public so that it can, hidden from the docs because no
 // program writes it.
+pub use bus::observe::metrics_manager::MetricsManager;
+pub use bus::observe::metrics_store::{MetricsStore, TopicLatencies};
+#[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
+pub use bus::observe::trace_layer::TraceLayer;
+pub use bus::observe::trace_layer::TraceRecord;
 #[doc(hidden)]
 pub use handler::spec::{BatchRegistration, HandlerRegistration, HANDLER_REGISTRY};
 pub use message::ack::{Ack, DeadReason};
@@ -127,22 +133,14 @@ pub use node::{node_name, node_type, set_node_name, set_node_type, NodeType};
 pub use observe::audit_log::AuditLog;
 pub use observe::audit_record::{AuditError, AuditEvent, AuditOutcome, AuditRecord, AuditWriter};
 pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
-pub use observe::metrics_manager::MetricsManager;
-pub use observe::metrics_store::{MetricsStore, TopicLatencies};
 pub use observe::snapshot::{
     MetricsSnapshot, NodeMetrics, SubscriptionMetrics, TopicMetrics, WorkerMetrics,
 };
-#[cfg(feature = "trace")]
-#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
-pub use observe::trace_layer::TraceLayer;
-pub use observe::trace_layer::TraceRecord;
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
-pub use system_topics::discovery::{
-    DiscoveryEvent, TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery,
-};
-pub use worker::registry::{WorkerInfo, WorkerRegistry, WorkerStatus};
+pub use system_topics::discovery::{TopicDiscovery, TopicInfo, TopicSync, WorkerDiscovery};
+pub use worker::registry::{DiscoveryEvent, WorkerInfo, WorkerRegistry, WorkerStatus};
 pub use worker::Worker;
 
 // For `impl EHandler` blocks (it is in the prelude); hidden here, where it would list as one

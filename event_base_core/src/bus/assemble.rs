@@ -6,25 +6,25 @@ use std::sync::{Arc, RwLock};
 
 use crate::backend::queue::TopicQueue;
 use crate::backend::queue_factory::QueueFactory;
+use crate::bus::observe::audit_publisher::run_audit_publisher;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
-use crate::delivery::consumer_router::ConsumerRouter;
-use crate::delivery::job_channel::job_channel;
-use crate::delivery::key_order::KeyOrder;
-use crate::delivery::keyed_producer::KeyedProducer;
 use crate::delivery::log::log_queue::{LogAppender, LogConsumer, LogProducer};
 use crate::delivery::log::topic_log::{TopicLog, CLAIM_RUN, MAX_SUBSCRIPTIONS};
-use crate::delivery::rate_gate::{Gcra, RateGate};
-use crate::delivery::scheduler::{run_scheduler, SchedulerReceiver};
-use crate::delivery::sent_to::SentTo;
-use crate::delivery::topic_hasher::TopicMap;
-use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
+use crate::delivery::remote::sent_to::SentTo;
+use crate::delivery::send::scheduler::{run_scheduler, SchedulerReceiver};
+use crate::delivery::subscription::consumer_router::ConsumerRouter;
+use crate::delivery::subscription::job_channel::job_channel;
+use crate::delivery::subscription::key_order::KeyOrder;
+use crate::delivery::subscription::keyed_producer::KeyedProducer;
+use crate::delivery::subscription::rate_gate::{Gcra, RateGate};
+use crate::delivery::subscription::topic_hasher::TopicMap;
+use crate::delivery::subscription::topic_table::{Route, TopicEntry, TopicTable};
 use crate::error::CoreError;
 use crate::handler::middleware::Middleware;
 use crate::handler::runtime::HandlerRuntime;
 use crate::handler::spec::HandlerSpec;
 use crate::message::topic::MessageTopic;
-use crate::observe::audit_publisher::run_audit_publisher;
 use crate::observe::audit_record::AuditWriter;
 use crate::observe::audit_writer_thread::spawn_writer_thread;
 use crate::observe::topic_counters::TopicCounters;
@@ -215,7 +215,7 @@ pub(crate) fn spawn_audit(
 #[cfg(feature = "metrics")]
 pub(crate) fn spawn_metrics_export(
     tasks: &BusTasks,
-    manager: crate::observe::metrics_manager::MetricsManager,
+    manager: crate::bus::observe::metrics_manager::MetricsManager,
     every: std::time::Duration,
 ) {
     tasks.push_other(tokio::spawn(async move {

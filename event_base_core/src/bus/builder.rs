@@ -18,12 +18,12 @@ use crate::constant::{
     DEFAULT_AUDIT_CAPACITY, DEFAULT_BATCH_SIZE, DEFAULT_DEDUP_WINDOW, DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
-use crate::delivery::dedup::DedupWindow;
-use crate::delivery::message_pool::MessagePool;
-use crate::delivery::remote_routes;
-use crate::delivery::remote_table::RemoteTable;
-use crate::delivery::scheduler::SchedulerHandle;
-use crate::delivery::sent_to::SentTo;
+use crate::delivery::dedup::dedup_window::DedupWindow;
+use crate::delivery::remote::remote_routes;
+use crate::delivery::remote::remote_table::RemoteTable;
+use crate::delivery::remote::sent_to::SentTo;
+use crate::delivery::send::message_pool::MessagePool;
+use crate::delivery::send::scheduler::SchedulerHandle;
 use crate::error::CoreError;
 use crate::handler::handler_override::{apply_overrides, HandlerOverride};
 use crate::handler::middleware::Middleware;

@@ -8,17 +8,17 @@ use serde::Serialize;
 use crate::backend::routes::NodeRecord;
 use crate::backend::wal::{Wal, WalStats};
 use crate::bus::global;
+use crate::bus::observe::metrics_manager::MetricsManager;
+use crate::bus::observe::metrics_store::MetricsStore;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
-use crate::delivery::topic_router::{routed, SendOptions, TopicRouter};
+use crate::delivery::send::topic_router::{routed, SendOptions, TopicRouter};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::{EMessage, TryIntoMessage};
 use crate::message::id::MessageId;
 use crate::message::json::Json;
 use crate::observe::audit_log::AuditLog;
-use crate::observe::metrics_manager::MetricsManager;
-use crate::observe::metrics_store::MetricsStore;
 use crate::observe::snapshot::MetricsSnapshot;
 use crate::shutdown::strategy::{ShutdownReport, ShutdownStrategy};
 use crate::worker::registry::WorkerRegistry;
@@ -379,7 +379,7 @@ impl EventBus {
     /// call carries on and stops them. Fails with [`CoreError::NoRuntime`] outside a tokio
     /// runtime.
     pub async fn shutdown(&self, strategy: ShutdownStrategy) -> Result<ShutdownReport, CoreError> {
-        crate::shutdown::coordinator::shutdown(&self.tasks, strategy).await
+        crate::bus::stop::coordinator::shutdown(&self.tasks, strategy).await
     }
 
     /// Ends the bus for good: shuts it down with `Drain` (30 s), unless a shutdown already ran,
@@ -430,7 +430,7 @@ impl EventBus {
         impl std::future::Future<Output = Result<ShutdownReport, CoreError>> + Send + 'static,
         CoreError,
     > {
-        let signal = crate::shutdown::signal::ShutdownSignal::install()?;
+        let signal = crate::bus::stop::signal::ShutdownSignal::install()?;
         let bus = self.clone();
         Ok(async move {
             let mut signal = signal;
@@ -474,10 +474,7 @@ impl EventBus {
         for _ in 0..n {
             let state = self.tasks.spawn_worker(&runtime)?;
             self.shared
-                .announce_worker(
-                    crate::system_topics::discovery::DiscoveryEvent::Joined,
-                    &state,
-                )
+                .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &state)
                 .await;
             names.push(state.name.clone());
         }

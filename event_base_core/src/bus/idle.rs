@@ -8,8 +8,8 @@
 //!   has sent to. So `send` ×N, then `wait_idle` on the sender returns once every handler on
 //!   every node is done with them (and with whatever else those queues hold).
 //! - `Drain` and `Timeout` do not look at the shared queues: a node that shuts down stops
-//!   claiming from them (`delivery/consumer_router.rs`) and waits for what it holds only
-//!   (`shutdown/coordinator.rs`); what they still hold is the other nodes' (or its next
+//!   claiming from them (`delivery/subscription/consumer_router.rs`) and waits for what it holds only
+//!   (`bus/stop/coordinator.rs`); what they still hold is the other nodes' (or its next
 //!   start's).
 //! - A backend that cannot tell (`Ok(None)`, the default) leaves the shared half out; a
 //!   backend that fails is asked again until the deadline.

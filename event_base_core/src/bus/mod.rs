@@ -18,6 +18,8 @@
 //! | `idle.rs` | `wait_idle` and the settling of `Drain`: what this process holds, and what the shared queues it sent to still hold |
 //! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
 //! | `global.rs` | the default bus and the send path's view of it |
+//! | `observe/` | the readers of its recordings: `MetricsStore`, `MetricsManager`, the audit publisher, `TraceLayer` |
+//! | `stop/` | how it stops: a `ShutdownStrategy` planned, then carried out (`coordinator.rs`) |
 
 pub(crate) mod assemble;
 pub(crate) mod builder;
@@ -26,6 +28,8 @@ pub(crate) mod event_bus;
 pub(crate) mod global;
 pub(crate) mod idle;
 pub(crate) mod in_flight;
+pub(crate) mod observe;
 pub(crate) mod shared;
+pub(crate) mod stop;
 pub(crate) mod subscriptions;
 pub(crate) mod tasks;

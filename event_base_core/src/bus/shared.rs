@@ -2,8 +2,8 @@
 //! monitor and handles.
 //!
 //! The fields live here; the behaviours live where they belong, each an `impl BusShared` of
-//! its own: the send path in `delivery/accept.rs`, final states in `delivery/settle.rs`,
-//! start-up replay in `delivery/replay.rs`, announcements in `system_topics/announce.rs`.
+//! its own: the send path in `delivery/send/accept.rs`, final states in `delivery/settle/final_state.rs`,
+//! start-up replay in `delivery/send/replay.rs`, announcements in `system_topics/announce.rs`.
 //! The topic table is built once by the builder and never changes while the bus runs, so the
 //! send path reads it without a lock.
 
@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use crate::backend::wal::Wal;
 use crate::bus::in_flight::InFlight;
-use crate::delivery::dedup::DedupWindow;
-use crate::delivery::fan_out::FanOuts;
-use crate::delivery::message_pool::MessagePool;
-use crate::delivery::remote_table::RemoteTable;
-use crate::delivery::scheduler::SchedulerHandle;
-use crate::delivery::topic_table::{Route, TopicEntry, TopicTable};
+use crate::delivery::dedup::dedup_window::DedupWindow;
+use crate::delivery::remote::remote_table::RemoteTable;
+use crate::delivery::send::message_pool::MessagePool;
+use crate::delivery::send::scheduler::SchedulerHandle;
+use crate::delivery::settle::fan_out::FanOuts;
+use crate::delivery::subscription::topic_table::{Route, TopicEntry, TopicTable};
 use crate::node::NodeIdentity;
 use crate::observe::audit_log::AuditLog;
 use crate::worker::registry::{WorkerRegistry, WorkerState};
@@ -55,7 +55,7 @@ pub(crate) struct BusShared {
     pub(crate) node: NodeIdentity,
     /// The bus's name: the `bus` label of its exported metrics.
     pub(crate) name: Arc<str>,
-    /// Finished messages' allocations, for the next sends (`delivery/message_pool.rs`).
+    /// Finished messages' allocations, for the next sends (`delivery/send/message_pool.rs`).
     pub(crate) pool: MessagePool,
     /// Whether a handler of this bus holds its sends in an outbox (`HandlerSpec::outbox`).
     /// Handlers are fixed at build, and an outbox only holds sends to its own bus, so without
@@ -70,7 +70,7 @@ pub(crate) struct Stopping {
     pub(crate) began: tokio::sync::Notify,
     /// Subscribed to by each router that stops claiming then (that of a user's handler on a
     /// shared queue), for as long as it runs: `closed()` once all have ended
-    /// (`delivery/consumer_router.rs`).
+    /// (`delivery/subscription/consumer_router.rs`).
     pub(crate) claimers: tokio::sync::watch::Sender<()>,
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::bus::event_bus::EventBus;
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::error::CoreError;
 
 impl EventBus {

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
 use crate::bus::shared::BusShared;
-use crate::delivery::consumer_router::ConsumerRouter;
-use crate::delivery::job_channel::job_channel;
-use crate::delivery::topic_table::WorkerSlot;
+use crate::delivery::subscription::consumer_router::ConsumerRouter;
+use crate::delivery::subscription::job_channel::job_channel;
+use crate::delivery::subscription::topic_table::WorkerSlot;
 use crate::error::CoreError;
 use crate::handler::runtime::HandlerRuntime;
 use crate::shutdown::strategy::ShutdownReport;

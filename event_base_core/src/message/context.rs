@@ -24,7 +24,7 @@ use crate::message::id::MessageId;
 
 /// The bus that runs a handler, as this layer sees it: opaque, because the contracts know no
 /// running bus. It is a clone of the `Arc` the worker already holds (one reference count, no
-/// allocation per delivery); `delivery/topic_router.rs` downcasts it back.
+/// allocation per delivery); `delivery/send/topic_router.rs` downcasts it back.
 pub(crate) type HandlingBus = Arc<dyn Any + Send + Sync>;
 
 /// What a handler runs with: the message, its handler's retry limit, the bus running it, and

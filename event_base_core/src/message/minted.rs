@@ -11,7 +11,7 @@
 //! can take it (a compare-and-swap), on any thread and any bus of the process; every later
 //! send of that id (a clone sent again, the id copied into another message) finds the slot
 //! without it and does the full check. A key overwritten by a newer one before its send was
-//! made is the same as one never minted: the full check. `delivery/dedup.rs` says when a send
+//! made is the same as one never minted: the full check. `delivery/dedup/dedup_window.rs` says when a send
 //! claims, and why that is race-free.
 //!
 //! The key is not a hash: it is 64 of the id's random bits, those of its first and last eight

@@ -1,23 +1,14 @@
-//! How a bus stops. The strategy decides, the executor acts, as in lsm-tree's compaction:
-//! `plan.rs` turns a [`ShutdownStrategy`](crate::ShutdownStrategy) into a plan (what to wait
-//! for, how to stop the workers), and `coordinator.rs` carries every plan out the same way.
-//! The table of what each strategy does is on `ShutdownStrategy`'s module page.
+//! How a bus stops, in the words applications use: [`ShutdownStrategy`](crate::ShutdownStrategy)
+//! (what to do), [`ShutdownReport`](crate::ShutdownReport) (what it did), and the payloads of
+//! `_system.shutdown` and `_system.shutdown_ack`. The table of what each strategy does is on
+//! `ShutdownStrategy`'s module page.
 //!
-//! May import: `bus/` (shared state, tasks, globals), `worker/registry.rs`, `worker/monitor.rs`.
+//! May import: nothing of the crate. These are plain data that every floor may name
+//! ([`CoreError::ShutdownTimeout`](crate::CoreError::ShutdownTimeout) carries the report); the
+//! machinery that carries a strategy out is the running bus's (`bus/stop/`).
 //!
 //! | file | holds |
 //! |---|---|
 //! | `strategy.rs` | the public types: `ShutdownStrategy`, `ShutdownReport`, `WorkerOutcome`, `WorkerShutdown`, `ShutdownCommand`, `ShutdownAck` |
-//! | `plan.rs` | decide: strategy → `ShutdownPlan { settle, stop }` |
-//! | `coordinator.rs` | act: refuse sends, settle, stop the workers, hand out acks, end the tasks |
-//! | `worker_stop.rs` | the part every strategy shares: ask workers to stop, wait, cancel the late |
-//! | `graceful.rs` | `Graceful`: one worker out of a running bus |
-//! | `signal.rs` | SIGINT/SIGTERM for `run_until_signal` |
 
-pub(crate) mod coordinator;
-mod graceful;
-mod plan;
-#[cfg(feature = "signal")]
-pub(crate) mod signal;
 pub(crate) mod strategy;
-mod worker_stop;

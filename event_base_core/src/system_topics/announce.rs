@@ -13,12 +13,13 @@ use std::time::Duration;
 use crate::backend::queue::TrySendError;
 use crate::bus::shared::BusShared;
 use crate::constant::{TOPIC_SYNC, WORKER_DISCOVERY};
-use crate::delivery::accept::prepare;
-use crate::delivery::elsewhere::RemoteSub;
-use crate::delivery::topic_table::Route;
+use crate::delivery::remote::elsewhere::RemoteSub;
+use crate::delivery::send::accept::prepare;
+use crate::delivery::subscription::topic_table::Route;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
-use crate::system_topics::discovery::{DiscoveryEvent, TopicInfo, TopicSync, WorkerDiscovery};
+use crate::system_topics::discovery::{TopicInfo, TopicSync, WorkerDiscovery};
+use crate::worker::registry::DiscoveryEvent;
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// The longest a build waits for the shared backend's registry to say who subscribes to

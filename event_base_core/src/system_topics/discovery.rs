@@ -16,19 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::worker::registry::WorkerInfo;
-
-/// What happened to a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum DiscoveryEvent {
-    /// It started.
-    Joined,
-    /// It stopped.
-    Left,
-    /// It was declared dead by the monitor.
-    Dead,
-}
+use crate::worker::registry::{DiscoveryEvent, WorkerInfo};
 
 /// A worker's arrival or departure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,8 @@ use crate::backend::routes::{EvictedNode, NodeWorker};
 use crate::bus::shared::BusShared;
 use crate::constant::WORKER_DISCOVERY;
 use crate::message::topic::MessageTopic;
-use crate::system_topics::discovery::{DiscoveryEvent, WorkerDiscovery};
+use crate::system_topics::discovery::WorkerDiscovery;
+use crate::worker::registry::DiscoveryEvent;
 use crate::worker::registry::{WorkerInfo, WorkerStatus};
 
 /// The longest a worker's start or end waits for the backend to take the new list.

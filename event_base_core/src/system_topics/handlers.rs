@@ -76,7 +76,8 @@ impl EHandler for ShutdownCommandHandler {
         };
         tracing::info!(target: crate::constant::target::SHUTDOWN, strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
         tokio::spawn(async move {
-            if let Err(e) = crate::shutdown::coordinator::shutdown(&tasks, command.strategy).await {
+            if let Err(e) = crate::bus::stop::coordinator::shutdown(&tasks, command.strategy).await
+            {
                 tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "shutdown requested by message failed");
             }
         });

@@ -3,16 +3,16 @@
 //! the handlers it registers for itself. This is the only meaning of "system" in the code; one
 //! running bus is a bus.
 //!
-//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s executor (shutdown by message),
-//! `delivery/accept.rs` (announcements take the send path without its `accepting` check),
-//! `delivery/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
+//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s types and `bus/stop/coordinator.rs` (shutdown by message),
+//! `delivery/send/accept.rs` (announcements take the send path without its `accepting` check),
+//! `delivery/remote/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
 //! run, through the bus's remote table).
 //!
 //! | file | holds |
 //! |---|---|
 //! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes, here or (shared backend) in another process |
 //! | `evicted.rs` | lists this process's workers with a shared backend; announces the workers of a process the backend evicted as `Dead` |
-//! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo`, `DiscoveryEvent` |
+//! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo` (`DiscoveryEvent`, what happened to a worker, is `worker/registry.rs`'s) |
 //! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
 
 pub(crate) mod announce;

@@ -18,8 +18,8 @@ use tracing::Instrument;
 
 use crate::backend::queue::Claimed;
 use crate::constant::DEFAULT_MAX_RETRIES;
-use crate::delivery::consumer_router::ConsumerRouter;
-use crate::delivery::job::{ack_claim, Job};
+use crate::delivery::subscription::consumer_router::ConsumerRouter;
+use crate::delivery::subscription::job::{ack_claim, Job};
 use crate::error::QueueError;
 use crate::handler::batch::{wrong_length, BatchAck, BatchSpec};
 use crate::message::ack::Ack;

@@ -16,7 +16,7 @@
 //! pays one round trip, and the others find their claims decided.
 
 use crate::backend::queue::ClaimStatus;
-use crate::delivery::job::{ClaimTicket, Job};
+use crate::delivery::subscription::job::{ClaimTicket, Job};
 use crate::worker::Worker;
 
 impl Worker {

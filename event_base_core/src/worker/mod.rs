@@ -8,9 +8,9 @@
 //! timeout), and turns the answer into the next state: complete, retry, or dead letter.
 //! A panic or a timeout never ends the worker.
 //!
-//! May import: `message/`, `handler/`, `backend/`, `delivery/`, `observe/`'s recorders,
-//! `system_topics/discovery.rs`, and the bus's hub and tasks (`bus/shared.rs`, `bus/tasks.rs`:
-//! the monitor starts replacements through them).
+//! May import: `message/`, `handler/`, `backend/`, `delivery/`, `observe/`'s recorders, and
+//! the bus's hub and tasks (`bus/shared.rs`, `bus/tasks.rs`: the monitor starts replacements
+//! through them).
 //!
 //! | file | holds |
 //! |---|---|
@@ -36,11 +36,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::{Claimed, QueuedRetry};
 use crate::bus::shared::BusShared;
-use crate::delivery::consumer_router::ConsumerRouter;
-use crate::delivery::job::{Job, Target};
-use crate::delivery::job_channel::JobReceiver;
-use crate::delivery::scheduler::Scheduled;
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::send::scheduler::Scheduled;
+use crate::delivery::subscription::consumer_router::ConsumerRouter;
+use crate::delivery::subscription::job::{Job, Target};
+use crate::delivery::subscription::job_channel::JobReceiver;
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::handler::pipeline::Pipeline;
 use crate::handler::runtime::HandlerRuntime;
@@ -202,7 +202,7 @@ impl Worker {
         let consumer = self.entry.consumer.clone();
         // A job for this worker (its inbox) or for any of the topic's workers (the work
         // channel) rings the worker's bell, which a stop request rings too: it parks on that
-        // one bell and its queue, not on both channels as well (`delivery/job_channel.rs`).
+        // one bell and its queue, not on both channels as well (`delivery/subscription/job_channel.rs`).
         self.inbox.ring_on(self.state.bell());
         work.ring_on(self.state.bell());
         let mut claimed: Vec<Claimed> = Vec::with_capacity(1);
@@ -322,7 +322,10 @@ impl Worker {
 
     /// Waits for the next start its handler's rate allows (`HandlerSpec::rate`), counting
     /// the wait; `false` if the worker was asked to stop meanwhile.
-    pub(super) async fn paced(&self, gate: &crate::delivery::rate_gate::RateGate) -> bool {
+    pub(super) async fn paced(
+        &self,
+        gate: &crate::delivery::subscription::rate_gate::RateGate,
+    ) -> bool {
         let wait = gate.reserve().await;
         if wait.is_zero() {
             return true;
@@ -408,10 +411,7 @@ impl Worker {
     async fn stopped(&self) {
         self.state.set_status(WorkerStatus::Stopped);
         self.shared
-            .announce_worker(
-                crate::system_topics::discovery::DiscoveryEvent::Left,
-                &self.state,
-            )
+            .announce_worker(crate::worker::registry::DiscoveryEvent::Left, &self.state)
             .await;
     }
 
@@ -444,7 +444,7 @@ impl Worker {
                 // Withdrawn by a refused send, or already finished: nothing to deliver, and
                 // its queue entry (if the queue needs acks) is done too.
                 self.entry.keys.leave(&message);
-                crate::delivery::job::ack_claim(&job);
+                crate::delivery::subscription::job::ack_claim(&job);
                 return true;
             }
             Ok(_) => {}
@@ -502,7 +502,7 @@ impl Worker {
         audit: (Option<StartMark>, Duration),
         ended: Option<SystemTime>,
         held: Vec<Arc<EMessage>>,
-    ) -> Option<crate::delivery::settle::Dead> {
+    ) -> Option<crate::delivery::settle::final_state::Dead> {
         let (mark, took) = audit;
         self.entry.counters.acked();
         TopicCounters::add(&self.state.acked);
@@ -521,7 +521,7 @@ impl Worker {
     }
 
     /// A retry is a normal path, logged here; a dead letter is logged once, as a warning,
-    /// where it is settled (`delivery/settle.rs`), with the panic or timeout as its reason.
+    /// where it is settled (`delivery/settle/final_state.rs`), with the panic or timeout as its reason.
     #[inline]
     fn log_retry(&self, job: &Job, decision: &Decision) {
         if let Decision::Retry { delay, reason } = decision {
@@ -634,7 +634,7 @@ impl Worker {
         if delay.is_zero()
             || job.group.is_some()
             || next.to_worker.is_some()
-            || crate::delivery::key_order::ordering_key(next).is_some()
+            || crate::delivery::subscription::key_order::ordering_key(next).is_some()
             || !self.entry.consumer.keeps_retries()
         {
             return Some(job);

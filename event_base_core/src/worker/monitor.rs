@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::bus::tasks::BusTasks;
 use crate::constant::WORKER_HEARTBEAT;
-use crate::delivery::job::Target;
+use crate::delivery::subscription::job::Target;
 use crate::message::ack::DeadReason;
 use crate::message::delivery_mode::DeliveryMode;
 use crate::worker::registry::{WorkerInfo, WorkerState, WorkerStatus};
@@ -114,7 +114,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
         worker.abort_now();
     }
     shared
-        .announce_worker(crate::system_topics::discovery::DiscoveryEvent::Dead, state)
+        .announce_worker(crate::worker::registry::DiscoveryEvent::Dead, state)
         .await;
     for job in jobs {
         redeliver(tasks, state, job).await;
@@ -124,10 +124,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
             Ok(new) => {
                 tracing::info!(target: crate::constant::target::WORKER, worker = %new.name, replaces = %state.name, "replacement worker started");
                 shared
-                    .announce_worker(
-                        crate::system_topics::discovery::DiscoveryEvent::Joined,
-                        &new,
-                    )
+                    .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &new)
                     .await;
             }
             Err(e) => {
@@ -144,7 +141,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
 pub(crate) async fn redeliver(
     tasks: &BusTasks,
     state: &WorkerState,
-    job: crate::delivery::job::Job,
+    job: crate::delivery::subscription::job::Job,
 ) {
     let shared = &tasks.shared;
     let Some(entry) = shared.sub_of(state).cloned() else {
@@ -173,7 +170,7 @@ pub(crate) async fn redeliver(
     }
     entry.counters.retried();
     entry.push_detached(
-        crate::delivery::job::Job {
+        crate::delivery::subscription::job::Job {
             message: next,
             group: job.group,
             claim: job.claim,

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::constant::ENDED_WORKERS_KEPT;
-use crate::delivery::job::Job;
+use crate::delivery::subscription::job::Job;
 use crate::message::topic::MessageTopic;
 
 /// What a worker is doing.
@@ -54,6 +54,19 @@ impl WorkerStatus {
             _ => WorkerStatus::Dead,
         }
     }
+}
+
+/// What happened to a worker, as announced on `_system.worker_discovery`
+/// ([`WorkerDiscovery`](crate::WorkerDiscovery)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum DiscoveryEvent {
+    /// It started.
+    Joined,
+    /// It stopped.
+    Left,
+    /// It was declared dead by the monitor.
+    Dead,
 }
 
 /// A worker's live state, shared between the worker task, the monitor and the registry.

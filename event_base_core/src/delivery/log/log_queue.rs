@@ -1,7 +1,7 @@
 //! A subscription's two queue ends over its topic's log: [`LogProducer`] appends a copy for
 //! that subscription alone (a retry, a due delayed message, a released or replayed one), and
 //! [`LogConsumer`] claims with the subscription's cursor. A plain send to the topic appends
-//! once for every subscription instead (`Route::log`, `delivery/accept.rs`).
+//! once for every subscription instead (`Route::log`, `delivery/send/accept.rs`).
 //!
 //! Both implement the queue contract (`backend/queue.rs`), so the workers, the router and
 //! the send path treat a log-backed subscription as they treat any in-memory queue.

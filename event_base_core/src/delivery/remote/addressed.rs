@@ -9,7 +9,7 @@
 //!   back as `UnknownWorker`) or several (`QueueError::AmbiguousNode`). The message is then
 //!   sent with the id in its `to_worker` (a copy of it; a name is only resolved at send).
 //! - An unqualified name keeps its meaning: a worker of that name in whichever node handles
-//!   the copy (`accept.rs`, `consumer_router.rs`).
+//!   the copy (`delivery/send/accept.rs`, `delivery/subscription/consumer_router.rs`).
 //! - A qualified one goes to the subscription of the handler the worker belongs to (a worker
 //!   is named `<handler>-<i>`), through that handler's producer, as a copy for a handler
 //!   elsewhere does: once queued it is the backend's, whether the node named is this one or
@@ -36,7 +36,7 @@
 //!   the topic's handlers here).
 //! - A worker name no handler of the topic can have is refused at once with `UnknownWorker`;
 //!   a node that runs the handler but no worker of that name dead-letters the message with
-//!   `DeadReason::UnknownWorker` (`consumer_router.rs`).
+//!   `DeadReason::UnknownWorker` (`delivery/subscription/consumer_router.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,9 +45,9 @@ use crate::backend::queue::EProducer;
 use crate::backend::routes::node_and_worker;
 use crate::bus::in_flight::InFlight;
 use crate::bus::shared::BusShared;
-use crate::delivery::accept::prepare;
-use crate::delivery::elsewhere::{prepare_elsewhere, within};
-use crate::delivery::topic_table::Route;
+use crate::delivery::remote::elsewhere::{prepare_elsewhere, within};
+use crate::delivery::send::accept::prepare;
+use crate::delivery::subscription::topic_table::Route;
 use crate::error::{CoreError, QueueError};
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
@@ -196,7 +196,7 @@ impl BusShared {
         topic: &str,
         messages: Vec<EMessage>,
     ) -> Result<Vec<MessageId>, CoreError> {
-        // In flight before the check, as a single send is (`accept.rs`), and until the
+        // In flight before the check, as a single send is (`delivery/send/accept.rs`), and until the
         // addressed ones are queued.
         let sending = Sending::new(&self.in_flight);
         if !self.accepting.load(std::sync::atomic::Ordering::SeqCst) {

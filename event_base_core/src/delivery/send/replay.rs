@@ -9,9 +9,9 @@ use std::time::SystemTime;
 
 use crate::backend::WalRecord;
 use crate::bus::shared::BusShared;
-use crate::delivery::accept::targets;
-use crate::delivery::elsewhere::queue_all_elsewhere;
-use crate::delivery::scheduler::Scheduled;
+use crate::delivery::remote::elsewhere::queue_all_elsewhere;
+use crate::delivery::send::accept::targets;
+use crate::delivery::send::scheduler::Scheduled;
 use crate::error::CoreError;
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;

@@ -5,9 +5,9 @@
 //!
 //! - The fixed topic table is looked up first, as always; only a miss comes here
 //!   ([`BusShared::admit_elsewhere`]), so the send path of a local topic does not change but
-//!   for one flag on its route ([`Elsewhere::any`](crate::delivery::elsewhere::Elsewhere::any)).
+//!   for one flag on its route ([`Elsewhere::any`](crate::delivery::remote::elsewhere::Elsewhere::any)).
 //! - The route of a topic handled elsewhere is built once, from the backend's cached
-//!   registry, and kept in a small map beside the table ([`RemoteTable`](crate::delivery::remote_table::RemoteTable)); each refresh of
+//!   registry, and kept in a small map beside the table ([`RemoteTable`](crate::delivery::remote::remote_table::RemoteTable)); each refresh of
 //!   the backend's cache updates the handlers of every route, local ones included.
 //! - A topic the cache does not list is looked up in the registry once
 //!   ([`RemoteRoutes::look_up`](crate::backend::RemoteRoutes::look_up), rate-limited by the backend) before the send is refused
@@ -30,12 +30,12 @@ use crate::backend::routes::node_and_worker;
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
 use crate::bus::shared::BusShared;
-use crate::delivery::addressed::PutBack;
-use crate::delivery::elsewhere::{
+use crate::delivery::remote::addressed::PutBack;
+use crate::delivery::remote::elsewhere::{
     prepare_elsewhere, queue_all_elsewhere, queue_elsewhere, within, RemoteSub,
 };
-use crate::delivery::remote_table::RemoteTable;
-use crate::delivery::topic_table::Route;
+use crate::delivery::remote::remote_table::RemoteTable;
+use crate::delivery::subscription::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;

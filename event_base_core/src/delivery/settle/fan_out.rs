@@ -19,7 +19,7 @@
 //! settled, hands a dead node's entries to another, and the writer retries a command until
 //! Redis confirmed it). With `RedisWal` the record *is* the entries, so there is nothing else
 //! to complete. With a file WAL on shared queues, the sender completes the record itself
-//! once the backend confirmed every copy (`sender_completions.rs`), as `remote_routes.rs`
+//! once the backend confirmed every copy (`sender_completions.rs`), as `delivery/remote/remote_routes.rs`
 //! does for records only other processes handle: a message none of whose copies ends on the
 //! sender is not sent again at its next start, and a crash before every copy is confirmed
 //! replays the message (at least once). A copy that ends on the sender before that (it
@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::delivery::id_key::{IdKeys, KeyHasher};
+use crate::delivery::dedup::id_key::{IdKeys, KeyHasher};
 use crate::message::ack::DeadReason;
 use crate::message::emessage::EMessage;
 

@@ -15,9 +15,9 @@ use std::time::SystemTime;
 
 use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
-use crate::delivery::fan_out::{CopyEnded, Failure};
-use crate::delivery::job::{ack_claim, Job};
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::settle::fan_out::{CopyEnded, Failure};
+use crate::delivery::subscription::job::{ack_claim, Job};
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::message::ack::DeadReason;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
@@ -109,7 +109,7 @@ impl BusShared {
             }
         }
         for id in &complete {
-            // Into the dedup window before the records leave the WAL (see `dedup.rs`).
+            // Into the dedup window before the records leave the WAL (see `delivery/dedup/dedup_window.rs`).
             self.dedup.completed(id, ended);
         }
         if !complete.is_empty() {
@@ -267,7 +267,7 @@ impl BusShared {
     }
 
     fn complete(&self, id: &str, at: Option<SystemTime>) {
-        // Into the dedup window before the record leaves the WAL (see `dedup.rs`).
+        // Into the dedup window before the record leaves the WAL (see `delivery/dedup/dedup_window.rs`).
         self.dedup.completed(id, at);
         if let Err(e) = self.wal.complete(id) {
             tracing::error!(target: crate::constant::target::DELIVERY, %id, error = %e, "could not mark message complete; it may be delivered again after a restart");

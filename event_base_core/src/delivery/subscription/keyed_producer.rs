@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::backend::queue::{EProducer, TrySendError};
-use crate::delivery::key_order::{ordering_key, KeyOrder};
+use crate::delivery::subscription::key_order::{ordering_key, KeyOrder};
 use crate::error::QueueError;
 use crate::message::emessage::EMessage;
 

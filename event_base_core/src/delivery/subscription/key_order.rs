@@ -25,9 +25,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::delivery::id_key::{IdKeys, KeyHasher};
-use crate::delivery::job::Job;
-use crate::delivery::job_channel::JobSender;
+use crate::delivery::dedup::id_key::{IdKeys, KeyHasher};
+use crate::delivery::subscription::job::Job;
+use crate::delivery::subscription::job_channel::JobSender;
 use crate::message::emessage::EMessage;
 
 /// Independently locked shards of the lines; a power of two.
@@ -202,7 +202,7 @@ impl KeyOrder {
 
     /// Waits until the lines have room.
     pub(crate) async fn room(&self) {
-        crate::delivery::bell::wait_until(&self.room, || !self.is_full()).await;
+        crate::delivery::subscription::bell::wait_until(&self.room, || !self.is_full()).await;
     }
 
     /// Messages in all lines (queued, parked or being handled).
@@ -318,7 +318,7 @@ impl KeyOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::job_channel::job_channel;
+    use crate::delivery::subscription::job_channel::job_channel;
     use crate::message::delivery_mode::DeliveryMode;
     use std::sync::Arc;
 
@@ -458,7 +458,7 @@ mod tests {
 
         struct World {
             keys: KeyOrder,
-            rx: crate::delivery::job_channel::JobReceiver,
+            rx: crate::delivery::subscription::job_channel::JobReceiver,
             queue: VecDeque<Arc<EMessage>>,
             taken: Vec<Job>,
             running: Vec<Job>,

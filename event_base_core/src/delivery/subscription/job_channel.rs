@@ -27,7 +27,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::Notify;
 
-use crate::delivery::job::Job;
+use crate::delivery::subscription::job::Job;
 
 /// The bells rung when a job is sent: one per worker that parks on its bell instead of on
 /// the channel (the topic's workers, for its work channel; the worker, for its inbox).

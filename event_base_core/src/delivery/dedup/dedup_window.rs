@@ -32,8 +32,8 @@
 //! message held by an outbox is appended without coming here, so holding it takes the key
 //! ([`held`](DedupWindow::held)).
 
-use crate::delivery::id_key::IdKeys;
-use crate::delivery::key_set::KeySet;
+use crate::delivery::dedup::id_key::IdKeys;
+use crate::delivery::dedup::key_set::KeySet;
 use crate::message::minted;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

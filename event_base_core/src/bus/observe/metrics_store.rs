@@ -2,7 +2,7 @@
 //! into a [`MetricsSnapshot`].
 //!
 //! Counters are relaxed atomics owned by each topic and worker, bumped on the hot path
-//! without locks (see `topic_counters.rs` and the worker registry); latencies go into
+//! without locks (see `observe/topic_counters.rs` and the worker registry); latencies go into
 //! lock-free histograms. A snapshot reads everything at one moment.
 
 use std::collections::BTreeMap;

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use crate::backend::queue::TrySendError;
 use crate::bus::in_flight::InFlight;
-use crate::delivery::job::{ClaimTicket, Job, Target};
-use crate::delivery::topic_table::TopicEntry;
-use crate::delivery::wall_clock::WallClock;
+use crate::delivery::send::wall_clock::WallClock;
+use crate::delivery::subscription::job::{ClaimTicket, Job, Target};
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::message::emessage::EMessage;
 
 /// What to do when an entry is due.

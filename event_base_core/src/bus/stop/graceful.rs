@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bus::stop::worker_stop::{request_stop, stop_and_wait, Outcomes};
 use crate::bus::tasks::BusTasks;
 use crate::constant::SHUTDOWN_ACK;
 use crate::error::CoreError;
 use crate::shutdown::strategy::{ShutdownAck, ShutdownReport, WorkerOutcome, WorkerShutdown};
-use crate::shutdown::worker_stop::{request_stop, stop_and_wait, Outcomes};
 use crate::worker::registry::WorkerStatus;
 
 /// Stops one worker once it is idle; the system keeps running.

@@ -23,7 +23,7 @@
 //!   spinning) until a worker takes the next job. When the queue is shared with other
 //!   processes, the router of a user's handler stops claiming as soon as its bus begins to
 //!   shut down (`EConsumer::stop_claiming`): it routes what it had claimed and ends, and the
-//!   shutdown waits for that (`shutdown/coordinator.rs`), so a draining node takes no new
+//!   shutdown waits for that (`bus/stop/coordinator.rs`), so a draining node takes no new
 //!   work and what the queue still holds goes to the other nodes.
 //! - **In-memory queues** (no acknowledgement): there is no router task. Each idle worker
 //!   claims the next message itself and runs the routing above, keeping the message when it
@@ -40,9 +40,9 @@ use std::time::{Duration, SystemTime};
 use crate::backend::queue::{Claimed, EConsumer};
 use crate::bus::in_flight::Held;
 use crate::bus::shared::BusShared;
-use crate::delivery::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
-use crate::delivery::scheduler::Scheduled;
-use crate::delivery::topic_table::TopicEntry;
+use crate::delivery::send::scheduler::Scheduled;
+use crate::delivery::subscription::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
 use crate::message::delivery_mode::DeliveryMode;
@@ -276,7 +276,7 @@ impl ConsumerRouter {
         let mut local = None;
         if let Some(name) = &message.to_worker {
             // A name with its node (`<node id>/<worker>`) reached the node it names: the
-            // backend hands such a message to that node only (`addressed.rs`).
+            // backend hands such a message to that node only (`delivery/remote/addressed.rs`).
             let found = entry.worker_index(name).or_else(|| {
                 crate::backend::routes::node_and_worker(name)
                     .and_then(|(_, worker)| entry.worker_index(worker))

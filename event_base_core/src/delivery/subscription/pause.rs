@@ -39,7 +39,7 @@ impl PauseSwitch {
 
     /// Returns once the subscription is not paused (at once if it is not).
     pub(crate) async fn running(&self) {
-        crate::delivery::bell::wait_until(&self.resumed, || !self.is_paused()).await;
+        crate::delivery::subscription::bell::wait_until(&self.resumed, || !self.is_paused()).await;
     }
 }
 

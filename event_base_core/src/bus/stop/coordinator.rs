@@ -26,15 +26,15 @@ use tokio::time::Instant;
 
 use crate::bus::global;
 use crate::bus::shared::BusShared;
+use crate::bus::stop::graceful::graceful;
+use crate::bus::stop::plan::{plan, Settle, ShutdownPlan, Stop};
+use crate::bus::stop::worker_stop::{stop_workers, Outcomes};
 use crate::bus::tasks::BusTasks;
 use crate::constant::SHUTDOWN_ACK;
 use crate::error::CoreError;
-use crate::shutdown::graceful::graceful;
-use crate::shutdown::plan::{plan, Settle, ShutdownPlan, Stop};
 use crate::shutdown::strategy::{
     ShutdownAck, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };
-use crate::shutdown::worker_stop::{stop_workers, Outcomes};
 use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// How long the bus waits for its own workers to hand out the shutdown acks.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bus::stop::plan::Stop;
 use crate::bus::tasks::BusTasks;
-use crate::shutdown::plan::Stop;
 use crate::shutdown::strategy::WorkerOutcome;
 use crate::worker::registry::{WorkerState, WorkerStatus};
 

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::observe::metrics_store::MetricsStore;
+use crate::bus::observe::metrics_store::MetricsStore;
 use crate::observe::snapshot::MetricsSnapshot;
 
 /// Exports a system's metrics to the `metrics` facade (feature `metrics`).

@@ -1,5 +1,5 @@
 //! The handlers of a route that only other processes run ([`Elsewhere`]), each one a
-//! [`RemoteSub`]: what a [`Route`](crate::delivery::topic_table::Route) carries besides its
+//! [`RemoteSub`]: what a [`Route`](crate::delivery::subscription::topic_table::Route) carries besides its
 //! local subscriptions when the queue backend is shared (`QueueFactory::routes`). Kept apart
 //! from the table that fills them in (`remote_table.rs`) so the topic table can hold them
 //! without importing it. The functions here queue copies for them: for a send
@@ -28,7 +28,7 @@ pub(crate) fn prepare_elsewhere(
     mut message: EMessage,
 ) -> Result<Arc<EMessage>, CoreError> {
     message.topic = MessageTopic::from(topic);
-    crate::delivery::stamp::stamp(&mut message)?;
+    crate::delivery::send::stamp::stamp(&mut message)?;
     Ok(Arc::new(message))
 }
 

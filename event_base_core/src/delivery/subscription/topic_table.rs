@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::backend::queue::{EConsumer, EProducer};
-use crate::delivery::elsewhere::Elsewhere;
-use crate::delivery::job::{Job, Target};
-use crate::delivery::job_channel::{JobReceiver, JobSender};
-use crate::delivery::key_order::KeyOrder;
 use crate::delivery::log::log_queue::LogAppender;
-use crate::delivery::pause::PauseSwitch;
-use crate::delivery::rate_gate::RateGate;
-use crate::delivery::topic_hasher::TopicMap;
+use crate::delivery::remote::elsewhere::Elsewhere;
+use crate::delivery::subscription::job::{Job, Target};
+use crate::delivery::subscription::job_channel::{JobReceiver, JobSender};
+use crate::delivery::subscription::key_order::KeyOrder;
+use crate::delivery::subscription::pause::PauseSwitch;
+use crate::delivery::subscription::rate_gate::RateGate;
+use crate::delivery::subscription::topic_hasher::TopicMap;
 use crate::message::topic::MessageTopic;
 use crate::observe::topic_counters::TopicCounters;
 
@@ -45,7 +45,7 @@ pub(crate) struct Route {
     /// handlers; with one, its subscription's counters are the topic's.
     messages: TopicCounters,
     /// The topic's handlers that only other processes run, from a shared backend's
-    /// registry (see `delivery/remote_routes.rs`); none with an in-process backend.
+    /// registry (see `delivery/remote/remote_routes.rs`); none with an in-process backend.
     pub(crate) elsewhere: Elsewhere,
     /// Its subscriptions' [`claim_counted`](TopicEntry::claim_counted).
     pub(crate) claim_counted: bool,
@@ -127,7 +127,7 @@ pub(crate) struct TopicEntry {
     /// The handler this subscription runs.
     pub(crate) handler: Arc<str>,
     /// Whether the topic has other handlers too: a message is then final only once every
-    /// handler's copy is (see `delivery/fan_out.rs`).
+    /// handler's copy is (see `delivery/settle/fan_out.rs`).
     pub(crate) fan_out: bool,
     /// Whether its queue is shared by several processes (a shared backend's, one that needs
     /// acks): its messages then count in flight in the process that claims them, from the

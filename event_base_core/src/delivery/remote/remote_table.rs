@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::backend::routes::RemoteRoutes;
-use crate::delivery::elsewhere::RemoteSub;
-use crate::delivery::sender_completions::SenderCompletions;
-use crate::delivery::sent_to::SentTo;
-use crate::delivery::topic_table::{Route, TopicTable};
+use crate::delivery::remote::elsewhere::RemoteSub;
+use crate::delivery::remote::sent_to::SentTo;
+use crate::delivery::settle::sender_completions::SenderCompletions;
+use crate::delivery::subscription::topic_table::{Route, TopicTable};
 use crate::error::CoreError;
 use crate::message::topic::MessageTopic;
 

@@ -15,12 +15,12 @@ use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
-use crate::delivery::elsewhere::{
+use crate::delivery::remote::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
-use crate::delivery::key_order::ordering_key;
-use crate::delivery::scheduler::{Scheduled, SchedulerHandle};
-use crate::delivery::topic_table::{Route, TopicEntry};
+use crate::delivery::send::scheduler::{Scheduled, SchedulerHandle};
+use crate::delivery::subscription::key_order::ordering_key;
+use crate::delivery::subscription::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
@@ -127,7 +127,7 @@ impl BusShared {
     /// A send to a topic with handlers here and handlers only other processes run: the WAL
     /// record and the dedup window first (a duplicate goes to no handler), then a copy for
     /// each handler elsewhere and one for each local handler, each waited for as a local copy
-    /// is (`remote_routes.rs`). The copies elsewhere are queued first, so that a local
+    /// is (`delivery/remote/remote_routes.rs`). The copies elsewhere are queued first, so that a local
     /// handler cannot finish the message before they are (on Redis, one writer keeps them
     /// in order) and a `try_send` they do not fit leaves no local copy behind.
     async fn accept_mixed(
@@ -307,7 +307,7 @@ impl BusShared {
     }
 
     /// Appends `message` to the WAL, unless its id is a duplicate: held by the WAL, or
-    /// completed within the dedup window (`delivery/dedup.rs` says why this order has no race).
+    /// completed within the dedup window (`delivery/dedup/dedup_window.rs` says why this order has no race).
     #[inline]
     fn append_new(&self, message: &Arc<EMessage>) -> Result<Appended, CoreError> {
         if !self.dedup.enabled() {
@@ -371,7 +371,7 @@ impl BusShared {
     /// Queues the messages an outbox released (one ack's), already in the WAL: counted as
     /// accepted, handed to their handlers' queues without ever blocking the releasing worker
     /// (a full queue gets a task that waits for room). Those for topics with no handler here
-    /// go to the handlers elsewhere together, as a batch (`remote_routes.rs`).
+    /// go to the handlers elsewhere together, as a batch (`delivery/remote/remote_routes.rs`).
     pub(crate) fn queue_released_all(&self, messages: Vec<Arc<EMessage>>) {
         let mut elsewhere = Vec::new();
         for message in messages {
@@ -452,7 +452,7 @@ impl BusShared {
         if targets.len() > 1 {
             // Only copies on this process's own queues are waited for: a copy on a shared
             // queue is the backend's once queued, as a copy for a handler elsewhere is, since
-            // another node may settle it (`delivery/fan_out.rs` says why nothing is lost).
+            // another node may settle it (`delivery/settle/fan_out.rs` says why nothing is lost).
             let here = targets.iter().filter(|t| !t.claim_counted).count();
             if here > 1 {
                 self.fan_outs.open(&message.id, here as u32);
@@ -462,7 +462,7 @@ impl BusShared {
 
     /// Every copy of `message` went to `targets`' queues: if they are all shared queues, its
     /// WAL record completes on this process once the backend confirmed them, whichever node
-    /// handles them (`sender_completions.rs`). A copy on an in-process queue completes the
+    /// handles them (`delivery/settle/sender_completions.rs`). A copy on an in-process queue completes the
     /// record with its handler's ack instead; so does a copy due later that this process's
     /// scheduler keeps.
     pub(crate) fn copies_queued(&self, targets: &[Arc<TopicEntry>], message: &EMessage) {
@@ -524,11 +524,11 @@ impl BusShared {
         let topic = message.topic.0.clone();
         let (route, message) = self.admit(&topic, message, false)?;
         if self.is_addressed(&message) {
-            // For a worker of a node: to that worker again (`addressed.rs`).
+            // For a worker of a node: to that worker again (`delivery/remote/addressed.rs`).
             return self.replay_addressed(dead, message).await;
         }
         if route.subs.is_empty() {
-            // Handled only elsewhere: to the handlers there (`remote_routes.rs`).
+            // Handled only elsewhere: to the handlers there (`delivery/remote/remote_routes.rs`).
             return self.replay_elsewhere(dead, message).await;
         }
         // To the handlers whose copy died, those the bus still has; all, if none is left.
@@ -678,7 +678,7 @@ impl BusShared {
             return Err(CoreError::ReservedTopic(topic.to_owned()));
         }
         if self.any_addressed(&messages) {
-            // Some for a worker of a node: those go by that node (`addressed.rs`).
+            // Some for a worker of a node: those go by that node (`delivery/remote/addressed.rs`).
             return Box::pin(self.send_batch_addressed(topic, messages)).await;
         }
         // In flight before the check, as a single send is (see `accept`).
@@ -914,7 +914,7 @@ pub(crate) fn prepare_into(
             });
         }
     }
-    crate::delivery::stamp::stamp(&mut message)?;
+    crate::delivery::send::stamp::stamp(&mut message)?;
     Ok(wrap(message))
 }
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::bus::global;
 use crate::bus::shared::BusShared;
-use crate::delivery::topic_table::Route;
+use crate::delivery::subscription::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::context::handling_bus;
 use crate::message::emessage::{EMessage, TryIntoMessage};
