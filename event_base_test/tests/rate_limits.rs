@@ -95,9 +95,10 @@ async fn fifty_a_second_over_four_workers_spaces_every_start_by_20_ms() {
 
 /// On the real clock, within a stated tolerance: 100/s, 60 messages over 4 workers. Each
 /// start is reserved a slot 10 ms after the one before; the handler runs at its slot or
-/// later, never before it (a timer does not fire early), and the test allows 20 ms of
-/// lateness (scheduling on a loaded machine): the 60 starts span at least 590 - 20 ms, and
-/// no 100 ms holds more than 10 + 2 of them.
+/// later, never before it (a timer does not fire early). Lateness (a loaded machine) can only
+/// bunch starts that were reserved already, and each worker holds one reservation at a time:
+/// no 100 ms holds more than its 10 slots, one at the edge, and 4 late starts. The test allows
+/// 100 ms of lateness for the first start: the 60 starts span at least 590 - 100 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_a_second_holds_on_the_real_clock() {
     let starts = Arc::new(Starts::default());
@@ -119,13 +120,13 @@ async fn a_hundred_a_second_holds_on_the_real_clock() {
     let taken = starts.taken();
     assert_eq!(taken.len(), 60);
     let span = taken[59] - taken[0];
-    assert!(span >= Duration::from_millis(570), "60 starts in {span:?}");
+    assert!(span >= Duration::from_millis(490), "60 starts in {span:?}");
     for (i, first) in taken.iter().enumerate() {
         let within = taken[i..]
             .iter()
             .take_while(|t| **t - *first < Duration::from_millis(100))
             .count();
-        assert!(within <= 12, "{within} starts within 100 ms");
+        assert!(within <= 15, "{within} starts within 100 ms");
     }
     bus.close().await.unwrap();
 }

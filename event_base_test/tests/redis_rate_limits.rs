@@ -48,9 +48,11 @@ async fn rated_node(queue: RedisQueueFactory, handler: HandlerSpec) -> EventBus 
 }
 
 /// 40/s is a slot every 25 ms, across both nodes. Tolerance: a start runs at its slot or
-/// later (the server's clock decides the slot; a timer never fires early), and the test
-/// allows 40 ms of lateness on a loaded machine: 48 starts span at least 47 × 25 - 40 ms,
-/// and no 250 ms holds more than 10 + 2 of them.
+/// later (the server's clock decides the slot; a timer never fires early); lateness can only
+/// bunch starts already reserved, one per worker (4 in all): no 250 ms holds more than its
+/// 10 slots, one at the edge and 4 late starts, and with 100 ms allowed for the first
+/// start's lateness, 48 starts span at least 47 × 25 - 100 ms. Two nodes pacing themselves
+/// apart would take about half that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_share_one_rate() {
     let server = RedisServer::start();
@@ -77,7 +79,7 @@ async fn two_nodes_share_one_rate() {
     assert!((1..48).contains(&on_b), "node b handled {on_b} of 48");
     let span = taken[47].0 - taken[0].0;
     assert!(
-        span >= Duration::from_millis(47 * 25 - 40),
+        span >= Duration::from_millis(47 * 25 - 100),
         "48 starts in {span:?}"
     );
     for (i, (first, _)) in taken.iter().enumerate() {
@@ -85,7 +87,7 @@ async fn two_nodes_share_one_rate() {
             .iter()
             .take_while(|(t, _)| *t - *first < Duration::from_millis(250))
             .count();
-        assert!(within <= 12, "{within} starts within 250 ms");
+        assert!(within <= 15, "{within} starts within 250 ms");
     }
     let waited: Duration = [&a, &b]
         .iter()
