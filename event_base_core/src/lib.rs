@@ -25,6 +25,7 @@
 //! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
+//! | `patterns/` | request/reply, on the bus's API | [`reply`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
@@ -88,6 +89,7 @@ mod handler;
 mod message;
 mod node;
 mod observe;
+mod patterns;
 mod shutdown;
 mod system_topics;
 mod worker;
@@ -135,6 +137,7 @@ pub use observe::snapshot::{
 #[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
 pub use observe::trace_layer::TraceLayer;
 pub use observe::trace_layer::TraceRecord;
+pub use patterns::request::{reply, reply_json, REPLY_TO};
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };

@@ -270,6 +270,7 @@ const FLOORS: &[&str] = &[
     "system_topics",
     "bus",
     "shutdown",
+    "patterns",
 ];
 
 /// The imports that run back up (a folder importing one on a floor above it), known today:
