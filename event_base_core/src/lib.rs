@@ -25,7 +25,7 @@
 //! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
-//! | `patterns/` | request/reply, on the bus's API | [`reply`] |
+//! | `patterns/` | request/reply, cancel of a delayed message, on the bus's API | [`reply`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder

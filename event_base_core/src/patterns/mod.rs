@@ -15,4 +15,5 @@
 //! | `slots.rs` | [`Schedule`](crate::Schedule), [`CatchUp`](crate::CatchUp): which slots fire, and which of the missed ones |
 //! | `cancel.rs` | `EventBus::cancel`: a delayed message taken back before its time |
 
+pub(crate) mod cancel;
 pub(crate) mod request;
