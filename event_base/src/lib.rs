@@ -219,7 +219,7 @@ pub mod prelude {
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};
-    pub use crate::{reply, reply_json};
+    pub use crate::{reply, reply_json, CatchUp, Schedule};
     #[cfg(feature = "memory")]
     pub use crate::{FlumeQueueFactory, MemoryWal};
     #[cfg(feature = "persistent")]

@@ -25,7 +25,7 @@
 //! | `shutdown/` | stopping: strategy decides, coordinator acts | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: recorders apart from readers | [`MetricsSnapshot`], [`AuditLog`], [`TraceRecord`] |
-//! | `patterns/` | request/reply, cancel of a delayed message, on the bus's API | [`reply`] |
+//! | `patterns/` | request/reply, recurring schedules, cancel of a delayed message, on the bus's API | [`reply`], [`Schedule`], [`CatchUp`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
@@ -138,6 +138,8 @@ pub use observe::snapshot::{
 pub use observe::trace_layer::TraceLayer;
 pub use observe::trace_layer::TraceRecord;
 pub use patterns::request::{reply, reply_json, REPLY_TO};
+pub use patterns::schedule::{ScheduleInfo, MAX_SCHEDULE_NAME_BYTES, SCHEDULE_HEADER, SLOT_HEADER};
+pub use patterns::slots::{CatchUp, Schedule, MAX_CATCH_UP};
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };

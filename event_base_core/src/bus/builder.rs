@@ -375,6 +375,10 @@ impl EventBusBuilder {
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
+        // What the concerns above the bus take up at start (the WAL's schedules).
+        for hook in crate::bus::start_hooks::ON_START {
+            hook(&bus).await?;
+        }
         bus.shared.announce_start(&started).await;
         Ok(bus)
     }

@@ -17,3 +17,5 @@
 
 pub(crate) mod cancel;
 pub(crate) mod request;
+pub(crate) mod schedule;
+pub(crate) mod slots;
