@@ -32,6 +32,8 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("config.md", "ch12_config", &["CONFIG"]),
     ("ordering.md", "ch13_ordering", &[]),
     ("operating.md", "ch14_operating", &[]),
+    ("requests.md", "ch15_requests", &[]),
+    ("schedules.md", "ch16_schedules", &[]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {
