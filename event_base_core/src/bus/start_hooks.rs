@@ -13,3 +13,11 @@ pub(crate) type StartHook = for<'a> fn(
 /// theirs, so that the builder runs them without naming them.
 #[linkme::distributed_slice]
 pub(crate) static ON_START: [StartHook];
+
+/// Makes the handler of the reply subscription (`constant::REPLY_TOPIC`), which a bus built with
+/// `EventBusBuilder::replies(true)` runs: `patterns/request.rs` adds it.
+pub(crate) type ReplySubscription = fn() -> crate::handler::spec::HandlerSpec;
+
+/// The reply subscription's maker, gathered at link time (one entry).
+#[linkme::distributed_slice]
+pub(crate) static REPLY_SUBSCRIPTION: [ReplySubscription];
