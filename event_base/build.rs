@@ -32,7 +32,9 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("config.md", "ch12_config", &["CONFIG"]),
     ("ordering.md", "ch13_ordering", &[]),
     ("operating.md", "ch14_operating", &[]),
-    ("rate-limits.md", "ch15_rate_limits", &[]),
+    ("requests.md", "ch15_requests", &[]),
+    ("schedules.md", "ch16_schedules", &[]),
+    ("rate-limits.md", "ch17_rate_limits", &[]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -219,6 +219,7 @@ pub mod prelude {
     };
     #[cfg(feature = "macro")]
     pub use crate::{handler, send_msg, start_system};
+    pub use crate::{reply, reply_json, CatchUp, Schedule};
     #[cfg(feature = "memory")]
     pub use crate::{FlumeQueueFactory, MemoryWal};
     #[cfg(feature = "persistent")]
@@ -411,7 +412,9 @@ macro_rules! __event_base_config {
 /// | `ch12_config` | the configuration file: every key, its default, the `EB_…` variables (feature `config`) |
 /// | [`ch13_ordering`](crate::guide::ch13_ordering) | subscriptions: order per key (`with_key`) across workers, retries and restarts, pause and resume, lag |
 /// | [`ch14_operating`](crate::guide::ch14_operating) | running it: a config file, the dashboard, `ebctl`, Prometheus and its alerts, traces, and what to do when an alert fires |
-/// | [`ch15_rate_limits`](crate::guide::ch15_rate_limits) | a handler's rate (`rate = "100/s"`): starts spaced evenly across workers and, on Redis, nodes |
+/// | [`ch15_requests`](crate::guide::ch15_requests) | request/reply: `EventBus::request`, `reply`, timeouts, late replies, what a request is |
+/// | [`ch16_schedules`](crate::guide::ch16_schedules) | recurring schedules: `every` and `cron`, once per slot across nodes and restarts, missed slots, where they are kept |
+/// | [`ch17_rate_limits`](crate::guide::ch17_rate_limits) | a handler's rate (`rate = "100/s"`): starts spaced evenly across workers and, on Redis, nodes |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -455,6 +458,10 @@ pub mod guide {
     pub mod ch13_ordering {}
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/operating.md"))]
     pub mod ch14_operating {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/requests.md"))]
+    pub mod ch15_requests {}
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/schedules.md"))]
+    pub mod ch16_schedules {}
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/rate-limits.md"))]
-    pub mod ch15_rate_limits {}
+    pub mod ch17_rate_limits {}
 }

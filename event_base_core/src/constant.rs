@@ -25,6 +25,11 @@ pub const WORKER_HEARTBEAT: &str = "_system.worker_heartbeat";
 pub const TOPIC_SYNC: &str = "_system.topic_sync";
 /// Topic discovery.
 pub const TOPIC_DISCOVERY: &str = "_system.topic_discovery";
+/// Replies to requests made in another process (`EventBus::request` on a shared backend):
+/// the topic of the subscription a bus built with `EventBusBuilder::replies(true)` reads
+/// them from, and of every reply. Not a `_system.` topic: those stay in their process on a
+/// shared backend, and a reply must travel to the requester's.
+pub const REPLY_TOPIC: &str = "event_base.reply";
 /// A [`DeadLetterMessage`](crate::DeadLetterMessage) (JSON) for every message that dies.
 pub const DEAD_LETTER: &str = "_system.dead_letter";
 

@@ -25,6 +25,7 @@
 //! | `shutdown/` | stopping, the words: strategies and reports (`bus/stop/` carries them out) | [`ShutdownStrategy`], [`ShutdownReport`] |
 //! | `system_topics/` | the bus's own `_system.` topics | [`WorkerDiscovery`], [`TopicSync`] |
 //! | `observe/` | metrics, audit, tracing: the recorders and what they record (the readers of a running bus are `bus/observe/`) | [`MetricsSnapshot`], [`AuditLog`] |
+//! | `patterns/` | request/reply, recurring schedules, cancel of a delayed message, on the bus's API | [`reply`], [`Schedule`], [`CatchUp`] |
 //!
 //! `constant` (public), `error` ([`CoreError`] and the per-concern errors) and `node`
 //! ([`NodeType`], [`set_node_name`]: which node this process is) are the leaves every folder
@@ -88,6 +89,7 @@ mod handler;
 mod message;
 mod node;
 mod observe;
+mod patterns;
 mod shutdown;
 mod system_topics;
 mod worker;
@@ -136,6 +138,9 @@ pub use observe::latency_histogram::{LatencyHistogram, LatencySummary};
 pub use observe::snapshot::{
     MetricsSnapshot, NodeMetrics, SubscriptionMetrics, TopicMetrics, WorkerMetrics,
 };
+pub use patterns::request::{reply, reply_json, REPLY_TO};
+pub use patterns::schedule::{ScheduleInfo, MAX_SCHEDULE_NAME_BYTES, SCHEDULE_HEADER, SLOT_HEADER};
+pub use patterns::slots::{CatchUp, Schedule, MAX_CATCH_UP};
 pub use shutdown::strategy::{
     ShutdownAck, ShutdownCommand, ShutdownReport, ShutdownStrategy, WorkerOutcome, WorkerShutdown,
 };

@@ -10,6 +10,7 @@
 //! | `<prefix>:{<topic>}:dm:<handler>` | hash | their entries' fields: `<id>:m`, `<id>:p`, and which stream they go to when due: `<id>:b` (broadcast), `<id>:k` (keyed), neither (work) |
 //! | `<prefix>:{<topic>}:b:<handler>` | stream | the subscription's `Broadcast` messages, and those addressed to a worker of one node (`to_worker: "<node>/<worker>"`, which the other nodes ack unread) (fields `m`, `p`): a group `n:<node>` per node that runs the handler |
 //! | `<prefix>:{<topic>}:bc:<handler>` | stream | a cluster-wide system topic's entries for one handler (`_system.shutdown`, `_system.shutdown_ack`, `_system.worker_discovery`, `_system.topic_sync`, `_system.topic_discovery`): a group `n:<node>` per node that runs the handler |
+//! | `<prefix>:{schedules}:def`, `<prefix>:{schedules}:last` | hashes | the recurring schedules (`Wal::put_schedule`): definitions and last slot fired, by name |
 //! | `<prefix>:{<topic>}:dlq` | stream | the topic's dead letters (field `d`), trimmed to about [`DLQ_MAX_LEN`] |
 //! | `<prefix>:{<topic>}:poison` | stream | entries that did not decode, moved aside (fields `src`, `reason`, and the entry's own) |
 //! | `<prefix>:topics` | set | topics that have had a dead letter (for listing them) |
@@ -111,6 +112,16 @@ impl Keys {
     /// The set of topics with dead letters.
     pub(crate) fn topics(&self) -> String {
         format!("{}:topics", self.prefix)
+    }
+
+    /// The hash of the recurring schedules' definitions, by name (`Wal::put_schedule`).
+    pub(crate) fn schedules(&self) -> String {
+        format!("{}:{{schedules}}:def", self.prefix)
+    }
+
+    /// The hash of the recurring schedules' last slots fired, by name (`Wal::claim_slot`).
+    pub(crate) fn schedule_slots(&self) -> String {
+        format!("{}:{{schedules}}:last", self.prefix)
     }
 }
 

@@ -36,6 +36,28 @@ pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, RedisError> {
     }
 }
 
+/// A hash's field and its value, as bytes.
+pub(crate) type Pair = (Vec<u8>, Vec<u8>);
+
+/// A hash's fields and values (`HGETALL`), as a map or as a flat array of pairs.
+pub(crate) fn pairs(command: &'static str, v: &Value) -> Result<Vec<Pair>, RedisError> {
+    let bytes = |x: &Value| {
+        bytes_of(x)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| unexpected(command, format!("expected a string, got {x:?}")))
+    };
+    match v {
+        Value::Map(m) => m.iter().map(|(k, x)| Ok((bytes(k)?, bytes(x)?))).collect(),
+        other => array(command, other)?
+            .chunks(2)
+            .map(|kv| match kv {
+                [k, x] => Ok((bytes(k)?, bytes(x)?)),
+                _ => Err(unexpected(command, "an odd number of hash items")),
+            })
+            .collect(),
+    }
+}
+
 /// An array reply (nil is empty).
 pub(crate) fn array<'v>(command: &'static str, v: &'v Value) -> Result<&'v [Value], RedisError> {
     match v {

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use event_base_core::backend::{Wal, WalCommit, WalRecord, WalStats};
+use event_base_core::backend::{StoredSchedule, Wal, WalCommit, WalRecord, WalStats};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use crate::codec;
@@ -43,6 +43,24 @@ use crate::link::Link;
 use crate::reply;
 use crate::scripts;
 use crate::settings::Settings;
+
+/// `KEYS[1]` schedule definitions, `KEYS[2]` last slots; `ARGV[1]` name, `ARGV[2]` slot
+/// (ms since the epoch). Claims the slot if the schedule exists and its last slot is
+/// earlier: returns 1 and records it, else 0.
+const CLAIM_SLOT: &str = r"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local last = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if last >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+";
+
+/// `KEYS` as [`CLAIM_SLOT`]; `ARGV[1]` name. Removes the schedule and its last slot;
+/// returns 1 if it existed.
+const REMOVE_SCHEDULE: &str = r"
+redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('HDEL', KEYS[1], ARGV[1])
+";
 
 /// The WAL of a bus whose queues are a [`RedisQueueFactory`](crate::RedisQueueFactory)'s: a façade over the same keys
 /// (see the module docs), made with [`RedisWal::over`] or [`RedisQueueFactory::wal`](crate::RedisQueueFactory::wal), or
@@ -181,6 +199,65 @@ impl RedisWal {
 
 #[async_trait]
 impl Wal for RedisWal {
+    // Recurring schedules: two hashes shared by every node (`keys.rs`), the definitions and
+    // the last slot fired; a slot is claimed by one script, so of the nodes that fire the
+    // same slot one wins.
+
+    async fn put_schedule(&self, name: &str, definition: &[u8]) -> Result<(), WalError> {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.keys.schedules()).arg(name).arg(definition);
+        self.link.run("HSET", cmd).await?;
+        Ok(())
+    }
+
+    async fn remove_schedule(&self, name: &str) -> Result<bool, WalError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(REMOVE_SCHEDULE)
+            .arg(2)
+            .arg(self.keys.schedules())
+            .arg(self.keys.schedule_slots())
+            .arg(name);
+        let v = self.link.run("EVAL", cmd).await?;
+        Ok(reply::int("EVAL", &v)? == 1)
+    }
+
+    async fn stored_schedules(&self) -> Result<Vec<StoredSchedule>, WalError> {
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(self.keys.schedules());
+        let defs = reply::pairs("HGETALL", &self.link.run("HGETALL", cmd).await?)?;
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(self.keys.schedule_slots());
+        let slots = reply::pairs("HGETALL", &self.link.run("HGETALL", cmd).await?)?;
+        let mut out: Vec<StoredSchedule> = defs
+            .into_iter()
+            .map(|(name, definition)| {
+                let last_slot = slots
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok());
+                StoredSchedule {
+                    name: String::from_utf8_lossy(&name).into_owned(),
+                    definition,
+                    last_slot,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn claim_slot(&self, name: &str, slot: u64) -> Result<bool, WalError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(CLAIM_SLOT)
+            .arg(2)
+            .arg(self.keys.schedules())
+            .arg(self.keys.schedule_slots())
+            .arg(name)
+            .arg(slot);
+        let v = self.link.run("EVAL", cmd).await?;
+        Ok(reply::int("EVAL", &v)? == 1)
+    }
+
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         // The queue's XADD is the record; `send` resolves when Redis has it. A dead letter
         // sent again leaves the dead letters, ahead of its entry on the writer.

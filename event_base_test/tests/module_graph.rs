@@ -430,6 +430,7 @@ const FLOORS: &[&str] = &[
     "worker",
     "system_topics",
     "bus",
+    "patterns",
 ];
 
 /// The imports that run back up (a folder importing one on a floor above it), known today:

@@ -25,6 +25,7 @@ mod memory_wal;
 #[cfg(feature = "persistent")]
 mod persistent;
 mod record_id;
+mod schedule_store;
 
 pub use memory_wal::MemoryWal;
 #[cfg(feature = "persistent")]

@@ -4,12 +4,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use event_base_core::backend::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
+use event_base_core::backend::{
+    StoredSchedule, Wal, WalCommit, WalRecord, WalRecordState, WalStats,
+};
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
 use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::record_id::hash_id;
+use crate::schedule_store::ScheduleStore;
 
 /// Number of independently locked shards; a power of two.
 const SHARDS: usize = 32;
@@ -164,6 +167,8 @@ fn rehash(r: &Record) -> u64 {
 #[derive(Debug)]
 pub struct MemoryWal {
     shards: Box<[Mutex<Shard>]>,
+    /// Its recurring schedules (`Wal::put_schedule`); a `PersistentWal` keeps its own.
+    schedules: ScheduleStore,
 }
 
 impl Default for MemoryWal {
@@ -177,6 +182,7 @@ impl MemoryWal {
     pub fn new() -> Self {
         MemoryWal {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            schedules: ScheduleStore::default(),
         }
     }
 
@@ -358,6 +364,22 @@ impl MemoryWal {
 
 #[async_trait]
 impl Wal for MemoryWal {
+    async fn put_schedule(&self, name: &str, definition: &[u8]) -> Result<(), WalError> {
+        self.schedules.put(name, definition)
+    }
+
+    async fn remove_schedule(&self, name: &str) -> Result<bool, WalError> {
+        self.schedules.remove(name)
+    }
+
+    async fn stored_schedules(&self) -> Result<Vec<StoredSchedule>, WalError> {
+        Ok(self.schedules.list())
+    }
+
+    async fn claim_slot(&self, name: &str, slot: u64) -> Result<bool, WalError> {
+        self.schedules.claim(name, slot)
+    }
+
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         self.put(message, Slot::live(None), true);
         Ok(WalCommit::durable())

@@ -52,4 +52,7 @@ pub use routes::{
     node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding,
     RemoteRoutes, RevivedListener, RoutesListener,
 };
-pub use wal::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState, WalStats};
+pub use wal::{
+    PendingWindow, StoredSchedule, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState,
+    WalStats,
+};

@@ -67,6 +67,19 @@ pub struct PendingWindow {
     pub next: Option<u64>,
 }
 
+/// A recurring schedule as a WAL keeps it (`EventBus::schedule`): what
+/// [`Wal::stored_schedules`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSchedule {
+    /// Its name, unique in the WAL.
+    pub name: String,
+    /// Its definition as the bus wrote it with [`Wal::put_schedule`]: opaque to the WAL.
+    pub definition: Vec<u8>,
+    /// The latest slot fired ([`Wal::claim_slot`]), in milliseconds since the Unix epoch;
+    /// `None` before the first.
+    pub last_slot: Option<u64>,
+}
+
 /// Counters a WAL reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WalStats {
@@ -353,6 +366,37 @@ pub trait Wal: Send + Sync + 'static {
         std::future::pending().await
     }
 
+    /// Keeps the recurring schedule `name` (its `definition`, opaque bytes the bus writes),
+    /// replacing the definition of one of that name and keeping its last slot. Durable when
+    /// it returns, in a WAL that outlives the process. The default keeps nothing (a WAL
+    /// without a schedule store: schedules last as long as the bus that registered them).
+    async fn put_schedule(&self, name: &str, definition: &[u8]) -> Result<(), WalError> {
+        let _ = (name, definition);
+        Ok(())
+    }
+
+    /// Forgets the schedule `name`; `true` if it was kept. The default keeps none.
+    async fn remove_schedule(&self, name: &str) -> Result<bool, WalError> {
+        let _ = name;
+        Ok(false)
+    }
+
+    /// Every schedule kept, for a bus to take them up at start. The default keeps none.
+    async fn stored_schedules(&self) -> Result<Vec<StoredSchedule>, WalError> {
+        Ok(Vec::new())
+    }
+
+    /// Claims slot `slot` (milliseconds since the Unix epoch) of schedule `name` for firing:
+    /// `true`, and the slot is its last slot now, if it is later than its last slot; `false`
+    /// if that slot, or a later one, was claimed already (by this bus before a restart, or by
+    /// another bus sharing this store), or if no schedule `name` is kept. Atomic: of several
+    /// buses claiming the same slot, one gets `true`. The default (no schedule store) answers
+    /// `true`: the dedup window, by the firing's message id, is then the only guard.
+    async fn claim_slot(&self, name: &str, slot: u64) -> Result<bool, WalError> {
+        let _ = (name, slot);
+        Ok(true)
+    }
+
     /// Whether this WAL keeps records of its own (the default), rather than being a view of
     /// the queues' entries (`RedisWal`, whose `complete` does nothing). On shared queues the
     /// sender completes a record of its own once the backend confirmed every copy of its
@@ -443,5 +487,17 @@ impl<W: Wal + ?Sized> Wal for Arc<W> {
     }
     fn keeps_own_records(&self) -> bool {
         (**self).keeps_own_records()
+    }
+    async fn put_schedule(&self, name: &str, definition: &[u8]) -> Result<(), WalError> {
+        (**self).put_schedule(name, definition).await
+    }
+    async fn remove_schedule(&self, name: &str) -> Result<bool, WalError> {
+        (**self).remove_schedule(name).await
+    }
+    async fn stored_schedules(&self) -> Result<Vec<StoredSchedule>, WalError> {
+        (**self).stored_schedules().await
+    }
+    async fn claim_slot(&self, name: &str, slot: u64) -> Result<bool, WalError> {
+        (**self).claim_slot(name, slot).await
     }
 }

@@ -68,6 +68,7 @@ pub struct EventBusBuilder {
     node_name: Option<String>,
     node_type: Option<NodeType>,
     name: Option<String>,
+    replies: bool,
     #[cfg(feature = "metrics")]
     export_metrics: Option<Duration>,
 }
@@ -130,6 +131,7 @@ impl EventBusBuilder {
             node_name: None,
             node_type: None,
             name: None,
+            replies: false,
             #[cfg(feature = "metrics")]
             export_metrics: None,
         }
@@ -288,6 +290,30 @@ impl EventBusBuilder {
         self
     }
 
+    /// Whether this bus reads replies sent from other processes to its requests
+    /// ([`EventBus::request`](crate::EventBus::request) on a shared backend such as Redis):
+    /// it then runs a subscription of its own on `event_base.reply`
+    /// ([`constant::REPLY_TOPIC`](crate::constant::REPLY_TOPIC)), to which a handler in another process
+    /// addresses its [`reply`](crate::reply) (`to_worker: "<node name>/<worker>"`). Give
+    /// each such process a node name of its own ([`node_name`](Self::node_name)): the reply
+    /// names the node by it. Off by default; a request on a shared backend without it is
+    /// answered only by handlers of this process.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), event_base_core::CoreError> {
+    /// let bus = event_base_core::EventBus::builder()
+    ///     .node_name("checkout-1")
+    ///     .replies(true)
+    ///     // .queue(RedisQueueFactory::connect(url)?).wal(..)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn replies(mut self, on: bool) -> Self {
+        self.replies = on;
+        self
+    }
+
     /// Starts the system: spawns its tasks on the current tokio runtime and replays every
     /// unfinished record of the WAL.
     ///
@@ -315,6 +341,11 @@ impl EventBusBuilder {
             }
             NodeType::Worker => None,
         };
+        if self.replies {
+            for make in crate::bus::start_hooks::REPLY_SUBSCRIPTION {
+                specs.push(make());
+            }
+        }
         let sent_to = routes.as_ref().map(|_| Arc::new(SentTo::default()));
         let (topics, handlers) = assemble::topic_table(
             &specs,
@@ -390,6 +421,10 @@ impl EventBusBuilder {
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
         // unfinished, and must not pick up this start's own announcements.
         bus.router().replay().await?;
+        // What the concerns above the bus take up at start (the WAL's schedules).
+        for hook in crate::bus::start_hooks::ON_START {
+            hook(&bus).await?;
+        }
         bus.shared.announce_start(&started).await;
         Ok(bus)
     }

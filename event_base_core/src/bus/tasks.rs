@@ -34,6 +34,8 @@ pub(crate) struct BusTasks {
     /// Held by whoever runs a shutdown; holds the report once the bus has stopped, for every
     /// later (or waiting) caller.
     pub(crate) stopped: tokio::sync::Mutex<Option<ShutdownReport>>,
+    /// What the concerns above the bus keep per bus (`bus/extensions.rs`).
+    pub(crate) extensions: crate::bus::extensions::Extensions,
 }
 
 impl BusTasks {
@@ -49,6 +51,7 @@ impl BusTasks {
             routers,
             handlers,
             stopped: tokio::sync::Mutex::new(None),
+            extensions: crate::bus::extensions::Extensions::default(),
         }
     }
 

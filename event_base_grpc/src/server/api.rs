@@ -222,4 +222,35 @@ impl AdminService for AdminApi {
     ) -> Result<Response<pb::ShutdownResponse>, Status> {
         rpc!(req, Scope::Admin, "Shutdown", self.stop_bus(&req).await)
     }
+
+    async fn cancel_message(
+        &self,
+        req: Request<pb::CancelMessageRequest>,
+    ) -> Result<Response<pb::CancelMessageResponse>, Status> {
+        rpc!(
+            req,
+            Scope::Admin,
+            "CancelMessage",
+            self.cancel(&req.id).await
+        )
+    }
+
+    async fn list_schedules(
+        &self,
+        req: Request<pb::ListSchedulesRequest>,
+    ) -> Result<Response<pb::ListSchedulesResponse>, Status> {
+        rpc!(req, Scope::Read, "ListSchedules", self.list_schedules(&req))
+    }
+
+    async fn unschedule(
+        &self,
+        req: Request<pb::UnscheduleRequest>,
+    ) -> Result<Response<pb::UnscheduleResponse>, Status> {
+        rpc!(
+            req,
+            Scope::Admin,
+            "Unschedule",
+            self.remove_schedule(&req.name).await
+        )
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! What it serves, all on one port:
 //! - `event_base.admin.v1.AdminService` (`api.rs` dispatches and checks scopes; `read.rs` and
-//!   `write.rs` do the work; `watch.rs` feeds `Watch`), behind the token interceptor;
+//!   `write.rs` do the work, `patterns.rs` for cancel and schedules; `watch.rs` feeds `Watch`),
+//!   behind the token interceptor;
 //! - `grpc.health.v1.Health`, never gated: `SERVING` for `""` and the admin service while the
 //!   bus accepts sends, `NOT_SERVING` from the moment a shutdown of the bus begins;
 //! - server reflection v1 and v1alpha (both descriptor sets: ours and health's), behind the
@@ -21,6 +22,7 @@
 
 mod api;
 mod http;
+mod patterns;
 mod read;
 pub(crate) mod watch;
 mod write;

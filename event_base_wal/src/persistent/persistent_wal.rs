@@ -8,7 +8,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use event_base_core::backend::{PendingWindow, Wal, WalCommit, WalCommitter, WalRecord, WalStats};
+use event_base_core::backend::{
+    PendingWindow, StoredSchedule, Wal, WalCommit, WalCommitter, WalRecord, WalStats,
+};
 use event_base_core::constant::MAX_WAIT;
 use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 
@@ -25,6 +27,7 @@ use super::sync_thread::SyncThread;
 use super::wal_writer::{Writer, WriterOp};
 use crate::memory_wal::MemoryWal;
 use crate::record_id::RecordId;
+use crate::schedule_store::ScheduleStore;
 
 /// Default size at which the active segment is sealed and a new one started.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -73,6 +76,9 @@ const MAX_REASON_BYTES: usize = 4096;
 /// ```
 pub struct PersistentWal {
     index: Arc<MemoryWal>,
+    /// Its recurring schedules, in `schedules.bin` beside the segments
+    /// (`schedule_store.rs` says how).
+    schedules: ScheduleStore,
     /// The writer's queue; closed when the WAL is dropped.
     inbox: Arc<Inbox<WriterOp>>,
     thread: Option<JoinHandle<()>>,
@@ -235,6 +241,7 @@ impl PersistentWalBuilder {
             Err(e) => return Err(io_err(&lock_path, e)),
         };
 
+        let schedules = ScheduleStore::open(&dir)?;
         let index = Arc::new(MemoryWal::new());
         let mut rec = recover(&*fs, &dir, &index, self.max_record_bytes, self.skip_corrupt)?;
         let report = rec.report.clone();
@@ -309,6 +316,7 @@ impl PersistentWalBuilder {
         let (inbox, thread) = start_writer(writer, &dir)?;
         Ok(PersistentWal {
             index,
+            schedules,
             inbox,
             thread: Some(thread),
             policy: self.policy,
@@ -620,6 +628,25 @@ impl Drop for PersistentWal {
 
 #[async_trait]
 impl Wal for PersistentWal {
+    async fn put_schedule(&self, name: &str, definition: &[u8]) -> Result<(), WalError> {
+        self.check_working()?;
+        self.schedules.put(name, definition)
+    }
+
+    async fn remove_schedule(&self, name: &str) -> Result<bool, WalError> {
+        self.check_working()?;
+        self.schedules.remove(name)
+    }
+
+    async fn stored_schedules(&self) -> Result<Vec<StoredSchedule>, WalError> {
+        Ok(self.schedules.list())
+    }
+
+    async fn claim_slot(&self, name: &str, slot: u64) -> Result<bool, WalError> {
+        self.check_working()?;
+        self.schedules.claim(name, slot)
+    }
+
     fn append(&self, message: &Arc<EMessage>) -> Result<WalCommit, WalError> {
         self.check_size(message)?;
         self.check_working()?;

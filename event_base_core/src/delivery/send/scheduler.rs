@@ -4,10 +4,13 @@
 //! entries arrive on a channel and wake it. There is no task or timer per message, and an idle
 //! scheduler waits on its channel without polling. Firing an entry never blocks the scheduler:
 //! when a topic's channel is full, a short-lived task waits for room instead.
+//!
+//! Delayed messages not yet due are also kept by id ([`Waiting`]), so that
+//! `EventBus::cancel` can take one back: a cancelled entry is dropped when it comes due.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -41,11 +44,65 @@ pub(crate) enum Scheduled {
         job: Job,
         target: Target,
     },
+    /// A delayed message kept in [`Waiting`] until it is due: fired only if no cancel took
+    /// it back meanwhile. Made by [`SchedulerHandle::schedule`] out of a `Message`.
+    Cancellable {
+        message: Box<Scheduled>,
+        id: Arc<str>,
+        waiting: Waiting,
+    },
+}
+
+/// The ids of the delayed messages the scheduler holds and has not fired, each with the
+/// number of its entries (one per handler of its topic): what `EventBus::cancel` looks up.
+#[derive(Clone, Default)]
+pub(crate) struct Waiting(Arc<Mutex<HashMap<Arc<str>, u32>>>);
+
+impl Waiting {
+    fn add(&self, id: &Arc<str>) {
+        if let Ok(mut map) = self.0.lock() {
+            *map.entry(id.clone()).or_insert(0) += 1;
+        }
+    }
+
+    /// Whether one entry of `id` may fire (it was not cancelled); counts it out.
+    fn take_one(&self, id: &str) -> bool {
+        let Ok(mut map) = self.0.lock() else {
+            return true;
+        };
+        match map.get_mut(id) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                true
+            }
+            Some(_) => {
+                map.remove(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes every waiting entry of `id` back; `false` if none waits (unknown, fired).
+    fn withdraw(&self, id: &str) -> bool {
+        self.0.lock().is_ok_and(|mut map| map.remove(id).is_some())
+    }
 }
 
 impl Scheduled {
     fn fire(self) {
         match self {
+            Scheduled::Cancellable {
+                message,
+                id,
+                waiting,
+            } => {
+                if waiting.take_one(&id) {
+                    message.fire();
+                } else {
+                    tracing::debug!(target: crate::constant::target::DELIVERY, id = %id, "delayed message cancelled; not delivered");
+                }
+            }
             Scheduled::Message { entry, message } => {
                 if let Err(TrySendError::Full(message)) = entry.producer.try_send(message) {
                     tokio::spawn(async move {
@@ -114,6 +171,7 @@ pub(crate) struct SchedulerHandle {
     in_flight: Arc<InFlight>,
     next_due: NextDue,
     wall: Arc<WallClock>,
+    waiting: Waiting,
 }
 
 /// When the scheduler's earliest entry is due, shared with whoever needs to know (Drain).
@@ -172,6 +230,7 @@ impl SchedulerHandle {
                 in_flight,
                 next_due: NextDue::new(),
                 wall: Arc::new(WallClock::new()),
+                waiting: Waiting::default(),
             },
             rx,
         )
@@ -182,10 +241,25 @@ impl SchedulerHandle {
     }
 
     pub(crate) fn schedule(&self, at: Instant, what: Scheduled) {
+        let what = match what {
+            Scheduled::Message { entry, message } => {
+                let id: Arc<str> = Arc::from(message.id.as_str());
+                self.waiting.add(&id);
+                Scheduled::Cancellable {
+                    message: Box::new(Scheduled::Message { entry, message }),
+                    id,
+                    waiting: self.waiting.clone(),
+                }
+            }
+            other => other,
+        };
         self.in_flight.timer_added();
         if let Err(flume::SendError((_, what))) = self.tx.send((at, what)) {
             // The scheduler is gone (shutdown); the WAL keeps the message for replay.
             self.in_flight.timer_fired();
+            if let Scheduled::Cancellable { id, waiting, .. } = &what {
+                waiting.take_one(id);
+            }
             drop(what);
         }
     }
@@ -194,6 +268,12 @@ impl SchedulerHandle {
     /// are converted against one anchor, so entries go out in the order of their `at`.
     pub(crate) fn schedule_wall(&self, at: SystemTime, what: Scheduled) {
         self.schedule(self.wall.instant_for(at), what)
+    }
+
+    /// Takes back every entry of the delayed message `id` that has not fired: `false` if
+    /// there is none (no such message, or it is already due and gone to its queue).
+    pub(crate) fn withdraw(&self, id: &str) -> bool {
+        self.waiting.withdraw(id)
     }
 
     pub(crate) fn schedule_after(&self, delay: Duration, what: Scheduled) {

@@ -135,6 +135,22 @@ pub(crate) enum Command {
         /// The handler.
         handler: String,
     },
+    /// Take back a delayed message before its time: it is never delivered, and its WAL
+    /// record is withdrawn (not a dead letter). Prints whether it was; an id that is unknown,
+    /// already due or delivered, or not delayed is not cancelled (exit code 0 all the same;
+    /// `-o json` has `cancelled`).
+    Cancel {
+        /// The message's id (what the send answered).
+        id: String,
+    },
+    /// The recurring schedules the bus runs: name, when, topic, catch-up policy, last and
+    /// next slot (UTC).
+    Schedules,
+    /// Remove a recurring schedule from the bus and from its WAL: it fires no more.
+    Unschedule {
+        /// The schedule's name.
+        name: String,
+    },
     /// The write-ahead log's counters.
     Wal,
     /// Send a message.

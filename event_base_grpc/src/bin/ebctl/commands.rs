@@ -110,6 +110,9 @@ async fn run_with(c: &mut AdminClient, command: &Command, format: Format) -> Res
         Command::Top(t) => crate::top::top(c, t, format).await,
         Command::Pause { topic, handler } => pause(c, topic, handler).await,
         Command::Resume { topic, handler } => resume(c, topic, handler).await,
+        Command::Cancel { id } => cancel(c, id).await,
+        Command::Schedules => schedules(c).await,
+        Command::Unschedule { name } => unschedule(c, name).await,
         Command::Wal => wal(c).await,
         Command::Publish(p) => publish(c, p).await,
         Command::Dlq { action } => dlq(c, action, format).await,
@@ -266,6 +269,85 @@ async fn topics(c: &mut AdminClient, system: bool) -> Result<Done, Failure> {
         .collect();
     let subs = table(&["TOPIC", "HANDLER", "STATE", "LAG", "QUEUED"], &subs);
     show(json, format!("{topics}\n\n{subs}"))
+}
+
+/// `cancel ID`.
+async fn cancel(c: &mut AdminClient, id: &str) -> Result<Done, Failure> {
+    let answer = c
+        .cancel_message(pb::CancelMessageRequest { id: id.to_owned() })
+        .await?
+        .into_inner();
+    let text = if answer.cancelled {
+        format!("cancelled {id}: it will not be delivered")
+    } else {
+        format!("{id} not cancelled: no delayed message of this id waits (unknown, already due or delivered, or not delayed)")
+    };
+    show(json!({ "id": id, "cancelled": answer.cancelled }), text)
+}
+
+/// A slot in ms since the epoch as RFC 3339 (UTC), `-` for none.
+fn slot_text(ms: u64) -> String {
+    if ms == 0 {
+        return "-".to_owned();
+    }
+    humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// `schedules`.
+async fn schedules(c: &mut AdminClient) -> Result<Done, Failure> {
+    let list = c
+        .list_schedules(pb::ListSchedulesRequest {})
+        .await?
+        .into_inner()
+        .schedules;
+    let json: Vec<Value> = list
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name, "schedule": s.schedule, "period_ms": s.period_ms, "cron": s.cron,
+                "catch_up": s.catch_up, "topic": s.topic, "payload_bytes": s.payload_bytes,
+                "last_slot_ms": s.last_slot_ms, "next_slot_ms": s.next_slot_ms,
+            })
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.schedule.clone(),
+                s.topic.clone(),
+                s.catch_up.clone(),
+                slot_text(s.last_slot_ms),
+                slot_text(s.next_slot_ms),
+            ]
+        })
+        .collect();
+    let text = if rows.is_empty() {
+        "no schedules".to_owned()
+    } else {
+        table(
+            &["NAME", "WHEN", "TOPIC", "CATCH-UP", "LAST", "NEXT"],
+            &rows,
+        )
+    };
+    show(Value::Array(json), text)
+}
+
+/// `unschedule NAME`.
+async fn unschedule(c: &mut AdminClient, name: &str) -> Result<Done, Failure> {
+    let answer = c
+        .unschedule(pb::UnscheduleRequest {
+            name: name.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let text = if answer.removed {
+        format!("removed schedule {name}")
+    } else {
+        format!("no schedule named {name}")
+    };
+    show(json!({ "name": name, "removed": answer.removed }), text)
 }
 
 /// `pause TOPIC HANDLER`.

@@ -3,7 +3,7 @@
 //! ```text
 //! ebctl [--addr URL] [--token T] [-o table|json|jsonl] <command>
 //!   status | topics | workers [add|remove] | metrics [--watch 2s] | top [--interval 1s] | wal
-//!   pause TOPIC HANDLER | resume TOPIC HANDLER
+//!   pause TOPIC HANDLER | resume TOPIC HANDLER | cancel MSG_ID | schedules | unschedule NAME
 //!   publish TOPIC (--data S | --data-file F | --stdin) [--broadcast | --repeat N] ...
 //!   dlq list|show|replay|purge|tail | watch | trace MSG_ID | shutdown <strategy> | completions <shell>
 //! ```
