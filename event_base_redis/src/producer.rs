@@ -285,6 +285,20 @@ impl EProducer for RedisProducer {
         true
     }
 
+    /// Removes the message from the subscription's delayed set, with its fields, unless
+    /// `PROMOTE` released it already (one script: one or the other).
+    async fn cancel_delayed(&self, id: &str) -> Result<bool, QueueError> {
+        let cmd = scripts::evalsha(
+            &scripts::UNSCHEDULE,
+            &[&self.q.delayed, &self.q.delayed_fields],
+            id,
+        );
+        Ok(matches!(
+            self.q.link.run("UNSCHEDULE", cmd).await?,
+            redis::Value::Int(1)
+        ))
+    }
+
     /// Whether node `node` has its group on the subscription's broadcast stream (script
     /// `ADD_ADDRESSED` in its `check` mode: one round trip, nothing added).
     async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {

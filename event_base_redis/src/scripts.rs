@@ -652,7 +652,7 @@ return {1, entries, counts}
 });
 
 /// Every script, loaded on each new writer connection.
-fn all() -> [&'static Script; 27] {
+fn all() -> [&'static Script; 28] {
     [
         &*TAKE_LEASE,
         &*RENEW_LEASE,
@@ -681,8 +681,23 @@ fn all() -> [&'static Script; 27] {
         &*HANDLERS,
         &*TRIM_AGE,
         &*RATE,
+        &*UNSCHEDULE,
     ]
 }
+
+/// `KEYS[1]` a subscription's delayed set, `KEYS[2]` its delayed fields; `ARGV[1]` a message
+/// id. Takes the message back if it still waits (`PROMOTE` has not released it): removes it
+/// and its fields, returns 1; else 0.
+pub(crate) static UNSCHEDULE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+local id = ARGV[1]
+redis.call('HDEL', KEYS[2], id .. ':m', id .. ':p', id .. ':b', id .. ':k', id .. ':a')
+return 1
+",
+    )
+});
 
 /// `KEYS[1]` a handler's rate key; `ARGV[1]` its interval in microseconds. The generic cell
 /// rate algorithm with no burst, on the server's clock, for every node running the

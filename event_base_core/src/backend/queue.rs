@@ -88,6 +88,17 @@ pub trait EProducer: Send + Sync + 'static {
         false
     }
 
+    /// Takes back the delayed message `id` that this queue keeps
+    /// ([`keeps_delayed`](Self::keeps_delayed)) before it is due: `Ok(true)` if it was
+    /// waiting here and now never will be released, `Ok(false)` if it is not (unknown, due
+    /// already, or taken back before). Atomic against the release of due messages. The
+    /// default, for queues that keep no delayed messages, answers `Ok(false)`
+    /// (`EventBus::cancel` asks every subscription's queue that keeps them).
+    async fn cancel_delayed(&self, id: &str) -> Result<bool, QueueError> {
+        let _ = id;
+        Ok(false)
+    }
+
     /// Whether node `node` of a shared backend reads this subscription's messages addressed
     /// to its workers (`to_worker: "<node>/<worker>"`) now, so that a send of one would not
     /// be refused with [`QueueError::UnknownNode`]: the bus asks it once per node before it

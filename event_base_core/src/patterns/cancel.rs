@@ -19,7 +19,9 @@ impl EventBus {
     ///
     /// A message that is not delayed is not cancelled (`false`): it is queued, and a handler
     /// may have it. With a queue backend that keeps delayed messages itself (Redis), the
-    /// delayed message waits in the backend, not in this bus: `false`.
+    /// message waits in the backend: it is taken back there, from every subscription of its
+    /// topic (`EProducer::cancel_delayed`), so any node may cancel what any node sent, as
+    /// long as it knows the topic's routes (it handles the topic, or has sent to it).
     ///
     /// ```
     /// use event_base_core::{handler_fn, Ack, EMessage, EventBus, HandlerSpec};
@@ -40,12 +42,14 @@ impl EventBus {
     /// dropped before the WAL's withdrawal is durable, a restart may still deliver it.
     pub async fn cancel(&self, id: &str) -> Result<bool, CoreError> {
         if !self.shared.scheduler.withdraw(id) {
-            return Ok(false);
+            return self.cancel_kept_by_queues(id).await;
         }
         match self.shared.wal.cancel(id)? {
             Some(commit) => {
-                // The message counted as in flight since its send; it is final now.
+                // The message counted as in flight since its send; it is final now, and
+                // no copy of it will end.
                 self.shared.in_flight.done();
+                self.shared.fan_outs.forget(id);
                 commit.wait().await?;
                 Ok(true)
             }
@@ -56,5 +60,26 @@ impl EventBus {
                 Ok(false)
             }
         }
+    }
+
+    /// A delayed message that waits in the queue backend (one that keeps delayed messages:
+    /// Redis), not in this bus's scheduler: taken back from every subscription's queue
+    /// that keeps them, this process's handlers' and those only other processes run.
+    /// `true` if any held it. Such a queue is the log of its messages (with Redis, the WAL
+    /// is a view of its streams), so nothing else is left to withdraw.
+    async fn cancel_kept_by_queues(&self, id: &str) -> Result<bool, CoreError> {
+        let mut producers = Vec::new();
+        for (_, route) in self.shared.topics.iter() {
+            producers.extend(route.subs.iter().map(|s| s.producer.clone()));
+            producers.extend(route.elsewhere.subs().iter().map(|s| s.producer.clone()));
+        }
+        if let Some(remote) = &self.shared.remote {
+            producers.extend(remote.producers());
+        }
+        let mut cancelled = false;
+        for producer in producers.iter().filter(|p| p.keeps_delayed()) {
+            cancelled |= producer.cancel_delayed(id).await?;
+        }
+        Ok(cancelled)
     }
 }

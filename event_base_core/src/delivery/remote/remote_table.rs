@@ -70,6 +70,25 @@ impl RemoteTable {
     }
 
     /// The route of `topic` now, without a look-up (for a message an outbox released).
+    /// The queues of every subscription this table routes to (the topics with no handler
+    /// here that it has met), for `EventBus::cancel` to ask.
+    pub(crate) fn producers(&self) -> Vec<Arc<dyn crate::backend::EProducer>> {
+        let Ok(routes) = self.routes.read() else {
+            return Vec::new();
+        };
+        routes
+            .values()
+            .flat_map(|route| {
+                route
+                    .elsewhere
+                    .subs()
+                    .iter()
+                    .map(|s| s.producer.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     pub(crate) fn route_now(&self, topic: &MessageTopic) -> Option<Arc<Route>> {
         match self.cached(topic) {
             Some(route) if route.elsewhere.any() => Some(route),

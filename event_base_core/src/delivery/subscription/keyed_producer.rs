@@ -95,6 +95,10 @@ impl EProducer for KeyedProducer {
         self.inner.keeps_delayed()
     }
 
+    async fn cancel_delayed(&self, id: &str) -> Result<bool, QueueError> {
+        self.inner.cancel_delayed(id).await
+    }
+
     async fn reads_addressed(&self, node: &str) -> Result<bool, QueueError> {
         self.inner.reads_addressed(node).await
     }
