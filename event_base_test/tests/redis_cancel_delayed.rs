@@ -46,8 +46,16 @@ async fn a_delayed_message_kept_by_redis_is_taken_back_from_every_subscription()
     probe.wait_for(2, WAIT).await;
     b.wait_idle(WAIT).await.unwrap();
     assert_eq!(probe.count_of(&marker), 2, "each handler gets the marker");
-    assert_eq!(probe.count_of(&by_a), 0, "a cancelled message was delivered");
-    assert_eq!(probe.count_of(&by_b_later), 0, "a cancelled message was delivered");
+    assert_eq!(
+        probe.count_of(&by_a),
+        0,
+        "a cancelled message was delivered"
+    );
+    assert_eq!(
+        probe.count_of(&by_b_later),
+        0,
+        "a cancelled message was delivered"
+    );
     assert!(
         !a.cancel(&marker).await.unwrap(),
         "a delivered message is not taken back"

@@ -1,4 +1,4 @@
-//! One process of the multi-process Redis tests, in one of three roles, each on handler
+//! One process of the multi-process Redis tests, in one of its roles, most on handler
 //! `work` of topic `jobs` (stream `eb:{jobs}:s:work`). Every line it prints is written before
 //! what it reports is acknowledged to Redis, so a parent reading its stdout sees it even if
 //! the process is then killed with SIGKILL (a line shorter than `PIPE_BUF` reaches the pipe
@@ -20,6 +20,9 @@
 //!   with `<workers>` workers of `work` on `jobs`, so it runs the bus's own handlers too
 //!   (shutdown commands, topic discovery). Prints `ready` once built, then, once a
 //!   shutdown command stopped it, `stopped`, and exits.
+//! - `redis_node replier <url>`: a bus with handler `upper` of topic `ask`, which answers
+//!   each request (`EventBus::request`) with its payload in upper case (`reply`). Prints
+//!   `ready` once built and registered; answers `idle` as `worker` does.
 //! - `redis_node keyed <url> <workers> <heartbeat-ms> <work-us>`: a bus with `<workers>`
 //!   workers of handler `apply` on topic `ledger` (streams `eb:{ledger}:s:apply` and, for
 //!   keyed messages, `eb:{ledger}:k:apply`, read by the holder of the keyed lease
@@ -48,6 +51,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us> [<heartbeat-ms> [host]]
        redis_node sender <url> <n> <tasks>
        redis_node bus-sender <url> <n> <tasks>
+       redis_node replier <url>
        redis_node host <url> <name> <workers>
        redis_node keyed <url> <workers> <heartbeat-ms> <work-us>
        redis_node zombie <url> <visibility-ms>";
@@ -271,6 +275,42 @@ async fn keyed(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
     answer_idle(bus).await
 }
 
+/// Answers each request on `ask` with its payload in upper case.
+struct Upper;
+
+#[async_trait]
+impl EHandler for Upper {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        let answer = String::from_utf8_lossy(&msg.payload.0).to_uppercase();
+        match event_base::reply(msg, answer.into_bytes()).await {
+            Ok(()) => Ack::Ack,
+            Err(e) => {
+                say(format_args!("reply failed: {e}"));
+                Ack::dead()
+            }
+        }
+    }
+}
+
+/// `replier <url>`: a bus with handler `upper` of topic `ask` (2 workers), which replies to
+/// each request with its payload in upper case. Prints `ready` once built and registered;
+/// answers `idle` as `worker` does.
+async fn replier(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
+    let url: String = arg(&mut args)?;
+    let queue = RedisQueueFactory::connect(&url).await?;
+    let registry = queue.clone();
+    let bus = EventBus::builder()
+        .node_type(NodeType::Worker)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(HandlerSpec::new("upper", "ask", Upper).workers(2))
+        .build()
+        .await?;
+    registered_as(&registry, "ask", "upper").await?;
+    say(format_args!("ready"));
+    answer_idle(bus).await
+}
+
 /// `bus-sender <url> <n> <tasks>`: a bus with no handler at all sends `<n>` messages to
 /// `jobs` from `<tasks>` tasks (the registry routes them to handler `work`, run by other
 /// processes), printing `sent <id>` for each accepted, then `done`.
@@ -402,6 +442,7 @@ async fn main() -> Result<(), Error> {
         Some("host") => host(args).await,
         Some("zombie") => zombie(args).await,
         Some("keyed") => keyed(args).await,
+        Some("replier") => replier(args).await,
         _ => Err(USAGE.into()),
     }
 }
