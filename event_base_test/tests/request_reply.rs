@@ -192,3 +192,48 @@ async fn a_request_is_retried_when_its_handler_fails_and_is_audited() {
         "both deliveries of the request are audited"
     );
 }
+
+/// `request_json`: JSON out, JSON back, decoded into the caller's type; an answer of another
+/// shape is `CoreError::Decode` naming the type, not a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_json_decodes_the_reply_or_says_why_not() {
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    struct Total {
+        items: usize,
+    }
+    let bus = event_base::builder()
+        .handler(HandlerSpec::new(
+            "count",
+            "count",
+            handler_fn(|m: EMessage| async move {
+                let items: Vec<String> = m.json_payload().unwrap_or_default();
+                let answered = if items.is_empty() {
+                    reply(&m, b"not json".to_vec()).await
+                } else {
+                    reply_json(&m, &Total { items: items.len() }).await
+                };
+                match answered {
+                    Ok(()) => Ack::Ack,
+                    Err(_) => Ack::retry(),
+                }
+            }),
+        ))
+        .build()
+        .await
+        .unwrap();
+    let total: Total = bus
+        .request_json("count", &["a", "b", "c"], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(total, Total { items: 3 });
+    let empty: [&str; 0] = [];
+    let err = bus
+        .request_json::<_, Total>("count", &empty, WAIT)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CoreError::Decode { what, .. } if what.ends_with("Total")),
+        "{err}"
+    );
+    bus.close().await.unwrap();
+}

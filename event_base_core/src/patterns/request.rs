@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -32,6 +33,7 @@ use crate::handler::spec::HandlerSpec;
 use crate::message::ack::Ack;
 use crate::message::context::handling_bus;
 use crate::message::emessage::{EMessage, TryIntoMessage};
+use crate::message::json::Json;
 use crate::message::payload::MessagePayload;
 
 /// The header that marks a request; its value says where the caller waits: the name of its
@@ -156,6 +158,49 @@ impl EventBus {
                 after: timeout,
             }),
         }
+    }
+
+    /// [`request`](Self::request) with JSON both ways: sends `value` as a JSON payload and
+    /// decodes the reply (given with [`reply_json`]) as an `R`. A reply that does not decode
+    /// is [`CoreError::Decode`], naming `R`; the other errors are `request`'s.
+    ///
+    /// ```
+    /// use event_base_core::{handler_fn, reply_json, Ack, EMessage, EventBus, HandlerSpec};
+    /// use serde::{Deserialize, Serialize};
+    /// use std::time::Duration;
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Quote { cents: u64 }
+    ///
+    /// # async fn demo() -> Result<(), event_base_core::CoreError> {
+    /// let bus = EventBus::builder()
+    ///     .handler(HandlerSpec::new("quote", "price", handler_fn(|m: EMessage| async move {
+    ///         let Ok(items) = m.json_payload::<Vec<String>>() else { return Ack::dead() };
+    ///         let quote = Quote { cents: 250 * items.len() as u64 };
+    ///         match reply_json(&m, &quote).await {
+    ///             Ok(()) => Ack::Ack,
+    ///             Err(_) => Ack::retry(),
+    ///         }
+    ///     })))
+    ///     .build()
+    ///     .await?;
+    /// let quote: Quote = bus
+    ///     .request_json("price", &["tea", "cake"], Duration::from_secs(1))
+    ///     .await?;
+    /// assert_eq!(quote.cents, 500);
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_json<T: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        topic: impl AsRef<str>,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<R, CoreError> {
+        let answer = self.request(topic, Json(value), timeout).await?;
+        serde_json::from_slice(&answer.payload.0).map_err(|source| CoreError::Decode {
+            what: std::any::type_name::<R>().to_owned(),
+            source,
+        })
     }
 }
 
