@@ -41,22 +41,26 @@ impl Starts {
     }
 }
 
+/// An in-memory bus with `handlers`.
+async fn memory_bus(handlers: Vec<HandlerSpec>) -> EventBus {
+    let mut builder = EventBus::builder()
+        .wal(MemoryWal::new())
+        .queue(FlumeQueueFactory::default());
+    for h in handlers {
+        builder = builder.handler(h);
+    }
+    builder.build().await.unwrap()
+}
+
 /// On a paused clock the spacing is exact: 50/s over 4 workers is one start every 20 ms,
 /// never two closer, and no window of one second holds more than 50.
 #[tokio::test(start_paused = true)]
 async fn fifty_a_second_over_four_workers_spaces_every_start_by_20_ms() {
     let starts = Arc::new(Starts::default());
-    let bus = EventBus::builder()
-        .wal(MemoryWal::new())
-        .queue(FlumeQueueFactory::default())
-        .handler(
-            starts
-                .handler("mailer", "mail", 4)
-                .rate("50/s".parse().unwrap()),
-        )
-        .build()
-        .await
-        .unwrap();
+    let bus = memory_bus(vec![starts
+        .handler("mailer", "mail", 4)
+        .rate("50/s".parse().unwrap())])
+    .await;
     for i in 0..120u32 {
         bus.send("mail", i.to_le_bytes().to_vec()).await.unwrap();
     }
@@ -102,17 +106,10 @@ async fn fifty_a_second_over_four_workers_spaces_every_start_by_20_ms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_a_second_holds_on_the_real_clock() {
     let starts = Arc::new(Starts::default());
-    let bus = EventBus::builder()
-        .wal(MemoryWal::new())
-        .queue(FlumeQueueFactory::default())
-        .handler(
-            starts
-                .handler("mailer", "mail", 4)
-                .rate(Rate::per_second(100).unwrap()),
-        )
-        .build()
-        .await
-        .unwrap();
+    let bus = memory_bus(vec![starts
+        .handler("mailer", "mail", 4)
+        .rate(Rate::per_second(100).unwrap())])
+    .await;
     for i in 0..60u32 {
         bus.send("mail", i.to_le_bytes().to_vec()).await.unwrap();
     }
@@ -136,14 +133,11 @@ async fn a_hundred_a_second_holds_on_the_real_clock() {
 async fn an_unrated_sibling_is_not_slowed() {
     let rated = Arc::new(Starts::default());
     let free = Arc::new(Starts::default());
-    let bus = EventBus::builder()
-        .wal(MemoryWal::new())
-        .queue(FlumeQueueFactory::default())
-        .handler(rated.handler("slow", "t", 1).rate("2/s".parse().unwrap()))
-        .handler(free.handler("fast", "t", 1))
-        .build()
-        .await
-        .unwrap();
+    let bus = memory_bus(vec![
+        rated.handler("slow", "t", 1).rate("2/s".parse().unwrap()),
+        free.handler("fast", "t", 1),
+    ])
+    .await;
     let began = Instant::now();
     for i in 0..10u32 {
         bus.send("t", i.to_le_bytes().to_vec()).await.unwrap();

@@ -331,17 +331,21 @@ impl Worker {
             return true;
         }
         self.entry.counters.rate_waited(wait);
-        let slot = tokio::time::sleep(wait);
-        tokio::pin!(slot);
+        self.unless_stopped(tokio::time::sleep(wait)).await
+    }
+
+    /// Waits for `until`: `true` when it came, `false` if the worker was asked to stop
+    /// first. The worker's bell also rings for work arriving, so only a stop ends the wait.
+    async fn unless_stopped(&self, until: impl std::future::Future<Output = ()>) -> bool {
+        tokio::pin!(until);
         loop {
             if self.state.stop_requested() {
                 return false;
             }
             tokio::select! {
                 biased;
-                // The worker's bell also rings for work arriving: only a stop ends the wait.
                 _ = self.state.stop_signal() => {}
-                _ = &mut slot => return true,
+                _ = &mut until => return true,
             }
         }
     }
@@ -389,16 +393,7 @@ impl Worker {
     async fn wait_resumed(&self) -> bool {
         self.idle();
         self.state.set_status(WorkerStatus::Idle);
-        loop {
-            if self.state.stop_requested() {
-                return false;
-            }
-            tokio::select! {
-                biased;
-                _ = self.state.stop_signal() => {}
-                _ = self.entry.pause.running() => return true,
-            }
-        }
+        self.unless_stopped(self.entry.pause.running()).await
     }
 
     /// A claim from the queue failed (other than closed): logged, and the worker parks and
