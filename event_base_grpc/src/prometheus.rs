@@ -338,9 +338,9 @@ impl SnapshotCollector {
         }
         let mut metric = encoder.encode_descriptor(
             "event_base_subscription_rate_limited_seconds",
-            "Time the handler's deliveries waited, in all, for its rate (HandlerSpec::rate) before they started.",
+            "Time the handler's deliveries waited, in all, for its rate (HandlerSpec::rate) before they started; only goes up.",
             None,
-            MetricType::Counter,
+            MetricType::Gauge,
         )?;
         for sub in &self.snapshot.subscriptions {
             let labels = [
@@ -350,7 +350,7 @@ impl SnapshotCollector {
             ];
             metric
                 .encode_family(&labels)?
-                .encode_counter::<NoLabelSet, _, u64>(&sub.rate_limited.as_secs_f64(), None)?;
+                .encode_gauge(&sub.rate_limited.as_secs_f64())?;
         }
         Ok(())
     }

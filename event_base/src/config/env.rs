@@ -246,6 +246,7 @@ mod tests {
                     (&"kind", _) => "flume",
                     (&"node_type", _) => "worker",
                     (&"sync_policy", _) => "batch",
+                    (&"rate", _) => "7/s",
                     (k, _)
                         if k.contains("delay")
                             || k.contains("timeout")

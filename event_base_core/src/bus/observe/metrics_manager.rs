@@ -18,7 +18,7 @@ use crate::observe::snapshot::MetricsSnapshot;
 /// `event_base_handler_seconds` and `event_base_queue_wait_seconds`. Per worker (`bus`,
 /// `worker`): `event_base_worker_{handled,acked,retried,dead}_total`. Per subscription (`bus`,
 /// `topic`, `handler`): the gauges `event_base_subscription_lag` and
-/// `event_base_subscription_paused` (0 or 1), and `event_base_subscription_rate_limited_seconds_total`
+/// `event_base_subscription_paused` (0 or 1), and `event_base_subscription_rate_limited_seconds`
 /// (the time its deliveries waited for the handler's rate, only going up). Per bus:
 /// `event_base_node_info` (with `node`, `node_type`) and the gauges `event_base_node_in_flight`,
 /// `_waiting_on_timers`, `_workers` and `_uptime_seconds`; the WAL's gauges
@@ -73,13 +73,9 @@ impl MetricsManager {
             metrics::gauge!("event_base_subscription_lag", &labels).set(sub.lag as f64);
             metrics::gauge!("event_base_subscription_paused", &labels)
                 .set(f64::from(u8::from(sub.paused)));
-            // A counter in seconds: the facade's counters are whole, so a gauge that only
-            // goes up.
-            metrics::gauge!(
-                "event_base_subscription_rate_limited_seconds_total",
-                &labels
-            )
-            .set(sub.rate_limited.as_secs_f64());
+            // Seconds, which only go up: a gauge, as the facade's counters are whole numbers.
+            metrics::gauge!("event_base_subscription_rate_limited_seconds", &labels)
+                .set(sub.rate_limited.as_secs_f64());
         }
         self.export_latencies(&bus);
         for (worker, w) in &snap.workers {
