@@ -91,10 +91,9 @@ pub(crate) fn topic_table(
         let keys = Arc::new(KeyOrder::new(work_tx.clone()));
         let keys_at_claim = q.consumer.requires_ack();
         // A topic log's workers claim runs (`delivery/log/`); other queues one at a time.
-        let claim_run = if log_spec.is_some() && siblings <= MAX_SUBSCRIPTIONS {
-            CLAIM_RUN
-        } else {
-            1
+        let claim_run = match log_spec.filter(|_| siblings <= MAX_SUBSCRIPTIONS) {
+            Some(log_spec) => claim_run(log_spec.bound(), spec.workers),
+            None => 1,
         };
         let producer: Arc<dyn crate::backend::EProducer> = if keys_at_claim {
             producer
@@ -149,6 +148,17 @@ pub(crate) fn topic_table(
         topics.insert(topic, Arc::new(route));
     }
     Ok((topics, handlers))
+}
+
+/// The longest run a worker of a topic log claims at once: [`CLAIM_RUN`], but no more than
+/// an eighth of the log's bound shared among the subscription's `workers`, so that what
+/// workers hold claimed, out of the log, adds at most an eighth to what the bound lets wait
+/// (a bound of 8 with one worker claims one at a time, as a queue does).
+fn claim_run(bound: Option<usize>, workers: usize) -> usize {
+    match bound {
+        Some(bound) => (bound / (8 * workers.max(1))).clamp(1, CLAIM_RUN),
+        None => CLAIM_RUN,
+    }
 }
 
 /// The bus's tasks with the scheduler and the router tasks running; no worker yet.

@@ -24,7 +24,8 @@ use crate::message::emessage::EMessage;
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 64;
 
 /// The most messages a worker claims from a log at once (a run; fewer when the backlog is
-/// short: its share, see [`TopicLog::claim`]).
+/// short: its share, see [`TopicLog::claim`]; fewer with a small bound, see
+/// `bus/assemble.rs`'s `claim_run`).
 pub(crate) const CLAIM_RUN: usize = 32;
 
 /// A set of a log's subscriptions, a bit each.
