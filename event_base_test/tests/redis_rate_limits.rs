@@ -10,12 +10,34 @@ use event_base::prelude::*;
 use event_base::RedisQueueFactory;
 use event_base_test::redis_cluster::{node, registered};
 use event_base_test::redis_server::RedisServer;
+use tokio::sync::Notify;
 
 const BEAT: Duration = Duration::from_millis(100);
 
-/// The start of every delivery, on either node, with the node that made it.
+/// The start of every delivery, on either node, with the node that made it; `added` is
+/// rung at each.
 #[derive(Default)]
-struct Starts(Mutex<Vec<(Instant, &'static str)>>);
+struct Starts(Mutex<Vec<(Instant, &'static str)>>, Notify);
+
+impl Starts {
+    /// Waits until `n` starts are recorded, failing after 20 s.
+    async fn reach(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let added = self.1.notified();
+            tokio::pin!(added);
+            // Listening before the look, so a start in between is not missed.
+            added.as_mut().enable();
+            let have = self.0.lock().unwrap().len();
+            if have >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, added).await.is_err() {
+                panic!("{have} of {n} handled in 20 s");
+            }
+        }
+    }
+}
 
 fn mailer(starts: &Arc<Starts>, node: &'static str) -> HandlerSpec {
     let starts = starts.clone();
@@ -26,6 +48,7 @@ fn mailer(starts: &Arc<Starts>, node: &'static str) -> HandlerSpec {
             let starts = starts.clone();
             async move {
                 starts.0.lock().unwrap().push((Instant::now(), node));
+                starts.1.notify_waiters();
                 Ack::Ack
             }
         }),
@@ -65,12 +88,7 @@ async fn two_nodes_share_one_rate() {
     for i in 0..48u32 {
         a.send("mail", i.to_le_bytes().to_vec()).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while starts.0.lock().unwrap().len() < 48 {
-        let n = starts.0.lock().unwrap().len();
-        assert!(Instant::now() < deadline, "{n} of 48 handled in 20 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    starts.reach(48).await;
     let mut taken = starts.0.lock().unwrap().clone();
     taken.sort();
     assert_eq!(taken.len(), 48, "every message once");

@@ -186,25 +186,7 @@ async fn worker(mut args: impl Iterator<Item = String>) -> Result<(), Error> {
         .await?;
     registered(&registry).await?;
     say(format_args!("ready"));
-    let (lines, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some(line) = asked.recv().await {
-        if line.trim() == "idle" {
-            bus.wait_idle(Duration::from_secs(60)).await?;
-            say(format_args!("idle"));
-        }
-    }
-    // Stdin closed: run on until killed.
-    std::future::pending::<()>().await;
-    drop(bus);
-    Ok(())
+    answer_idle(bus).await
 }
 
 /// Waits until the registry lists handler `work` of `jobs` (the node registers it with its
@@ -249,6 +231,7 @@ async fn answer_idle(bus: EventBus) -> Result<(), Error> {
             say(format_args!("idle"));
         }
     }
+    // Stdin closed: run on until killed.
     std::future::pending::<()>().await;
     drop(bus);
     Ok(())
