@@ -53,8 +53,9 @@
 //! **Configure and start.** [`start_system!`](crate::start_system) for the process-wide
 //! system; [`builder()`] or [`EventBus::builder`] ([`EventBusBuilder`]) for isolated ones. The
 //! backends: a WAL (`MemoryWal`, `PersistentWal` with feature `persistent`,
-//! `RedisWal` with `redis`) and a queue factory (`FlumeQueueFactory`, `MpmcQueueFactory`,
-//! `RedisQueueFactory`). Node identity: [`set_node_name`], [`NodeType`]. Defaults:
+//! `RedisWal` with `redis`, `PostgresQueueWal` and `PostgresWal` with `postgres`) and a queue
+//! factory (`FlumeQueueFactory`, `MpmcQueueFactory`, `RedisQueueFactory`,
+//! `PostgresQueueFactory`). Node identity: [`set_node_name`], [`NodeType`]. Defaults:
 //! [`constant`].
 //!
 //! **Operate.** [`EventBus::wait_idle`], [`EventBus::shutdown`] with a [`ShutdownStrategy`]
@@ -84,6 +85,7 @@
 //! | `middleware` | the `middleware` module: `LoggerMiddleware`, `MetricsMiddleware`, `RetryPolicyMiddleware`, `TimeoutMiddleware` (the `Middleware` trait itself is always there) |
 //! | `audit` | the `audit` module: the writers `JsonLinesWriter`, `TracingWriter` (the in-memory audit ring, `bus.audit()`, is always there) |
 //! | `redis` | the `redis` module and `RedisQueueFactory`, `RedisWal`, `RedisError`: Redis Streams backends, so that many processes share one bus |
+//! | `postgres` | the `postgres` module and `PostgresQueueFactory`, `PostgresQueueWal`, `PostgresWal`, `PostgresError`: PostgreSQL backends, so that many processes share one bus on one database, with a send inside the application's transaction |
 //! | `gRPC` | the `grpc` module (`event_base_grpc`): the gRPC management server (`GrpcServer`), its client, and the `ebctl` binary in that crate |
 //! | `gRPC-tls` | `gRPC` with TLS (rustls): `GrpcServerBuilder::tls`, `ClientOptions::tls_ca` and `https://` addresses |
 //! | `metrics` | export of counters and latencies to the `metrics` facade (and the metrics middleware's, with `middleware`) |
@@ -191,6 +193,19 @@ pub mod redis {
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use event_base_redis::{RedisError, RedisQueueFactory, RedisWal};
+
+/// The PostgreSQL backends (feature `postgres`): many processes share one bus on one
+/// database, and a send can commit inside the application's own transaction. See the
+/// "Distributed on PostgreSQL" page of the guide.
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres {
+    pub use event_base_postgres::*;
+}
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use event_base_postgres::{PostgresError, PostgresQueueFactory, PostgresQueueWal, PostgresWal};
 
 /// The gRPC management API (feature `gRPC`): the `event_base_grpc` crate. `GrpcServer`
 /// serves a bus (`event_base.admin.v1.AdminService`, health, reflection, bearer tokens);

@@ -40,6 +40,23 @@ pub enum PostgresError {
         /// The newest version this build knows.
         supported: i32,
     },
+    /// A change failed, for this and every change committed with it; `cause` is the
+    /// server's or the client's error, as text (shared by every change of the batch).
+    #[error("PostgreSQL failed `{what}` ({cause}); check the server's log, and that event_base's tables are not changed by hand")]
+    Failed {
+        /// What was being done.
+        what: &'static str,
+        /// The error, as text.
+        cause: String,
+    },
+    /// A send inside the application's transaction (`PostgresQueueFactory::send_in`) found
+    /// no subscription of the topic: no process has started a handler of it on this
+    /// database, so the message would reach no one.
+    #[error("no handler of topic `{topic}` has ever run against this database, so a message sent to it would reach no one; start a bus with a handler of it first (its subscription is recorded when it starts)")]
+    NoSubscription {
+        /// The topic.
+        topic: String,
+    },
     /// A row of the WAL's table does not hold a record event_base wrote.
     #[error("row `{id}` of event_base_wal is not an event_base record ({reason}); keep other writers off event_base's tables")]
     Undecodable {
@@ -54,6 +71,12 @@ impl PostgresError {
     /// A failed statement: `what` was being done.
     pub(crate) fn statement(what: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Self {
         move |source| PostgresError::Statement { what, source }
+    }
+}
+
+impl From<PostgresError> for event_base_core::QueueError {
+    fn from(e: PostgresError) -> Self {
+        event_base_core::QueueError::Backend(Box::new(e))
     }
 }
 

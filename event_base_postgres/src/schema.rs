@@ -17,19 +17,29 @@
 //! | `payload` | the payload's bytes |
 //! | `updated_at` | when the record was last written (append, retry, fail) |
 //! | `dead_reason`, `dead_handlers` | a dead letter's reason (JSON) and the handlers whose copy died |
+//!
+//! Version 2, the queues (`PostgresQueueFactory`, `queue/`):
+//!
+//! | table | holds |
+//! |---|---|
+//! | `event_base_queue` | a row per unfinished copy of a message: its subscription (`<topic>` U+001F `<handler>`), sequence, id, ordering key, due time, the message and payload, and its claim (`claimed_by`, `claimed_at`, `deliveries`) |
+//! | `event_base_subscriptions` | every subscription a process created: where a send from any process (and `send_in`) puts its copies |
+//! | `event_base_dead_letters` | the dead letters of the queues' WAL (`PostgresQueueWal`), one row per message id |
+//! | `event_base_schedules` | recurring schedules: the definition and the last slot fired |
 
 use tokio_postgres::Client;
 
 use crate::error::PostgresError;
 
 /// The version of the tables this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The key of the advisory lock taken while the schema is checked and upgraded.
 const MIGRATION_LOCK: i64 = 0x6576_5f62_6173_6501;
 
 /// The steps, one per version: `MIGRATIONS[n]` takes the tables from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &["CREATE TABLE event_base_wal (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE event_base_wal (
         id text PRIMARY KEY,
         topic text NOT NULL,
         state smallint NOT NULL,
@@ -39,7 +49,50 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE event_base_wal (
         dead_reason text,
         dead_handlers text[]
     );
-    CREATE INDEX event_base_wal_state ON event_base_wal (state);"];
+    CREATE INDEX event_base_wal_state ON event_base_wal (state);",
+    "CREATE TABLE event_base_queue (
+        seq bigserial PRIMARY KEY,
+        subscription text NOT NULL,
+        id text NOT NULL,
+        key text,
+        due_at timestamptz NOT NULL,
+        message text NOT NULL,
+        payload bytea NOT NULL,
+        claimed_by text,
+        claimed_at timestamptz,
+        deliveries integer NOT NULL DEFAULT 0,
+        UNIQUE (subscription, id)
+    );
+    CREATE INDEX event_base_queue_ready ON event_base_queue (subscription, seq)
+        WHERE claimed_by IS NULL;
+    CREATE INDEX event_base_queue_due ON event_base_queue (subscription, due_at)
+        WHERE claimed_by IS NULL;
+    CREATE INDEX event_base_queue_claims ON event_base_queue (claimed_at)
+        WHERE claimed_by IS NOT NULL;
+    CREATE INDEX event_base_queue_keys ON event_base_queue (subscription, key, seq)
+        WHERE key IS NOT NULL;
+    CREATE TABLE event_base_subscriptions (
+        subscription text PRIMARY KEY,
+        topic text NOT NULL,
+        handler text NOT NULL,
+        seen_at timestamptz NOT NULL
+    );
+    CREATE INDEX event_base_subscriptions_topic ON event_base_subscriptions (topic);
+    CREATE TABLE event_base_dead_letters (
+        id text PRIMARY KEY,
+        topic text NOT NULL,
+        message text NOT NULL,
+        payload bytea NOT NULL,
+        reason text NOT NULL,
+        handlers text[] NOT NULL,
+        died_at timestamptz NOT NULL
+    );
+    CREATE TABLE event_base_schedules (
+        name text PRIMARY KEY,
+        definition bytea NOT NULL,
+        last_slot bigint
+    );",
+];
 
 /// Creates or upgrades event_base's tables to [`SCHEMA_VERSION`] (see the module docs).
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), PostgresError> {

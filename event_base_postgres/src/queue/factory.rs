@@ -1,0 +1,245 @@
+//! [`PostgresQueueFactory`]: each subscription's queue as rows of one table, shared by every
+//! process on the database, and the send inside the application's own transaction.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use event_base_core::backend::{ordering_key, QueueFactory, RemoteRoutes, TopicQueue};
+use event_base_core::constant::MAX_WAIT;
+use event_base_core::{EMessage, MessageId, MessageTopic, QueueError};
+use event_base_queue::FlumeQueueFactory;
+use tokio_postgres::GenericClient;
+
+use crate::codec;
+use crate::error::PostgresError;
+use crate::link::parse_url;
+use crate::queue::consumer::PgConsumer;
+use crate::queue::producer::PgProducer;
+use crate::queue::routes::PgRoutes;
+use crate::queue::shared::{Settings, Shared};
+use crate::queue::sql::INSERT_FOR_TOPIC;
+use crate::queue::sub_queue::SubQueue;
+use crate::queue::wal::PostgresQueueWal;
+use crate::queue::writer::Op;
+
+/// Rows a subscription holds before senders wait, unless set otherwise.
+pub const DEFAULT_BOUND: usize = 100_000;
+/// How long a claimed row may go without its lease being renewed before it is freed for
+/// another consumer, unless set otherwise.
+pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many deliveries a row gets at most (a first claim, then one a lease that ran out)
+/// before it is dead-lettered, unless set otherwise.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
+
+/// Queues in PostgreSQL, shared by every process that connects to the same database: the
+/// distributed mode's second engine, beside Redis Streams.
+///
+/// Each subscription (a handler of a topic) is the rows of `event_base_queue` that name it;
+/// every process running the handler claims from them, in batches, with `FOR UPDATE SKIP
+/// LOCKED`, so its workers in all processes compete and each row is handled by one of them.
+/// A row is deleted once its handler's copy ended (acked or dead-lettered). A claimed row
+/// whose holder stops renewing its lease (its process died or hangs) for the
+/// [visibility timeout](Self::visibility_timeout) is freed and claimed again. Wake-ups come
+/// by `LISTEN`/`NOTIFY`: an idle consumer waits without polling. Messages with an ordering
+/// key (`EMessage::with_key`) are handled one at a time per key and handler, in send
+/// order, across every process. Messages due later wait as rows (`due_at`), retries keep
+/// their row (and their key's place).
+///
+/// The system topics (`_system.*`) stay in the process, on in-memory queues.
+///
+/// Three connections a factory: the writer (sends, acks, retries, dead letters, many to a
+/// transaction), claims (`synchronous_commit = off`: a claim lost in a server crash only
+/// makes its row claimable again), and the listener. Each comes back by itself after the
+/// server restarts.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), event_base_core::CoreError> {
+/// use event_base_postgres::PostgresQueueFactory;
+/// let queue = PostgresQueueFactory::connect("postgres://postgres@127.0.0.1:5432/postgres").await?;
+/// let bus = event_base_core::EventBus::builder()
+///     .wal(queue.wal())
+///     .queue(queue)
+///     .build()
+///     .await?;
+/// # drop(bus); Ok(()) }
+/// ```
+pub struct PostgresQueueFactory {
+    shared: Arc<Shared>,
+    local: FlumeQueueFactory,
+    routes: OnceLock<Arc<PgRoutes>>,
+}
+
+impl std::fmt::Debug for PostgresQueueFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresQueueFactory")
+            .field("owner", &self.shared.owner)
+            .field("settings", &self.shared.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresQueueFactory {
+    /// A factory for the database at `url` (`postgres://user:password@host:port/database`,
+    /// or the `key=value` form), connecting when first used: it can be made outside a
+    /// runtime. Errors: only a URL that does not parse ([`PostgresError::BadUrl`]).
+    pub fn open(url: &str) -> Result<PostgresQueueFactory, PostgresError> {
+        let config = parse_url(url)?;
+        let settings = Settings {
+            bound: DEFAULT_BOUND,
+            visibility: DEFAULT_VISIBILITY_TIMEOUT,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+        };
+        Ok(PostgresQueueFactory {
+            shared: Arc::new(Shared::new(config, settings)),
+            local: FlumeQueueFactory::bounded(DEFAULT_BOUND),
+            routes: OnceLock::new(),
+        })
+    }
+
+    /// [`open`](Self::open), then connects once: the server is reachable, accepts the
+    /// login, and event_base's tables are created or upgraded (a database made by a newer
+    /// event_base is refused with [`PostgresError::SchemaTooNew`]).
+    pub async fn connect(url: &str) -> Result<PostgresQueueFactory, PostgresError> {
+        let factory = PostgresQueueFactory::open(url)?;
+        factory.shared.claims.conn().await?;
+        factory.shared.start();
+        Ok(factory)
+    }
+
+    fn with_settings(self, change: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = self.shared.settings.clone();
+        change(&mut settings);
+        PostgresQueueFactory {
+            shared: Arc::new(Shared::new(self.shared.config.clone(), settings)),
+            local: self.local,
+            routes: OnceLock::new(),
+        }
+    }
+
+    /// Rows a subscription holds (queued or being handled) before `send` waits and
+    /// `try_send` hands the message back (default [`DEFAULT_BOUND`]; at least 1). The count
+    /// is this process's, read again from the table every 1,024 sends and while full, so
+    /// across processes it is a soft limit. Set before the factory is used.
+    pub fn bound(self, n: usize) -> Self {
+        self.with_settings(|s| s.bound = n.max(1))
+    }
+
+    /// How long a claimed row's lease lasts (default [`DEFAULT_VISIBILITY_TIMEOUT`],
+    /// at least 100 ms). A process renews the leases of what it holds every third of it;
+    /// every half of it, each process frees the claims whose lease ran out, which any
+    /// consumer then claims again: a dead process's rows are delivered again within about
+    /// 1.5 times this. Set before the factory is used.
+    pub fn visibility_timeout(self, d: Duration) -> Self {
+        self.with_settings(|s| s.visibility = d.clamp(Duration::from_millis(100), MAX_WAIT))
+    }
+
+    /// How many deliveries a row gets at most (default [`DEFAULT_MAX_DELIVERIES`]; at least
+    /// 1): once when first claimed, once more each time it is claimed again after its
+    /// holder's lease ran out. One more would dead-letter it instead, with a reason that says
+    /// so. Retries (`Ack::NoAck`) do not count: the bus's `max_retries` handles those.
+    pub fn max_deliveries(self, n: u32) -> Self {
+        self.with_settings(|s| s.max_deliveries = n.max(1))
+    }
+
+    /// The WAL over this factory's tables ([`PostgresQueueWal`]): the rows are the log, dead
+    /// letters go to `event_base_dead_letters` through the same writer, ahead of the ack of
+    /// their row.
+    pub fn wal(&self) -> PostgresQueueWal {
+        PostgresQueueWal::new(self.shared.clone())
+    }
+
+    /// Sends `message` inside the application's own transaction (or on its client):
+    /// a copy for every subscription of its topic recorded on the database, visible to the
+    /// handlers only if `client`'s transaction commits — a rollback leaves no trace, and the
+    /// consumers are woken at the commit. The bus's WAL and dedup window are not involved:
+    /// the rows are the record, unique per subscription and id (the same message sent twice
+    /// is one copy per subscription).
+    ///
+    /// Errors: [`PostgresError::NoSubscription`] when no process ever started a handler of
+    /// the topic on this database (the statement then changed nothing), a failed statement.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: &event_base_postgres::PostgresQueueFactory,
+    /// #               client: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use event_base_core::EMessage;
+    /// let tx = client.transaction().await?;
+    /// tx.execute("INSERT INTO orders (id) VALUES ($1)", &[&42_i64]).await?;
+    /// queue.send_in(&tx, EMessage::standard("order.created", "42")).await?;
+    /// tx.commit().await?; // the order and its event, or neither
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_in<C: GenericClient>(
+        &self,
+        client: &C,
+        message: EMessage,
+    ) -> Result<MessageId, PostgresError> {
+        let topic = message.topic.as_str().to_owned();
+        let (json, payload) = codec::columns(&message);
+        let id = message.id.to_string();
+        let key = ordering_key(&message).map(str::to_owned);
+        let due = message
+            .deliver_at
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+            .max(SystemTime::UNIX_EPOCH);
+        let rows = client
+            .query(
+                INSERT_FOR_TOPIC,
+                &[&topic, &id, &key, &due, &json, &payload],
+            )
+            .await
+            .map_err(PostgresError::statement(
+                "a send inside the caller's transaction",
+            ))?;
+        if rows.is_empty() {
+            return Err(PostgresError::NoSubscription { topic });
+        }
+        Ok(MessageId::from(&message.id))
+    }
+
+    fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
+        let q = SubQueue::new(self.shared.clone(), topic.as_str(), handler);
+        let _ = self.shared.ops.send(Op::Register {
+            subscription: q.name.clone(),
+            topic: topic.as_str().to_owned(),
+            handler: handler.to_owned(),
+        });
+        TopicQueue {
+            producer: Arc::new(PgProducer::new(q.clone())),
+            consumer: Arc::new(PgConsumer::new(q)),
+        }
+    }
+}
+
+/// The handler name `create` (without one) uses: its rows are shared by every `create` of
+/// the topic on the database.
+const NO_HANDLER: &str = "queue";
+
+impl QueueFactory for PostgresQueueFactory {
+    fn create(&self, topic: &MessageTopic) -> Result<TopicQueue, QueueError> {
+        self.create_subscription(topic, NO_HANDLER)
+    }
+
+    fn create_subscription(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<TopicQueue, QueueError> {
+        if topic.is_system() {
+            return self.local.create(topic);
+        }
+        Ok(self.subscription(topic, handler))
+    }
+
+    /// The subscriptions recorded on the database, cached in the process and read again
+    /// when one is created anywhere.
+    fn routes(&self) -> Option<Arc<dyn RemoteRoutes>> {
+        let routes = self
+            .routes
+            .get_or_init(|| PgRoutes::start(self.shared.clone()));
+        Some(routes.clone())
+    }
+
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+}

@@ -1,0 +1,152 @@
+//! [`PgRoutes`]: the handlers of every process on the database, from
+//! `event_base_subscriptions`, so a bus sends to topics only other processes handle, and to
+//! the handlers of its own topics that only other processes run.
+//!
+//! The whole table is read into the cache when the listener connects and again after a
+//! subscription was created anywhere (a notification on the routes channel, see
+//! `listener.rs`): nothing is read while nothing changes. A miss reads its topic at most once
+//! a second. A subscription stays recorded when its processes stop: its messages wait in its
+//! rows until a process runs the handler again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use event_base_core::backend::{EProducer, RemoteRoutes, RoutesListener};
+use event_base_core::{MessageTopic, QueueError};
+use tokio::time::Instant;
+
+use crate::error::PostgresError;
+use crate::queue::producer::PgProducer;
+use crate::queue::shared::Shared;
+use crate::queue::sub_queue::SubQueue;
+
+/// A topic looked up is not looked up again within this.
+const LOOK_UP_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
+/// The routes of a factory (see the module docs).
+pub(crate) struct PgRoutes {
+    shared: Arc<Shared>,
+    handlers: Mutex<HashMap<String, Vec<Arc<str>>>>,
+    looked_up: Mutex<HashMap<String, Instant>>,
+    listeners: Mutex<Vec<RoutesListener>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl PgRoutes {
+    /// The routes, following the table from now on.
+    pub(crate) fn start(shared: Arc<Shared>) -> Arc<PgRoutes> {
+        let routes = Arc::new(PgRoutes {
+            shared,
+            handlers: Mutex::new(HashMap::new()),
+            looked_up: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Vec::new()),
+        });
+        if tokio::runtime::Handle::try_current().is_ok() {
+            routes.shared.start();
+            tokio::spawn(follow(Arc::downgrade(&routes)));
+        }
+        routes
+    }
+
+    /// Reads the whole table into the cache and tells the listeners.
+    async fn refresh(&self) -> Result<(), PostgresError> {
+        let conn = self.shared.claims.conn().await?;
+        let rows = conn
+            .client
+            .query(&conn.st.all_subscriptions, &[])
+            .await
+            .map_err(PostgresError::statement("the read of the subscriptions"))?;
+        let mut all: HashMap<String, Vec<Arc<str>>> = HashMap::new();
+        for r in &rows {
+            all.entry(r.get::<_, String>(0))
+                .or_default()
+                .push(Arc::from(r.get::<_, &str>(1)));
+        }
+        *lock(&self.handlers) = all;
+        self.tell();
+        Ok(())
+    }
+
+    fn tell(&self) {
+        lock(&self.listeners).retain(|l| l());
+    }
+}
+
+/// Refreshes the cache each time the routes change, until the routes are gone.
+async fn follow(routes: Weak<PgRoutes>) {
+    loop {
+        let Some(r) = routes.upgrade() else { return };
+        let shared = r.shared.clone();
+        drop(r);
+        let mut stop = shared.stop.subscribe();
+        tokio::select! {
+            () = shared.routes_stale.notified() => {}
+            _ = stop.changed() => return,
+        }
+        let Some(r) = routes.upgrade() else { return };
+        if let Err(e) = r.refresh().await {
+            tracing::warn!(target: "event_base::postgres", error = %e, "could not read the subscriptions; trying again");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            shared.routes_changed();
+        }
+    }
+}
+
+#[async_trait]
+impl RemoteRoutes for PgRoutes {
+    fn handlers_of(&self, topic: &str) -> Vec<Arc<str>> {
+        lock(&self.handlers).get(topic).cloned().unwrap_or_default()
+    }
+
+    async fn look_up(&self, topic: &str) -> Result<Vec<Arc<str>>, QueueError> {
+        {
+            let mut looked = lock(&self.looked_up);
+            if looked
+                .get(topic)
+                .is_some_and(|at| at.elapsed() < LOOK_UP_AT_MOST_EVERY)
+            {
+                return Ok(self.handlers_of(topic));
+            }
+            looked.insert(topic.to_owned(), Instant::now());
+        }
+        let conn = self.shared.claims.conn().await?;
+        let rows = conn
+            .client
+            .query(&conn.st.handlers, &[&topic])
+            .await
+            .map_err(PostgresError::statement(
+                "the look-up of a topic's handlers",
+            ))?;
+        let handlers: Vec<Arc<str>> = rows
+            .iter()
+            .map(|r| Arc::from(r.get::<_, &str>(0)))
+            .collect();
+        let changed = {
+            let mut all = lock(&self.handlers);
+            let before = all.insert(topic.to_owned(), handlers.clone());
+            before.as_ref() != Some(&handlers)
+        };
+        if changed {
+            self.tell();
+        }
+        Ok(handlers)
+    }
+
+    fn producer(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+    ) -> Result<Arc<dyn EProducer>, QueueError> {
+        let q = SubQueue::new(self.shared.clone(), topic.as_str(), handler);
+        Ok(Arc::new(PgProducer::new(q)))
+    }
+
+    fn on_refresh(&self, listener: RoutesListener) {
+        lock(&self.listeners).push(listener);
+    }
+}

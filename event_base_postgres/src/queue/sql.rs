@@ -1,0 +1,219 @@
+//! The queues' statements, prepared once on each connection ([`Statements`]).
+//!
+//! A subscription's copies are the rows of `event_base_queue` whose `subscription` is
+//! `<topic>` U+001F `<handler>`; a row is claimable when nobody holds it, it is due, and, if it
+//! has an ordering key, no older row of its subscription has the same key (the oldest row of
+//! a key is its head: the others wait for it to be acked or dead-lettered). Every change
+//! that makes rows claimable notifies the channel [`CHANNEL`] with the subscription, which
+//! the listener of each process turns into a wake-up of its consumers (`listener.rs`).
+
+use tokio_postgres::{Client, Statement};
+
+use crate::error::PostgresError;
+
+/// The channel of wake-ups: the payload is the subscription.
+pub(crate) const CHANNEL: &str = "event_base";
+
+/// The channel that says a subscription was created, so that routes are read again.
+pub(crate) const ROUTES_CHANNEL: &str = "event_base_routes";
+
+/// The columns a claim returns: `seq, message, payload, deliveries`.
+const CLAIMED: &str = "q.seq, q.message, q.payload, q.deliveries";
+
+/// Inserts copies (`$1` subscriptions, `$2` ids, `$3` keys, `$4` due times, `$5` messages,
+/// `$6` payloads), each at most once per subscription and id, and wakes each subscription
+/// that got one.
+const INSERT: &str = "WITH added AS (
+        INSERT INTO event_base_queue (subscription, id, key, due_at, message, payload)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::bytea[])
+        ON CONFLICT (subscription, id) DO NOTHING
+        RETURNING subscription)
+    SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM added) w";
+
+/// Claims for `$2` up to `$3` claimable rows of subscription `$1`, oldest first.
+fn claim() -> String {
+    format!(
+        "UPDATE event_base_queue q SET claimed_by = $2, claimed_at = now(), deliveries = deliveries + 1
+        WHERE q.seq IN (
+            SELECT c.seq FROM event_base_queue c
+            WHERE c.subscription = $1 AND c.claimed_by IS NULL AND c.due_at <= now()
+              AND (c.key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM event_base_queue h
+                  WHERE h.subscription = c.subscription AND h.key = c.key AND h.seq < c.seq))
+            ORDER BY c.seq LIMIT $3
+            FOR UPDATE SKIP LOCKED)
+        RETURNING {CLAIMED}"
+    )
+}
+
+/// Takes over for `$2` up to `$3` rows of subscription `$1` held for at least `$4`
+/// milliseconds without their lease being renewed (by any consumer, `$2` too).
+fn take_over() -> String {
+    format!(
+        "UPDATE event_base_queue q SET claimed_by = $2, claimed_at = now(), deliveries = deliveries + 1
+        WHERE q.seq IN (
+            SELECT c.seq FROM event_base_queue c
+            WHERE c.subscription = $1 AND c.claimed_by IS NOT NULL
+              AND c.claimed_at <= now() - $4 * interval '1 millisecond'
+            ORDER BY c.seq LIMIT $3
+            FOR UPDATE SKIP LOCKED)
+        RETURNING {CLAIMED}"
+    )
+}
+
+/// Milliseconds until the next unclaimed row of subscription `$1` falls due (none: null).
+const NEXT_DUE: &str = "SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::float8
+    FROM event_base_queue WHERE subscription = $1 AND claimed_by IS NULL AND due_at > now()";
+
+/// The rows of subscription `$1`.
+const COUNT: &str = "SELECT count(*) FROM event_base_queue WHERE subscription = $1";
+
+/// Deletes the rows `$1` held by `$2` (acked), waking the subscriptions where that lets a
+/// keyed row through.
+const ACK: &str = "WITH done AS (
+        DELETE FROM event_base_queue q USING unnest($1::bigint[], $2::text[]) AS a(seq, owner)
+        WHERE q.seq = a.seq AND q.claimed_by = a.owner
+        RETURNING q.subscription, q.key)
+    SELECT pg_notify('event_base', s)
+    FROM (SELECT DISTINCT subscription AS s FROM done WHERE key IS NOT NULL) w";
+
+/// Gives the rows `$1` held by `$2` back, unclaimed, and wakes their subscriptions.
+const RELEASE: &str = "WITH back AS (
+        UPDATE event_base_queue q SET claimed_by = NULL, claimed_at = NULL
+        FROM unnest($1::bigint[], $2::text[]) AS a(seq, owner)
+        WHERE q.seq = a.seq AND q.claimed_by = a.owner
+        RETURNING q.subscription)
+    SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM back) w";
+
+/// Renews the leases of the rows `$1` held by `$2`.
+const RENEW: &str = "UPDATE event_base_queue SET claimed_at = now()
+    WHERE seq = ANY($1) AND claimed_by = $2";
+
+/// The failed delivery of row `$1` held by `$2` becomes its next attempt (message `$3`,
+/// payload `$4`), due in `$5` milliseconds, unclaimed, keeping its place (and its key's).
+const RETRY: &str = "WITH again AS (
+        UPDATE event_base_queue SET claimed_by = NULL, claimed_at = NULL, deliveries = 0,
+            message = $3, payload = $4, due_at = now() + $5 * interval '1 millisecond'
+        WHERE seq = $1 AND claimed_by = $2
+        RETURNING subscription)
+    SELECT pg_notify('event_base', subscription) FROM again";
+
+/// Deletes the not yet due, unclaimed copy `$2` of subscription `$1` (a cancel).
+const CANCEL: &str = "DELETE FROM event_base_queue
+    WHERE subscription = $1 AND id = $2 AND claimed_by IS NULL AND due_at > now()";
+
+/// Frees every claim whose lease ran out `$1` milliseconds ago, waking the subscriptions.
+const EXPIRE: &str = "WITH freed AS (
+        UPDATE event_base_queue SET claimed_by = NULL, claimed_at = NULL
+        WHERE claimed_by IS NOT NULL AND claimed_at <= now() - $1 * interval '1 millisecond'
+        RETURNING subscription)
+    SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM freed) w";
+
+/// Records a subscription (`$1`, topic `$2`, handler `$3`) and says so to every process.
+const REGISTER: &str = "WITH up AS (
+        INSERT INTO event_base_subscriptions (subscription, topic, handler, seen_at)
+        VALUES ($1, $2, $3, now())
+        ON CONFLICT (subscription) DO UPDATE SET seen_at = now()
+        RETURNING topic)
+    SELECT pg_notify('event_base_routes', topic) FROM up";
+
+/// The handlers of topic `$1`.
+const HANDLERS: &str =
+    "SELECT handler FROM event_base_subscriptions WHERE topic = $1 ORDER BY handler";
+
+/// Every subscription: `topic, handler`.
+const ALL_SUBSCRIPTIONS: &str =
+    "SELECT topic, handler FROM event_base_subscriptions ORDER BY topic, handler";
+
+/// Moves row `$1` into the dead letters with reason `$2`, as handler `$3`'s copy (a
+/// message that used up its deliveries), in one statement.
+const BURY: &str = "WITH gone AS (
+        DELETE FROM event_base_queue WHERE seq = $1 RETURNING id, subscription, message, payload)
+    INSERT INTO event_base_dead_letters (id, topic, message, payload, reason, handlers, died_at)
+    SELECT id, split_part(subscription, chr(31), 1), message, payload, $2, ARRAY[$3::text], now()
+    FROM gone
+    ON CONFLICT (id) DO UPDATE SET
+        handlers = array(SELECT DISTINCT unnest(event_base_dead_letters.handlers || EXCLUDED.handlers)),
+        reason = EXCLUDED.reason, died_at = EXCLUDED.died_at";
+
+/// A dead letter: `$1` id, `$2` topic, `$3` message, `$4` payload, `$5` reason, `$6`
+/// handlers; the handlers of an existing one are added to.
+const DEAD: &str = "INSERT INTO event_base_dead_letters
+        (id, topic, message, payload, reason, handlers, died_at)
+    VALUES ($1, $2, $3, $4, $5, $6, now())
+    ON CONFLICT (id) DO UPDATE SET
+        handlers = array(SELECT DISTINCT unnest(event_base_dead_letters.handlers || EXCLUDED.handlers)),
+        message = EXCLUDED.message, payload = EXCLUDED.payload,
+        reason = EXCLUDED.reason, died_at = EXCLUDED.died_at";
+
+/// Deletes the dead letters `$1` (sent again).
+const UNDEAD: &str = "DELETE FROM event_base_dead_letters WHERE id = ANY($1)";
+
+/// The queues' statements, prepared on one connection.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) insert: Statement,
+    pub(crate) claim: Statement,
+    pub(crate) take_over: Statement,
+    pub(crate) next_due: Statement,
+    pub(crate) count: Statement,
+    pub(crate) ack: Statement,
+    pub(crate) release: Statement,
+    pub(crate) renew: Statement,
+    pub(crate) retry: Statement,
+    pub(crate) cancel: Statement,
+    pub(crate) expire: Statement,
+    pub(crate) register: Statement,
+    pub(crate) handlers: Statement,
+    pub(crate) all_subscriptions: Statement,
+    pub(crate) bury: Statement,
+    pub(crate) dead: Statement,
+    pub(crate) undead: Statement,
+}
+
+impl Statements {
+    pub(crate) async fn prepare(client: &Client) -> Result<Statements, PostgresError> {
+        let what = "the preparation of the queues' statements";
+        let prepare = |sql: String| async move {
+            client
+                .prepare(&sql)
+                .await
+                .map_err(PostgresError::statement(what))
+        };
+        Ok(Statements {
+            insert: prepare(INSERT.into()).await?,
+            claim: prepare(claim()).await?,
+            take_over: prepare(take_over()).await?,
+            next_due: prepare(NEXT_DUE.into()).await?,
+            count: prepare(COUNT.into()).await?,
+            ack: prepare(ACK.into()).await?,
+            release: prepare(RELEASE.into()).await?,
+            renew: prepare(RENEW.into()).await?,
+            retry: prepare(RETRY.into()).await?,
+            cancel: prepare(CANCEL.into()).await?,
+            expire: prepare(EXPIRE.into()).await?,
+            register: prepare(REGISTER.into()).await?,
+            handlers: prepare(HANDLERS.into()).await?,
+            all_subscriptions: prepare(ALL_SUBSCRIPTIONS.into()).await?,
+            bury: prepare(BURY.into()).await?,
+            dead: prepare(DEAD.into()).await?,
+            undead: prepare(UNDEAD.into()).await?,
+        })
+    }
+}
+
+/// The subscription of `handler` of `topic`: its rows' `subscription`.
+pub(crate) fn subscription(topic: &str, handler: &str) -> String {
+    format!("{topic}\u{1f}{handler}")
+}
+
+/// The statement [`send_in`](crate::PostgresQueueFactory::send_in) runs in the caller's
+/// transaction: a copy for every subscription of topic `$1` (`$2` id, `$3` key, `$4` due,
+/// `$5` message, `$6` payload), each woken at commit; returns the subscriptions.
+pub(crate) const INSERT_FOR_TOPIC: &str = "WITH added AS (
+        INSERT INTO event_base_queue (subscription, id, key, due_at, message, payload)
+        SELECT s.subscription, $2, $3, $4, $5, $6 FROM event_base_subscriptions s
+        WHERE s.topic = $1
+        ON CONFLICT (subscription, id) DO NOTHING
+        RETURNING subscription)
+    SELECT subscription, pg_notify('event_base', subscription) FROM added";

@@ -1,0 +1,118 @@
+//! [`SubQueue`]: one subscription as this process's producer and consumer of it see it:
+//! its name in the table, this process's count of its rows (the bound), the wake-up its
+//! consumers wait on, and whether its producers are all gone.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use crate::queue::shared::Shared;
+use crate::queue::sql;
+
+/// Sends between two reads of a subscription's count from the table.
+const COUNT_EVERY: usize = 1_024;
+
+/// One subscription (see the module docs).
+pub(crate) struct SubQueue {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) topic: String,
+    pub(crate) handler: String,
+    /// `<topic>` U+001F `<handler>`: the rows' `subscription`.
+    pub(crate) name: Arc<str>,
+    /// Rung when rows may have become claimable (a notification, an ack here).
+    pub(crate) wake: Arc<Notify>,
+    /// This process's count of the subscription's rows: +1 a send, -1 an ack, dead letter
+    /// or cancel here, read again from the table every [`COUNT_EVERY`] sends and while full.
+    len: AtomicUsize,
+    since_count: AtomicUsize,
+    /// Rung when the count went down.
+    room: Notify,
+    producers: AtomicUsize,
+    closed: watch::Sender<bool>,
+}
+
+impl SubQueue {
+    pub(crate) fn new(shared: Arc<Shared>, topic: &str, handler: &str) -> Arc<SubQueue> {
+        let name: Arc<str> = sql::subscription(topic, handler).into();
+        let wake = shared.wakes.register(&name);
+        Arc::new(SubQueue {
+            shared,
+            topic: topic.to_owned(),
+            handler: handler.to_owned(),
+            name,
+            wake,
+            len: AtomicUsize::new(0),
+            since_count: AtomicUsize::new(0),
+            room: Notify::new(),
+            producers: AtomicUsize::new(0),
+            closed: watch::Sender::new(false),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Counts one more row if the bound allows.
+    pub(crate) fn reserve(&self) -> bool {
+        self.len
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.shared.settings.bound).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Counts `n` rows fewer (settled or withdrawn here).
+    pub(crate) fn settled(&self, n: usize) {
+        let _ = self
+            .len
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                Some(l.saturating_sub(n))
+            });
+        self.room.notify_waiters();
+    }
+
+    /// Whether it is time to read the count from the table (every [`COUNT_EVERY`] sends).
+    pub(crate) fn count_due(&self) -> bool {
+        self.since_count.fetch_add(1, Ordering::AcqRel) + 1 >= COUNT_EVERY
+    }
+
+    /// Reads the count from the table (rows other processes acked are then no longer
+    /// counted).
+    pub(crate) async fn recount(&self) {
+        self.since_count.store(0, Ordering::Release);
+        let Ok(conn) = self.shared.claims.conn().await else {
+            return;
+        };
+        let name: &str = &self.name;
+        if let Ok(row) = conn.client.query_one(&conn.st.count, &[&name]).await {
+            let n: i64 = row.get(0);
+            self.len
+                .store(usize::try_from(n).unwrap_or(usize::MAX), Ordering::Release);
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Waits until the count may have gone down, at most `at_most`.
+    pub(crate) async fn room(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.room.notified()).await;
+    }
+
+    pub(crate) fn producer_made(&self) {
+        self.producers.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A producer was dropped: the last one closes the subscription here.
+    pub(crate) fn producer_dropped(&self) {
+        if self.producers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.closed.send_replace(true);
+            self.wake.notify_waiters();
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+}

@@ -1,0 +1,314 @@
+//! The queues' writer: one task that owns a connection (`synchronous_commit` as the server
+//! has it, `on` by default) and applies the changes whose loss would lose or repeat work —
+//! sends, acks, releases, retries, dead letters, cancels — many to a transaction (group
+//! commit: one flush of PostgreSQL's WAL for everything that arrived while the previous
+//! transaction ran). Sends of one transaction are one `INSERT … SELECT FROM unnest(…)`.
+//!
+//! Two kinds of change, as on the Redis backend:
+//! - **awaited** (an [`Answer`]): the caller gets the outcome, `Ok` once committed;
+//! - **queued** (no answer: `try_send`, a dead letter recorded from synchronous code): the
+//!   caller was already told "accepted", so the change is tried again, after the connection
+//!   is made again, until it commits — never lost while the process lives. Inserts are
+//!   unique per subscription and id, acks and releases match the holder, so a transaction
+//!   whose commit went unconfirmed can be applied again without doubling anything.
+//!
+//! While the server cannot be reached, every change waits (a restart of PostgreSQL is
+//! ridden out); awaited ones are refused once it has been unreachable for [`OUTAGE_GRACE`].
+//! A change the server refuses (not a broken connection) is answered with the error, or
+//! logged if queued, and dropped with the rest of its transaction's changes answered alike.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
+
+use crate::error::PostgresError;
+use crate::link::{is_connection_error, Conn, Link};
+
+/// Changes applied in one transaction at most.
+const MAX_BATCH: usize = 1024;
+
+/// How long awaited changes wait for an unreachable server before they are refused: long
+/// enough to ride out a restart of PostgreSQL, short enough that a caller learns of an
+/// outage. Queued changes wait on.
+pub(crate) const OUTAGE_GRACE: Duration = Duration::from_secs(10);
+
+/// The outcome of an awaited change: the rows it touched.
+pub(crate) type Answer = oneshot::Sender<Result<u64, PostgresError>>;
+
+/// A copy to insert.
+#[derive(Debug)]
+pub(crate) struct NewRow {
+    pub(crate) subscription: Arc<str>,
+    pub(crate) id: String,
+    pub(crate) key: Option<String>,
+    pub(crate) due_at: SystemTime,
+    pub(crate) message: String,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// A dead letter to write.
+#[derive(Debug)]
+pub(crate) struct DeadRow {
+    pub(crate) id: String,
+    pub(crate) topic: String,
+    pub(crate) message: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) reason: String,
+    pub(crate) handlers: Vec<String>,
+}
+
+/// One change.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Insert(NewRow, Option<Answer>),
+    Ack(Vec<i64>, Arc<str>, Option<Answer>),
+    Release(Vec<i64>, Arc<str>, Option<Answer>),
+    Retry {
+        seq: i64,
+        owner: Arc<str>,
+        message: String,
+        payload: Vec<u8>,
+        delay_ms: f64,
+        answer: Answer,
+    },
+    Bury {
+        seq: i64,
+        reason: String,
+        handler: String,
+    },
+    Dead(DeadRow),
+    Undead(String),
+    Cancel {
+        subscription: Arc<str>,
+        id: String,
+        answer: Answer,
+    },
+    Register {
+        subscription: Arc<str>,
+        topic: String,
+        handler: String,
+    },
+    /// Answers once everything queued before it is committed.
+    Flush(Answer),
+}
+
+impl Op {
+    fn answer(self, outcome: &Result<Vec<u64>, String>, i: usize) {
+        let answer = match self {
+            Op::Insert(_, a) | Op::Ack(_, _, a) | Op::Release(_, _, a) => a,
+            Op::Retry { answer, .. } | Op::Cancel { answer, .. } | Op::Flush(answer) => {
+                Some(answer)
+            }
+            Op::Bury { .. } | Op::Dead(_) | Op::Undead(_) | Op::Register { .. } => None,
+        };
+        let Some(answer) = answer else {
+            if let Err(cause) = outcome {
+                tracing::error!(target: "event_base::postgres", %cause, "PostgreSQL refused a change already accepted; it is dropped");
+            }
+            return;
+        };
+        let _ = answer.send(match outcome {
+            Ok(counts) => Ok(counts.get(i).copied().unwrap_or(0)),
+            Err(cause) => Err(PostgresError::Failed {
+                what: "a change to the queues",
+                cause: cause.clone(),
+            }),
+        });
+    }
+}
+
+/// Runs the writer until every sender is gone (see the module docs).
+pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
+    let mut batch = Vec::new();
+    let mut backoff = Duration::from_millis(50);
+    let mut down_since: Option<tokio::time::Instant> = None;
+    loop {
+        if batch.is_empty() {
+            match ops.recv().await {
+                Some(op) => batch.push(op),
+                None => return,
+            }
+        }
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let conn = match link.conn().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let since = *down_since.get_or_insert_with(tokio::time::Instant::now);
+                tracing::warn!(target: "event_base::postgres", error = %e, "the queues' writer cannot reach PostgreSQL; trying again");
+                // Past the grace, awaited changes are refused (their callers decide);
+                // queued ones wait on.
+                if since.elapsed() >= OUTAGE_GRACE {
+                    refuse_awaited(&mut batch, &e.to_string());
+                }
+                continue;
+            }
+        };
+        match apply(&conn, &batch).await {
+            Ok(counts) => {
+                backoff = Duration::from_millis(50);
+                down_since = None;
+                let outcome = Ok(counts);
+                for (i, op) in batch.drain(..).enumerate() {
+                    op.answer(&outcome, i);
+                }
+            }
+            Err(e) if is_connection_error(&e, &conn.client) => {
+                down_since.get_or_insert_with(tokio::time::Instant::now);
+                tracing::warn!(target: "event_base::postgres", error = %e, "the queues' writer lost PostgreSQL; trying the transaction again");
+                link.drop_conn(&conn).await;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                let _ = conn.client.batch_execute("ROLLBACK").await;
+                let outcome = Err(e.to_string());
+                for (i, op) in batch.drain(..).enumerate() {
+                    op.answer(&outcome, i);
+                }
+            }
+        }
+    }
+}
+
+/// Answers the awaited changes of `batch` with `cause` and keeps the queued ones.
+fn refuse_awaited(batch: &mut Vec<Op>, cause: &str) {
+    let outcome = Err(cause.to_owned());
+    let mut kept = Vec::new();
+    for op in batch.drain(..) {
+        let queued = matches!(
+            op,
+            Op::Insert(_, None)
+                | Op::Ack(_, _, None)
+                | Op::Release(_, _, None)
+                | Op::Bury { .. }
+                | Op::Dead(_)
+                | Op::Undead(_)
+                | Op::Register { .. }
+        );
+        if queued {
+            kept.push(op);
+        } else {
+            op.answer(&outcome, 0);
+        }
+    }
+    *batch = kept;
+}
+
+/// Applies `batch` in one transaction; the rows each change touched, by position.
+async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Error> {
+    let c = &conn.client;
+    let st = &conn.st;
+    let mut counts = vec![0; batch.len()];
+    c.batch_execute("BEGIN").await?;
+    // Dead letters first, then what settles the rows they came from.
+    for op in batch {
+        match op {
+            Op::Dead(d) => {
+                c.execute(
+                    &st.dead,
+                    &[
+                        &d.id,
+                        &d.topic,
+                        &d.message,
+                        &d.payload,
+                        &d.reason,
+                        &d.handlers,
+                    ],
+                )
+                .await?;
+            }
+            Op::Bury {
+                seq,
+                reason,
+                handler,
+            } => {
+                c.execute(&st.bury, &[seq, reason, handler]).await?;
+            }
+            Op::Register {
+                subscription,
+                topic,
+                handler,
+            } => {
+                let s: &str = subscription;
+                c.execute(&st.register, &[&s, topic, handler]).await?;
+            }
+            _ => {}
+        }
+    }
+    let undead: Vec<&str> = batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Undead(id) => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !undead.is_empty() {
+        c.execute(&st.undead, &[&undead]).await?;
+    }
+    let rows: Vec<&NewRow> = batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Insert(r, _) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if !rows.is_empty() {
+        let subs: Vec<&str> = rows.iter().map(|r| &*r.subscription).collect();
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+        let due: Vec<SystemTime> = rows.iter().map(|r| r.due_at).collect();
+        let messages: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
+        let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
+        let params: [&(dyn ToSql + Sync); 6] = [&subs, &ids, &keys, &due, &messages, &payloads];
+        c.execute(&st.insert, &params).await?;
+    }
+    for (kind, statement) in [(0, &st.ack), (1, &st.release)] {
+        let mut seqs = Vec::new();
+        let mut owners = Vec::new();
+        for op in batch {
+            match (kind, op) {
+                (0, Op::Ack(s, o, _)) | (1, Op::Release(s, o, _)) => {
+                    seqs.extend_from_slice(s);
+                    owners.extend(std::iter::repeat_n(&**o, s.len()));
+                }
+                _ => {}
+            }
+        }
+        if !seqs.is_empty() {
+            c.execute(statement, &[&seqs, &owners]).await?;
+        }
+    }
+    for (i, op) in batch.iter().enumerate() {
+        match op {
+            Op::Retry {
+                seq,
+                owner,
+                message,
+                payload,
+                delay_ms,
+                ..
+            } => {
+                let o: &str = owner;
+                counts[i] = c
+                    .execute(&st.retry, &[seq, &o, message, payload, delay_ms])
+                    .await?;
+            }
+            Op::Cancel {
+                subscription, id, ..
+            } => {
+                let s: &str = subscription;
+                counts[i] = c.execute(&st.cancel, &[&s, id]).await?;
+            }
+            _ => {}
+        }
+    }
+    c.batch_execute("COMMIT").await?;
+    Ok(counts)
+}
