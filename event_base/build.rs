@@ -35,6 +35,7 @@ const PAGES: &[(&str, &str, &[&str])] = &[
     ("requests.md", "ch15_requests", &[]),
     ("schedules.md", "ch16_schedules", &[]),
     ("rate-limits.md", "ch17_rate_limits", &[]),
+    ("postgres.md", "ch18_postgres", &["POSTGRES"]),
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

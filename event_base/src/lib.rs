@@ -430,6 +430,7 @@ macro_rules! __event_base_config {
 /// | [`ch15_requests`](crate::guide::ch15_requests) | request/reply: `EventBus::request`, `reply`, timeouts, late replies, what a request is |
 /// | [`ch16_schedules`](crate::guide::ch16_schedules) | recurring schedules: `every` and `cron`, once per slot across nodes and restarts, missed slots, where they are kept |
 /// | [`ch17_rate_limits`](crate::guide::ch17_rate_limits) | a handler's rate (`rate = "100/s"`): starts spaced evenly across workers and, on Redis, nodes |
+/// | `ch18_postgres` | many processes on one PostgreSQL database, and a send inside the application's transaction (feature `postgres`) |
 ///
 /// The pages are the `guide/` folder of this package, included here so that every example in
 /// them is compiled and run as a doctest. Their examples use the default features (`memory`,
@@ -479,4 +480,7 @@ pub mod guide {
     pub mod ch16_schedules {}
     #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/rate-limits.md"))]
     pub mod ch17_rate_limits {}
+    #[cfg(feature = "postgres")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/postgres.md"))]
+    pub mod ch18_postgres {}
 }

@@ -43,6 +43,7 @@ mod wal;
 mod writer;
 
 pub use error::PostgresError;
+pub use link::DEFAULT_CONNECT_TIMEOUT;
 pub use queue::{
     PostgresQueueFactory, PostgresQueueWal, DEFAULT_BOUND, DEFAULT_MAX_DELIVERIES,
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -51,4 +52,4 @@ pub use schema::SCHEMA_VERSION;
 /// The client [`PostgresQueueFactory::send_in`] takes a transaction of: use this one (the
 /// same version) for the application's own statements.
 pub use tokio_postgres;
-pub use wal::{PostgresWal, DEFAULT_CONNECT_TIMEOUT};
+pub use wal::PostgresWal;

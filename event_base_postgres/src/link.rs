@@ -5,6 +5,7 @@
 //!
 //! Statements from many tasks share the connection: tokio-postgres pipelines them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,9 @@ use crate::queue::sql::Statements;
 
 use crate::error::PostgresError;
 use crate::schema;
-use crate::wal::DEFAULT_CONNECT_TIMEOUT;
+
+/// How long a connection attempt may take when the URL does not say (`connect_timeout`).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The shortest wait before connecting again after a failed attempt; it doubles up to
 /// [`MAX_BACKOFF`].
@@ -30,6 +33,10 @@ pub(crate) fn parse_url(url: &str) -> Result<Config, PostgresError> {
         .map_err(|source| PostgresError::BadUrl { source })?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        // So an operator tells event_base's sessions apart (`pg_stat_activity`).
+        config.application_name("event_base");
     }
     Ok(config)
 }
@@ -53,15 +60,18 @@ pub(crate) struct Link {
     conn: Mutex<Option<Arc<Conn>>>,
     /// Set while connecting fails: the next attempt waits this long first.
     backoff: std::sync::Mutex<Duration>,
+    ran: Arc<AtomicU64>,
 }
 
 impl Link {
-    pub(crate) fn new(config: Config, commits: Commits) -> Link {
+    /// A link whose statements are counted in `ran`.
+    pub(crate) fn new(config: Config, commits: Commits, ran: Arc<AtomicU64>) -> Link {
         Link {
             config,
             commits,
             conn: Mutex::new(None),
             backoff: std::sync::Mutex::new(Duration::ZERO),
+            ran,
         }
     }
 
@@ -109,7 +119,11 @@ impl Link {
                 .map_err(PostgresError::statement("the session's settings"))?;
         }
         let st = Statements::prepare(&client).await?;
-        Ok(Conn { client, st })
+        Ok(Conn {
+            client,
+            st,
+            ran: self.ran.clone(),
+        })
     }
 }
 
@@ -118,6 +132,16 @@ impl Link {
 pub(crate) struct Conn {
     pub(crate) client: Client,
     pub(crate) st: Statements,
+    /// Statements run on it and its predecessors (each a round trip), shared with the
+    /// factory's count.
+    ran: Arc<AtomicU64>,
+}
+
+impl Conn {
+    /// Counts `n` statements run.
+    pub(crate) fn ran(&self, n: u64) {
+        self.ran.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// A connection of its own, its driver spawned on the runtime.

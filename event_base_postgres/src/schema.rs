@@ -60,12 +60,9 @@ const MIGRATIONS: &[&str] = &[
         payload bytea NOT NULL,
         claimed_by text,
         claimed_at timestamptz,
-        deliveries integer NOT NULL DEFAULT 0,
-        UNIQUE (subscription, id)
+        deliveries integer NOT NULL DEFAULT 0
     );
     CREATE INDEX event_base_queue_ready ON event_base_queue (subscription, seq)
-        WHERE claimed_by IS NULL;
-    CREATE INDEX event_base_queue_due ON event_base_queue (subscription, due_at)
         WHERE claimed_by IS NULL;
     CREATE INDEX event_base_queue_claims ON event_base_queue (claimed_at)
         WHERE claimed_by IS NOT NULL;

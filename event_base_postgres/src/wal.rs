@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use event_base_core::backend::{Wal, WalCommit, WalRecord, WalRecordState, WalStats};
@@ -25,9 +25,6 @@ use crate::codec::{self, FAILED, PENDING, PROCESSING};
 use crate::error::PostgresError;
 use crate::schema;
 use crate::writer::{self, Failure, Op, PutRow, Statements};
-
-/// How long a connection attempt may take when the URL does not say (`connect_timeout`).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The write-ahead log in a PostgreSQL table (see the module docs).
 ///
@@ -120,15 +117,10 @@ impl PostgresWal {
     ///
     /// Errors: a URL that does not parse ([`PostgresError::BadUrl`]), a server that cannot
     /// be reached or refuses the login within the URL's `connect_timeout` (else
-    /// [`DEFAULT_CONNECT_TIMEOUT`]) ([`PostgresError::Unreachable`]), a schema newer than this
+    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT)) ([`PostgresError::Unreachable`]), a schema newer than this
     /// build's, a failed statement.
     pub async fn connect(url: &str) -> Result<PostgresWal, PostgresError> {
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|source| PostgresError::BadUrl { source })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-        }
+        let config = crate::link::parse_url(url)?;
         let (mut client, connection) = config
             .connect(tokio_postgres::NoTls)
             .await

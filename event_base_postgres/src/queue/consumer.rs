@@ -55,6 +55,7 @@ impl PgConsumer {
         let name: &str = &self.q.name;
         let owner: &str = &shared.owner;
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        conn.ran(1);
         let rows = match takeover {
             None => {
                 conn.client
@@ -140,6 +141,7 @@ impl PgConsumer {
     async fn next_due(&self) -> Option<Duration> {
         let conn = self.q.shared.claims.conn().await.ok()?;
         let name: &str = &self.q.name;
+        conn.ran(1);
         let row = conn
             .client
             .query_one(&conn.st.next_due, &[&name])
@@ -189,7 +191,7 @@ fn decode(row: &Row) -> Result<EMessage, String> {
 impl EConsumer for PgConsumer {
     async fn claim_batch(&self, max: usize, out: &mut Vec<Claimed>) -> Result<usize, QueueError> {
         let max = max.max(1);
-        self.q.shared.start();
+        crate::queue::tasks::start(&self.q.shared);
         loop {
             // Armed before looking, so a wake-up while the claim runs is not missed.
             let woken = self.q.wake.notified();
@@ -234,7 +236,7 @@ impl EConsumer for PgConsumer {
         max: usize,
         out: &mut Vec<Claimed>,
     ) -> Result<usize, QueueError> {
-        self.q.shared.start();
+        crate::queue::tasks::start(&self.q.shared);
         self.claim_with(Some(min_idle), max.max(1), out).await
     }
 

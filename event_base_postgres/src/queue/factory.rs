@@ -63,6 +63,10 @@ pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 ///     .await?;
 /// # drop(bus); Ok(()) }
 /// ```
+///
+/// Clones share everything (connections, settings, counts): keep one to read
+/// [`statements`](Self::statements) after handing another to a bus.
+#[derive(Clone)]
 pub struct PostgresQueueFactory {
     shared: Arc<Shared>,
     local: FlumeQueueFactory,
@@ -102,7 +106,7 @@ impl PostgresQueueFactory {
     pub async fn connect(url: &str) -> Result<PostgresQueueFactory, PostgresError> {
         let factory = PostgresQueueFactory::open(url)?;
         factory.shared.claims.conn().await?;
-        factory.shared.start();
+        crate::queue::tasks::start(&factory.shared);
         Ok(factory)
     }
 
@@ -141,6 +145,16 @@ impl PostgresQueueFactory {
         self.with_settings(|s| s.max_deliveries = n.max(1))
     }
 
+    /// Statements this factory has run on PostgreSQL so far (each one round trip): sends,
+    /// acks and dead letters in the writer's transactions (with their `BEGIN` and
+    /// `COMMIT`), claims, lease renewals, reads. Divided by the messages handled, what a
+    /// message costs the server; the listener's `LISTEN` is not counted.
+    pub fn statements(&self) -> u64 {
+        self.shared
+            .statements
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The WAL over this factory's tables ([`PostgresQueueWal`]): the rows are the log, dead
     /// letters go to `event_base_dead_letters` through the same writer, ahead of the ack of
     /// their row.
@@ -152,8 +166,7 @@ impl PostgresQueueFactory {
     /// a copy for every subscription of its topic recorded on the database, visible to the
     /// handlers only if `client`'s transaction commits — a rollback leaves no trace, and the
     /// consumers are woken at the commit. The bus's WAL and dedup window are not involved:
-    /// the rows are the record, unique per subscription and id (the same message sent twice
-    /// is one copy per subscription).
+    /// the rows are the record (the same message sent twice is two copies).
     ///
     /// Errors: [`PostgresError::NoSubscription`] when no process ever started a handler of
     /// the topic on this database (the statement then changed nothing), a failed statement.

@@ -35,6 +35,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
         };
         if !held.is_empty() {
             let owner: &str = &s.owner;
+            conn.ran(1);
             if let Err(e) = conn.client.execute(&conn.st.renew, &[&held, &owner]).await {
                 tracing::warn!(target: "event_base::postgres", error = %e, "could not renew the leases of the messages being handled");
             }
@@ -42,6 +43,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
         if Instant::now() >= next_expire {
             next_expire = Instant::now() + expire_every;
             let ms = millis(visibility);
+            conn.ran(1);
             if let Err(e) = conn.client.execute(&conn.st.expire, &[&ms]).await {
                 tracing::warn!(target: "event_base::postgres", error = %e, "could not free the claims whose lease ran out");
             }

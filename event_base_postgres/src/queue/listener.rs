@@ -3,8 +3,9 @@
 //! on the routes channel, into a fresh read of the routes). Nothing is queried while
 //! nothing happens.
 //!
-//! Notifications sent while the connection was down are lost, so after every (re)connect
-//! every consumer here is woken to look once.
+//! Notifications sent while the connection was down (or before its `LISTEN` took effect)
+//! are lost, so once `LISTEN` answered, after every (re)connect, every consumer here is
+//! woken to look once, and the routes are read again.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -36,10 +37,6 @@ pub(crate) async fn run(shared: Weak<Shared>) {
             }
         };
         backoff = Duration::from_millis(50);
-        if let Some(s) = shared.upgrade() {
-            s.wakes.ring_all();
-            s.routes_changed();
-        }
         // The LISTEN statement was sent; the connection is polled here from now on, and
         // the client kept so the session stays open.
         let statement = format!("LISTEN {CHANNEL}; LISTEN {ROUTES_CHANNEL}");
@@ -53,6 +50,12 @@ pub(crate) async fn run(shared: Weak<Shared>) {
                     if let Err(e) = r {
                         tracing::debug!(target: "event_base::postgres", error = %e, "LISTEN failed");
                         break;
+                    }
+                    // Listening from now on: whatever was notified before is looked at
+                    // once by everyone.
+                    if let Some(s) = shared.upgrade() {
+                        s.wakes.ring_all();
+                        s.routes_changed();
                     }
                     continue;
                 }

@@ -13,6 +13,7 @@
 //! | `lease.rs` | lease renewal and the freeing of expired claims |
 //! | `routes.rs` | the handlers of every process, for sends to topics handled elsewhere |
 //! | `shared.rs` | what a factory's queues share |
+//! | `tasks.rs` | the start of the writer, listener and lease keeper |
 //! | `sql.rs` | the statements |
 //! | `wal.rs` | `PostgresQueueWal` |
 
@@ -25,6 +26,7 @@ mod routes;
 pub(crate) mod shared;
 pub(crate) mod sql;
 mod sub_queue;
+mod tasks;
 mod wal;
 mod writer;
 

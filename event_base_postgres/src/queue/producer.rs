@@ -28,7 +28,7 @@ pub(crate) struct PgProducer {
 impl PgProducer {
     pub(crate) fn new(q: Arc<SubQueue>) -> PgProducer {
         q.producer_made();
-        q.shared.start();
+        crate::queue::tasks::start(&q.shared);
         PgProducer { q }
     }
 

@@ -47,7 +47,7 @@ impl PgRoutes {
             listeners: Mutex::new(Vec::new()),
         });
         if tokio::runtime::Handle::try_current().is_ok() {
-            routes.shared.start();
+            crate::queue::tasks::start(&routes.shared);
             tokio::spawn(follow(Arc::downgrade(&routes)));
         }
         routes
@@ -56,6 +56,7 @@ impl PgRoutes {
     /// Reads the whole table into the cache and tells the listeners.
     async fn refresh(&self) -> Result<(), PostgresError> {
         let conn = self.shared.claims.conn().await?;
+        conn.ran(1);
         let rows = conn
             .client
             .query(&conn.st.all_subscriptions, &[])
@@ -104,17 +105,16 @@ impl RemoteRoutes for PgRoutes {
     }
 
     async fn look_up(&self, topic: &str) -> Result<Vec<Arc<str>>, QueueError> {
+        // Rate-limited from the end of the last look-up: sends that miss while one runs
+        // look up too, rather than answer from a cache not yet filled.
+        if lock(&self.looked_up)
+            .get(topic)
+            .is_some_and(|at| at.elapsed() < LOOK_UP_AT_MOST_EVERY)
         {
-            let mut looked = lock(&self.looked_up);
-            if looked
-                .get(topic)
-                .is_some_and(|at| at.elapsed() < LOOK_UP_AT_MOST_EVERY)
-            {
-                return Ok(self.handlers_of(topic));
-            }
-            looked.insert(topic.to_owned(), Instant::now());
+            return Ok(self.handlers_of(topic));
         }
         let conn = self.shared.claims.conn().await?;
+        conn.ran(1);
         let rows = conn
             .client
             .query(&conn.st.handlers, &[&topic])
@@ -126,6 +126,7 @@ impl RemoteRoutes for PgRoutes {
             .iter()
             .map(|r| Arc::from(r.get::<_, &str>(0)))
             .collect();
+        lock(&self.looked_up).insert(topic.to_owned(), Instant::now());
         let changed = {
             let mut all = lock(&self.handlers);
             let before = all.insert(topic.to_owned(), handlers.clone());

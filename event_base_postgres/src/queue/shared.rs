@@ -79,6 +79,8 @@ pub(crate) struct Shared {
     held: Mutex<HashSet<i64>>,
     /// Dead letters written by this process since it started.
     pub(crate) dead_letters: AtomicU64,
+    /// Statements run on every connection but the listener's.
+    pub(crate) statements: Arc<AtomicU64>,
     started: AtomicBool,
     /// Dropped with the factory: its tasks end.
     pub(crate) stop: watch::Sender<()>,
@@ -92,8 +94,10 @@ impl Shared {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
+        let statements = Arc::new(AtomicU64::new(0));
         Shared {
-            claims: Link::new(config.clone(), Commits::Relaxed),
+            claims: Link::new(config.clone(), Commits::Relaxed, statements.clone()),
+            statements,
             config,
             settings,
             ops,
@@ -108,22 +112,14 @@ impl Shared {
         }
     }
 
-    /// Starts the writer, the listener and the lease keeper, once, on the current runtime.
-    pub(crate) fn start(self: &Arc<Self>) {
-        if tokio::runtime::Handle::try_current().is_err()
-            || self.started.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        let rx = self.ops_rx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(rx) = rx {
-            tokio::spawn(crate::queue::writer::run(
-                Link::new(self.config.clone(), Commits::Durable),
-                rx,
-            ));
-        }
-        tokio::spawn(crate::queue::listener::run(Arc::downgrade(self)));
-        tokio::spawn(crate::queue::lease::run(Arc::downgrade(self)));
+    /// Marks the tasks started; whether they were not yet (see `tasks.rs`).
+    pub(crate) fn first_start(&self) -> bool {
+        tokio::runtime::Handle::try_current().is_ok() && !self.started.swap(true, Ordering::AcqRel)
+    }
+
+    /// The writer's end of the changes, once.
+    pub(crate) fn take_ops(&self) -> Option<mpsc::UnboundedReceiver<Op>> {
+        self.ops_rx.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// A subscription was created somewhere (or notifications may have been missed): the

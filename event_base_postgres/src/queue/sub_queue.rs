@@ -75,18 +75,25 @@ impl SubQueue {
     }
 
     /// Whether it is time to read the count from the table (every [`COUNT_EVERY`] sends).
+    /// Exactly one send in every [`COUNT_EVERY`] is told so.
     pub(crate) fn count_due(&self) -> bool {
-        self.since_count.fetch_add(1, Ordering::AcqRel) + 1 >= COUNT_EVERY
+        let before = self
+            .since_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(if n + 1 >= COUNT_EVERY { 0 } else { n + 1 })
+            })
+            .unwrap_or(0);
+        before + 1 >= COUNT_EVERY
     }
 
     /// Reads the count from the table (rows other processes acked are then no longer
     /// counted).
     pub(crate) async fn recount(&self) {
-        self.since_count.store(0, Ordering::Release);
         let Ok(conn) = self.shared.claims.conn().await else {
             return;
         };
         let name: &str = &self.name;
+        conn.ran(1);
         if let Ok(row) = conn.client.query_one(&conn.st.count, &[&name]).await {
             let n: i64 = row.get(0);
             self.len

@@ -73,7 +73,7 @@ impl PostgresQueueWal {
 
     /// Everything queued on the writer before this is committed.
     async fn barrier(&self) -> Result<(), WalError> {
-        self.shared.start();
+        crate::queue::tasks::start(&self.shared);
         let (tx, rx) = oneshot::channel();
         self.push(Op::Flush(tx))?;
         match rx.await {
@@ -91,6 +91,7 @@ impl PostgresQueueWal {
         what: &'static str,
     ) -> Result<Vec<Row>, WalError> {
         let conn = self.shared.claims.conn().await?;
+        conn.ran(1);
         Ok(conn
             .client
             .query(sql, params)

@@ -8,9 +8,12 @@
 //! - **awaited** (an [`Answer`]): the caller gets the outcome, `Ok` once committed;
 //! - **queued** (no answer: `try_send`, a dead letter recorded from synchronous code): the
 //!   caller was already told "accepted", so the change is tried again, after the connection
-//!   is made again, until it commits — never lost while the process lives. Inserts are
-//!   unique per subscription and id, acks and releases match the holder, so a transaction
-//!   whose commit went unconfirmed can be applied again without doubling anything.
+//!   is made again, until it commits — never lost while the process lives. Acks and
+//!   releases match the holder, so applying them again changes nothing; a transaction of
+//!   sends whose commit went unconfirmed (the connection broke while `COMMIT` ran) and that
+//!   did commit is applied again, and its messages are then delivered twice — at least
+//!   once, as everywhere in the bus. (A unique index on the ids would prevent it at a third
+//!   of every send's cost, measured.)
 //!
 //! While the server cannot be reached, every change waits (a restart of PostgreSQL is
 //! ridden out); awaited ones are refused once it has been unreachable for [`OUTAGE_GRACE`].
@@ -130,6 +133,9 @@ pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
                 Some(op) => batch.push(op),
                 None => return,
             }
+            // Woken by the first change of a burst (a `send_batch` queues one a message):
+            // let its sender finish queueing, so that the burst is one transaction.
+            tokio::task::yield_now().await;
         }
         while batch.len() < MAX_BATCH {
             match ops.try_recv() {
@@ -204,25 +210,38 @@ fn refuse_awaited(batch: &mut Vec<Op>, cause: &str) {
 /// Applies `batch` in one transaction; the rows each change touched, by position.
 async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Error> {
     let c = &conn.client;
-    let st = &conn.st;
     let mut counts = vec![0; batch.len()];
+    if batch.iter().all(|op| matches!(op, Op::Flush(_))) {
+        // Nothing to write: everything before it is committed already.
+        return Ok(counts);
+    }
     c.batch_execute("BEGIN").await?;
     // Dead letters first, then what settles the rows they came from.
+    let mut ran = 2 + apply_records(conn, batch).await?;
+    ran += apply_inserts(conn, batch).await?;
+    ran += apply_settles(conn, batch).await?;
+    ran += apply_singles(conn, batch, &mut counts).await?;
+    c.batch_execute("COMMIT").await?;
+    conn.ran(ran);
+    Ok(counts)
+}
+
+/// Dead letters, burials, registrations, and dead letters sent again; the statements run.
+async fn apply_records(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres::Error> {
+    let (c, st) = (&conn.client, &conn.st);
+    let mut ran = 0;
     for op in batch {
         match op {
             Op::Dead(d) => {
-                c.execute(
-                    &st.dead,
-                    &[
-                        &d.id,
-                        &d.topic,
-                        &d.message,
-                        &d.payload,
-                        &d.reason,
-                        &d.handlers,
-                    ],
-                )
-                .await?;
+                let params: [&(dyn ToSql + Sync); 6] = [
+                    &d.id,
+                    &d.topic,
+                    &d.message,
+                    &d.payload,
+                    &d.reason,
+                    &d.handlers,
+                ];
+                c.execute(&st.dead, &params).await?;
             }
             Op::Bury {
                 seq,
@@ -239,8 +258,9 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
                 let s: &str = subscription;
                 c.execute(&st.register, &[&s, topic, handler]).await?;
             }
-            _ => {}
+            _ => continue,
         }
+        ran += 1;
     }
     let undead: Vec<&str> = batch
         .iter()
@@ -250,8 +270,14 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
         })
         .collect();
     if !undead.is_empty() {
+        ran += 1;
         c.execute(&st.undead, &[&undead]).await?;
     }
+    Ok(ran)
+}
+
+/// Every insert of the batch, in one statement; the statements run.
+async fn apply_inserts(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres::Error> {
     let rows: Vec<&NewRow> = batch
         .iter()
         .filter_map(|op| match op {
@@ -259,17 +285,24 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
             _ => None,
         })
         .collect();
-    if !rows.is_empty() {
-        let subs: Vec<&str> = rows.iter().map(|r| &*r.subscription).collect();
-        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-        let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
-        let due: Vec<SystemTime> = rows.iter().map(|r| r.due_at).collect();
-        let messages: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
-        let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
-        let params: [&(dyn ToSql + Sync); 6] = [&subs, &ids, &keys, &due, &messages, &payloads];
-        c.execute(&st.insert, &params).await?;
+    if rows.is_empty() {
+        return Ok(0);
     }
-    for (kind, statement) in [(0, &st.ack), (1, &st.release)] {
+    let subs: Vec<&str> = rows.iter().map(|r| &*r.subscription).collect();
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+    let due: Vec<SystemTime> = rows.iter().map(|r| r.due_at).collect();
+    let messages: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
+    let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
+    let params: [&(dyn ToSql + Sync); 6] = [&subs, &ids, &keys, &due, &messages, &payloads];
+    conn.client.execute(&conn.st.insert, &params).await?;
+    Ok(1)
+}
+
+/// Every ack of the batch in one statement, every release in another; the statements run.
+async fn apply_settles(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres::Error> {
+    let mut ran = 0;
+    for (kind, statement) in [(0, &conn.st.ack), (1, &conn.st.release)] {
         let mut seqs = Vec::new();
         let mut owners = Vec::new();
         for op in batch {
@@ -282,9 +315,21 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
             }
         }
         if !seqs.is_empty() {
-            c.execute(statement, &[&seqs, &owners]).await?;
+            ran += 1;
+            conn.client.execute(statement, &[&seqs, &owners]).await?;
         }
     }
+    Ok(ran)
+}
+
+/// Retries and cancels, one statement each, their counts into `counts`; the statements run.
+async fn apply_singles(
+    conn: &Conn,
+    batch: &[Op],
+    counts: &mut [u64],
+) -> Result<u64, tokio_postgres::Error> {
+    let (c, st) = (&conn.client, &conn.st);
+    let mut ran = 0;
     for (i, op) in batch.iter().enumerate() {
         match op {
             Op::Retry {
@@ -306,9 +351,9 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
                 let s: &str = subscription;
                 counts[i] = c.execute(&st.cancel, &[&s, id]).await?;
             }
-            _ => {}
+            _ => continue,
         }
+        ran += 1;
     }
-    c.batch_execute("COMMIT").await?;
-    Ok(counts)
+    Ok(ran)
 }

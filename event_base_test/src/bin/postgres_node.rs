@@ -94,7 +94,6 @@ async fn worker(
         .visibility_timeout(visibility);
     let wal = queue.wal();
     let bus = EventBus::builder()
-        .batch_size(16)
         .wal(wal.clone())
         .queue(queue)
         .handler(HandlerSpec::new("work", "jobs", Record { work, keyed }).workers(workers))

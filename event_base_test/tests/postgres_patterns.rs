@@ -1,0 +1,93 @@
+//! The patterns on the PostgreSQL queues: a delayed message cancelled before its time is
+//! never delivered (its row is deleted), and a schedule's slot is claimed by one process of
+//! those sharing the database.
+
+use std::time::Duration;
+
+use event_base::backend::Wal;
+use event_base::{
+    async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, PostgresQueueFactory,
+};
+use event_base_test::postgres_server::PostgresServer;
+use tokio::sync::mpsc;
+
+struct Forward(mpsc::UnboundedSender<String>);
+
+#[async_trait]
+impl EHandler for Forward {
+    async fn handler(&self, msg: &EMessage) -> Ack {
+        let _ = self
+            .0
+            .send(String::from_utf8_lossy(&msg.payload.0).into_owned());
+        Ack::Ack
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delayed_message_is_never_delivered() {
+    let server = PostgresServer::start();
+    let queue = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+    let (tx, mut handled) = mpsc::unbounded_channel();
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(HandlerSpec::new("work", "jobs", Forward(tx)))
+        .build()
+        .await
+        .unwrap();
+    let early = EMessage::standard("jobs", "cancelled").with_delay(Duration::from_millis(300));
+    let id = bus.send("jobs", early).await.unwrap();
+    bus.send(
+        "jobs",
+        EMessage::standard("jobs", "later").with_delay(Duration::from_millis(600)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        bus.cancel(&id).await.unwrap(),
+        "a delayed message not yet due is cancelled"
+    );
+    assert!(!bus.cancel(&id).await.unwrap(), "cancelled once only");
+    // The later message comes first: the cancelled one, due before it, never will.
+    let first = tokio::time::timeout(Duration::from_secs(10), handled.recv())
+        .await
+        .expect("the later message in time")
+        .unwrap();
+    assert_eq!(first, "later");
+    assert!(handled.try_recv().is_err());
+    drop(bus);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_of_several_claims_a_schedules_slot() {
+    let server = PostgresServer::start();
+    let a = PostgresQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .wal();
+    let b = PostgresQueueFactory::connect(&server.url())
+        .await
+        .unwrap()
+        .wal();
+    a.put_schedule("tick", b"every 200ms").await.unwrap();
+    b.put_schedule("tick", b"every 200ms").await.unwrap();
+    for slot in [1_000, 1_200, 1_400] {
+        let (x, y) = tokio::join!(a.claim_slot("tick", slot), b.claim_slot("tick", slot));
+        assert!(
+            x.unwrap() ^ y.unwrap(),
+            "slot {slot}: claimed by exactly one"
+        );
+    }
+    assert!(
+        !a.claim_slot("tick", 1_200).await.unwrap(),
+        "an earlier slot stays taken"
+    );
+    let stored = b.stored_schedules().await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].last_slot, Some(1_400));
+    assert!(a.remove_schedule("tick").await.unwrap());
+    assert!(
+        !b.claim_slot("tick", 1_600).await.unwrap(),
+        "a removed schedule fires no more"
+    );
+}
