@@ -32,6 +32,12 @@ use crate::link::{is_connection_error, Conn, Link};
 /// Changes applied in one transaction at most.
 const MAX_BATCH: usize = 1024;
 
+/// How long a transaction of queued changes only (nobody waits on them: `try_send`,
+/// dead letters) waits for more before it commits, unless an awaited change comes first:
+/// a burst of sends (`send_batch` queues one change a message) is then one transaction,
+/// one flush of PostgreSQL's WAL, rather than two or three.
+const LINGER: Duration = Duration::from_millis(1);
+
 /// How long awaited changes wait for an unreachable server before they are refused: long
 /// enough to ride out a restart of PostgreSQL, short enough that a caller learns of an
 /// outage. Queued changes wait on.
@@ -98,6 +104,20 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// Whether nobody waits on it: it was accepted already, and is tried until it commits.
+    fn is_queued(&self) -> bool {
+        matches!(
+            self,
+            Op::Insert(_, None)
+                | Op::Ack(_, _, None)
+                | Op::Release(_, _, None)
+                | Op::Bury { .. }
+                | Op::Dead(_)
+                | Op::Undead(_)
+                | Op::Register { .. }
+        )
+    }
+
     fn answer(self, outcome: &Result<Vec<u64>, String>, i: usize) {
         let answer = match self {
             Op::Insert(_, a) | Op::Ack(_, _, a) | Op::Release(_, _, a) => a,
@@ -133,15 +153,10 @@ pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
                 Some(op) => batch.push(op),
                 None => return,
             }
-            // Woken by the first change of a burst (a `send_batch` queues one a message):
-            // let its sender finish queueing, so that the burst is one transaction.
-            tokio::task::yield_now().await;
-        }
-        while batch.len() < MAX_BATCH {
-            match ops.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
+            drain(&mut ops, &mut batch);
+            linger(&mut ops, &mut batch).await;
+        } else {
+            drain(&mut ops, &mut batch);
         }
         let conn = match link.conn().await {
             Ok(conn) => conn,
@@ -183,22 +198,43 @@ pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
     }
 }
 
+/// Takes what is queued now, up to [`MAX_BATCH`].
+fn drain(ops: &mut mpsc::UnboundedReceiver<Op>, batch: &mut Vec<Op>) {
+    while batch.len() < MAX_BATCH {
+        match ops.try_recv() {
+            Ok(op) => batch.push(op),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Waits up to [`LINGER`] for more changes while nobody waits on `batch`.
+async fn linger(ops: &mut mpsc::UnboundedReceiver<Op>, batch: &mut Vec<Op>) {
+    if batch.iter().any(|op| !op.is_queued()) {
+        return;
+    }
+    let until = tokio::time::Instant::now() + LINGER;
+    while batch.len() < MAX_BATCH {
+        match tokio::time::timeout_at(until, ops.recv()).await {
+            Ok(Some(op)) => {
+                let awaited = !op.is_queued();
+                batch.push(op);
+                drain(ops, batch);
+                if awaited || batch.iter().any(|op| !op.is_queued()) {
+                    return;
+                }
+            }
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
 /// Answers the awaited changes of `batch` with `cause` and keeps the queued ones.
 fn refuse_awaited(batch: &mut Vec<Op>, cause: &str) {
     let outcome = Err(cause.to_owned());
     let mut kept = Vec::new();
     for op in batch.drain(..) {
-        let queued = matches!(
-            op,
-            Op::Insert(_, None)
-                | Op::Ack(_, _, None)
-                | Op::Release(_, _, None)
-                | Op::Bury { .. }
-                | Op::Dead(_)
-                | Op::Undead(_)
-                | Op::Register { .. }
-        );
-        if queued {
+        if op.is_queued() {
             kept.push(op);
         } else {
             op.answer(&outcome, 0);

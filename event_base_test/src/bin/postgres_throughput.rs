@@ -4,7 +4,8 @@
 //!
 //! - **batch**: `send_batch` of 100 messages to a topic handled elsewhere, then the WAL's
 //!   `flush` (every row committed), against a raw `INSERT` of 100 rows of the same width in
-//!   one statement and its `COMMIT` on a plain connection: batches a second, and the ratio.
+//!   one statement and its `COMMIT` on a plain connection: batches a second, the ratio, and
+//!   the statements (round trips) a batch cost.
 //! - **in-process**: one bus sends `n` messages from 8 tasks to its own handler (4 workers):
 //!   messages a second end to end (send to ack committed), and the statements (round trips)
 //!   a message cost, from `PostgresQueueFactory::statements`.
@@ -91,7 +92,8 @@ async fn raw_batches(url: &str) -> Result<f64, Error> {
     Ok(BATCHES as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn bus_batches(url: &str) -> Result<f64, Error> {
+/// Batches a second, and statements (round trips) a batch.
+async fn bus_batches(url: &str) -> Result<(f64, f64), Error> {
     // A subscription recorded by a factory that then goes away: the topic is handled
     // "elsewhere", so the sends only write.
     {
@@ -133,11 +135,7 @@ async fn bus_batches(url: &str) -> Result<f64, Error> {
         wal.flush().await?;
     }
     let rate = BATCHES as f64 / started.elapsed().as_secs_f64();
-    eprintln!(
-        "  {} statements a batch",
-        counted.statements() as f64 / BATCHES as f64
-    );
-    Ok(rate)
+    Ok((rate, counted.statements() as f64 / BATCHES as f64))
 }
 
 async fn in_process(url: &str, n: usize) -> Result<(f64, f64), Error> {
@@ -256,9 +254,9 @@ async fn main() -> Result<(), Error> {
     let server = PostgresServer::start();
     let url = server.url();
     let raw = raw_batches(&url).await?;
-    let ours = bus_batches(&url).await?;
+    let (ours, per_batch) = bus_batches(&url).await?;
     println!(
-        "batch of {BATCH}: send_batch + flush {ours:.0} batches/s, raw INSERT + COMMIT {raw:.0} batches/s, ratio {:.2}",
+        "batch of {BATCH}: send_batch + flush {ours:.0} batches/s ({per_batch:.1} statements a batch), raw INSERT + COMMIT {raw:.0} batches/s, ratio {:.2}",
         ours / raw
     );
     let (rate, per) = in_process(&url, n).await?;
