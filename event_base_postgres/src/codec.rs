@@ -26,6 +26,15 @@ pub(crate) fn columns(message: &EMessage) -> (String, Vec<u8>) {
     (json, payload.0.to_vec())
 }
 
+/// The message of the columns `message` (JSON, no payload) and `payload`; what is wrong if
+/// the JSON is not an event_base message.
+pub(crate) fn message(json: &str, payload: Vec<u8>) -> Result<EMessage, String> {
+    let mut message: EMessage =
+        serde_json::from_str(json).map_err(|e| format!("column `message`: {e}"))?;
+    message.payload = MessagePayload::from(payload);
+    Ok(message)
+}
+
 /// A dead letter's reason as its column.
 pub(crate) fn reason_column(reason: &DeadReason) -> String {
     serde_json::to_string(reason).unwrap_or_default()
@@ -43,10 +52,7 @@ pub(crate) fn record(row: &Row) -> Result<WalRecord, PostgresError> {
         id: id.clone(),
         reason,
     };
-    let mut message: EMessage =
-        serde_json::from_str(row.get(1)).map_err(|e| bad(format!("column `message`: {e}")))?;
-    let payload: Vec<u8> = row.get(2);
-    message.payload = MessagePayload::from(payload);
+    let message = message(row.get(1), row.get(2)).map_err(bad)?;
     let state = match row.get::<_, i16>(3) {
         PENDING => WalRecordState::Pending,
         PROCESSING => WalRecordState::Processing,

@@ -15,6 +15,7 @@
 
 pub mod child_kill;
 pub mod child_node;
+pub mod child_role;
 pub mod conformance;
 pub mod file_restart;
 pub mod otel_memory;

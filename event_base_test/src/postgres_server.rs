@@ -154,6 +154,21 @@ impl PostgresServer {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// A plain client of its own (as an application's), its connection driven by a task of
+    /// the current runtime.
+    pub async fn client(&self) -> event_base::postgres::tokio_postgres::Client {
+        use event_base::postgres::tokio_postgres::{Config, NoTls};
+        let (client, connection) = self
+            .url()
+            .parse::<Config>()
+            .expect("the server's URL parses")
+            .connect(NoTls)
+            .await
+            .expect("connect to the test's PostgreSQL");
+        tokio::spawn(connection);
+        client
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port

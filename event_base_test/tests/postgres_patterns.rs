@@ -120,14 +120,7 @@ async fn a_paused_handler_leaves_its_rows_waiting_and_a_sibling_goes_on() {
     }
     // The paused handler's copies wait as rows (a claim in flight when the pause came may
     // hold some, unstarted).
-    let (client, connection) = server
-        .url()
-        .parse::<event_base::postgres::tokio_postgres::Config>()
-        .unwrap()
-        .connect(event_base::postgres::tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = server.client().await;
     let waiting: i64 = client
         .query_one(
             "SELECT count(*) FROM event_base_queue

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use event_base::backend::{EConsumer, QueueFactory, Wal};
-use event_base::postgres::tokio_postgres::{self, Client, NoTls};
 use event_base::{
     async_trait, Ack, DeadReason, EHandler, EMessage, EventBus, HandlerSpec, MessageTopic,
     PostgresError, PostgresQueueFactory,
@@ -14,18 +13,6 @@ use event_base::{
 use event_base_postgres::SCHEMA_VERSION;
 use event_base_test::postgres_server::PostgresServer;
 use tokio::sync::mpsc;
-
-async fn client(server: &PostgresServer) -> Client {
-    let (client, connection) = server
-        .url()
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_whose_holders_vanish_is_dead_lettered_past_max_deliveries() {
@@ -85,7 +72,7 @@ async fn a_message_whose_holders_vanish_is_dead_lettered_past_max_deliveries() {
     );
     claiming.abort();
     drop(q);
-    let c = client(&server).await;
+    let c = server.client().await;
     let left: i64 = c
         .query_one("SELECT count(*) FROM event_base_queue", &[])
         .await
@@ -126,7 +113,7 @@ async fn a_server_that_refuses_is_a_clear_error_not_a_hang() {
 async fn a_schema_of_a_newer_version_is_refused() {
     let server = PostgresServer::start();
     drop(PostgresQueueFactory::connect(&server.url()).await.unwrap());
-    let c = client(&server).await;
+    let c = server.client().await;
     c.execute(
         "UPDATE event_base_schema SET version = $1",
         &[&(SCHEMA_VERSION + 1)],
@@ -169,7 +156,7 @@ async fn an_idle_bus_runs_no_statement() {
         .unwrap();
     handled.recv().await.unwrap();
     bus.wait_idle(Duration::from_secs(10)).await.unwrap();
-    let c = client(&server).await;
+    let c = server.client().await;
     // Let the last statements (the ack's transaction) finish before the window opens.
     let start: std::time::SystemTime = loop {
         let row = c

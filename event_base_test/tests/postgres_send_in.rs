@@ -6,7 +6,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use event_base::postgres::tokio_postgres::{self, Client, NoTls};
+use event_base::postgres::tokio_postgres::Client;
 use event_base::{
     async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, PostgresError,
     PostgresQueueFactory,
@@ -47,14 +47,7 @@ async fn bus(server: &PostgresServer) -> (EventBus, tmpsc::UnboundedReceiver<Str
 
 /// The application's own connection, with its `orders` table.
 async fn app(server: &PostgresServer) -> Client {
-    let (client, connection) = server
-        .url()
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = server.client().await;
     client
         .batch_execute("CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY)")
         .await

@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use event_base_core::backend::{Claimed, EConsumer, QueuedRetry, Receipt};
 use event_base_core::constant::MAX_WAIT;
-use event_base_core::{DeadReason, EMessage, MessagePayload, QueueError};
+use event_base_core::{DeadReason, EMessage, QueueError};
 use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
@@ -180,11 +180,7 @@ impl PgConsumer {
 
 /// The message of a claimed row.
 fn decode(row: &Row) -> Result<EMessage, String> {
-    let mut message: EMessage = serde_json::from_str(row.get::<_, &str>(1))
-        .map_err(|e| format!("column `message`: {e}"))?;
-    let payload: Vec<u8> = row.get(2);
-    message.payload = MessagePayload::from(payload);
-    Ok(message)
+    codec::message(row.get(1), row.get(2))
 }
 
 #[async_trait]

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use event_base_core::backend::{StoredSchedule, Wal, WalCommit, WalRecord, WalStats};
-use event_base_core::{DeadLetterMessage, DeadReason, EMessage, MessagePayload, WalError};
+use event_base_core::{DeadLetterMessage, DeadReason, EMessage, WalError};
 use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
@@ -109,9 +109,7 @@ fn dead_letter(row: &Row) -> Result<DeadLetterMessage, PostgresError> {
         id: id.clone(),
         reason,
     };
-    let mut message: EMessage =
-        serde_json::from_str(row.get(1)).map_err(|e| bad(format!("column `message`: {e}")))?;
-    message.payload = MessagePayload::from(row.get::<_, Vec<u8>>(2));
+    let message = codec::message(row.get(1), row.get(2)).map_err(bad)?;
     let reason: DeadReason =
         serde_json::from_str(row.get(3)).map_err(|e| bad(format!("column `reason`: {e}")))?;
     Ok(DeadLetterMessage {

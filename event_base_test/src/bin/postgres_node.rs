@@ -20,7 +20,6 @@
 //!   a message to `jobs` inside it (`send_in`), prints `written <id>`, and waits to be
 //!   killed without committing.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,19 +29,12 @@ use event_base::{
     async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, PostgresQueueFactory,
 };
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+use event_base_test::child_role::{answer_idle, say, Error};
 
 const USAGE: &str = "usage: postgres_node worker <url> <visibility-ms> <workers> <work-us>
        postgres_node keyed <url> <workers> <work-us>
        postgres_node bus-sender <url> <n> <tasks>
        postgres_node hold <url>";
-
-/// Prints one line and writes it out at once.
-fn say(line: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
 
 fn arg<T: std::str::FromStr>(args: &mut impl Iterator<Item = String>) -> Result<T, Error>
 where
@@ -103,29 +95,6 @@ async fn worker(
     wal.flush().await?;
     say(format_args!("ready"));
     answer_idle(bus).await
-}
-
-/// Answers each `idle` line on stdin with `idle` once the bus holds nothing; then runs on
-/// until killed.
-async fn answer_idle(bus: EventBus) -> Result<(), Error> {
-    let (lines, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some(line) = asked.recv().await {
-        if line.trim() == "idle" {
-            bus.wait_idle(Duration::from_secs(60)).await?;
-            say(format_args!("idle"));
-        }
-    }
-    std::future::pending::<()>().await;
-    drop(bus);
-    Ok(())
 }
 
 async fn bus_sender(url: &str, n: usize, tasks: usize) -> Result<(), Error> {

@@ -36,7 +36,6 @@
 //!   stdin before acking it (prints `returning <id>`). Warnings of the Redis backend (a fenced
 //!   ack) are printed to stdout as well, as tracing lines.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,7 +45,7 @@ use event_base::{
     RedisQueueFactory,
 };
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+use event_base_test::child_role::{answer_idle, say, Error};
 
 const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <workers> <work-us> [<heartbeat-ms> [host]]
        redis_node sender <url> <n> <tasks>
@@ -55,13 +54,6 @@ const USAGE: &str = "usage: redis_node worker <url> <visibility-ms> <batch> <wor
        redis_node host <url> <name> <workers>
        redis_node keyed <url> <workers> <heartbeat-ms> <work-us>
        redis_node zombie <url> <visibility-ms>";
-
-/// Prints one line and writes it out at once.
-fn say(line: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
 
 struct Record {
     work: Duration,
@@ -211,30 +203,6 @@ async fn registered_as(queue: &RedisQueueFactory, topic: &str, handler: &str) ->
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Answers each `idle` line on stdin with `idle` once the bus holds nothing; then runs on
-/// until killed.
-async fn answer_idle(bus: EventBus) -> Result<(), Error> {
-    let (lines, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some(line) = asked.recv().await {
-        if line.trim() == "idle" {
-            bus.wait_idle(Duration::from_secs(60)).await?;
-            say(format_args!("idle"));
-        }
-    }
-    // Stdin closed: run on until killed.
-    std::future::pending::<()>().await;
-    drop(bus);
-    Ok(())
 }
 
 /// `keyed <url> <workers> <heartbeat-ms> <work-us>` (see the module docs).
