@@ -26,6 +26,7 @@
 //! | `event_base_subscriptions` | every subscription a process created: where a send from any process (and `send_in`) puts its copies |
 //! | `event_base_dead_letters` | the dead letters of the queues' WAL (`PostgresQueueWal`), one row per message id |
 //! | `event_base_schedules` | recurring schedules: the definition and the last slot fired |
+//! | `event_base_rates` | each rated handler's next free start (`HandlerSpec::rate`), shared by every process |
 
 use tokio_postgres::Client;
 
@@ -88,6 +89,10 @@ const MIGRATIONS: &[&str] = &[
         name text PRIMARY KEY,
         definition bytea NOT NULL,
         last_slot bigint
+    );
+    CREATE TABLE event_base_rates (
+        name text PRIMARY KEY,
+        next_at timestamptz NOT NULL
     );",
 ];
 

@@ -4,9 +4,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use event_base_core::backend::{ordering_key, QueueFactory, RemoteRoutes, TopicQueue};
+use event_base_core::backend::{ordering_key, QueueFactory, RateLimiter, RemoteRoutes, TopicQueue};
 use event_base_core::constant::MAX_WAIT;
-use event_base_core::{EMessage, MessageId, MessageTopic, QueueError};
+use event_base_core::{EMessage, MessageId, MessageTopic, QueueError, Rate};
 use event_base_queue::FlumeQueueFactory;
 use tokio_postgres::GenericClient;
 
@@ -15,6 +15,7 @@ use crate::error::PostgresError;
 use crate::link::parse_url;
 use crate::queue::consumer::PgConsumer;
 use crate::queue::producer::PgProducer;
+use crate::queue::rate::PgRate;
 use crate::queue::routes::PgRoutes;
 use crate::queue::shared::{Settings, Shared};
 use crate::queue::sql::INSERT_FOR_TOPIC;
@@ -250,6 +251,21 @@ impl QueueFactory for PostgresQueueFactory {
             .routes
             .get_or_init(|| PgRoutes::start(self.shared.clone()));
         Some(routes.clone())
+    }
+
+    /// Every process running the handler shares its rate: one statement a start, on the
+    /// server's clock.
+    fn rate_limiter(
+        &self,
+        topic: &MessageTopic,
+        handler: &str,
+        rate: Rate,
+    ) -> Option<Arc<dyn RateLimiter>> {
+        if topic.is_system() {
+            return None;
+        }
+        let name = crate::queue::sql::subscription(topic.as_str(), handler);
+        Some(Arc::new(PgRate::new(self.shared.clone(), name, rate)))
     }
 
     fn name(&self) -> &'static str {

@@ -11,6 +11,7 @@
 //! | `writer.rs` | the task that commits the changes, many to a transaction |
 //! | `listener.rs` | `LISTEN`: notifications to wake-ups |
 //! | `lease.rs` | lease renewal and the freeing of expired claims |
+//! | `rate.rs` | a rated handler's pace, shared by every process |
 //! | `routes.rs` | the handlers of every process, for sends to topics handled elsewhere |
 //! | `shared.rs` | what a factory's queues share |
 //! | `tasks.rs` | the start of the writer, listener and lease keeper |
@@ -22,6 +23,7 @@ mod factory;
 mod lease;
 mod listener;
 mod producer;
+mod rate;
 mod routes;
 pub(crate) mod shared;
 pub(crate) mod sql;

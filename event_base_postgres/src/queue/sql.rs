@@ -145,6 +145,19 @@ const DEAD: &str = "INSERT INTO event_base_dead_letters
         message = EXCLUDED.message, payload = EXCLUDED.payload,
         reason = EXCLUDED.reason, died_at = EXCLUDED.died_at";
 
+/// Reserves the next start of rated handler `$1`, one interval of `$2` microseconds after
+/// the last one reserved (or now, if that is past), on the server's clock: the generic cell
+/// rate algorithm without burst, one row a handler, locked for the statement so every
+/// process shares one pace. Returns the wait until the reserved start, in microseconds.
+const RATE: &str = "WITH now AS (SELECT clock_timestamp() AS t),
+    up AS (
+        INSERT INTO event_base_rates (name, next_at)
+        SELECT $1, t + $2 * interval '1 microsecond' FROM now
+        ON CONFLICT (name) DO UPDATE SET next_at =
+            greatest(event_base_rates.next_at, (SELECT t FROM now)) + $2 * interval '1 microsecond'
+        RETURNING next_at)
+    SELECT (extract(epoch FROM up.next_at - now.t) * 1000000 - $2)::float8 FROM up, now";
+
 /// Deletes the dead letters `$1` (sent again).
 const UNDEAD: &str = "DELETE FROM event_base_dead_letters WHERE id = ANY($1)";
 
@@ -168,6 +181,7 @@ pub(crate) struct Statements {
     pub(crate) bury: Statement,
     pub(crate) dead: Statement,
     pub(crate) undead: Statement,
+    pub(crate) rate: Statement,
 }
 
 impl Statements {
@@ -197,6 +211,7 @@ impl Statements {
             bury: prepare(BURY.into()).await?,
             dead: prepare(DEAD.into()).await?,
             undead: prepare(UNDEAD.into()).await?,
+            rate: prepare(RATE.into()).await?,
         })
     }
 }
