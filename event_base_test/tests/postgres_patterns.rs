@@ -148,3 +148,51 @@ async fn a_paused_handler_leaves_its_rows_waiting_and_a_sibling_goes_on() {
     assert_eq!(got, ["0", "1", "2"]);
     drop(bus);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_routes_flush_waits_until_every_copy_for_elsewhere_is_committed() {
+    use event_base::backend::QueueFactory;
+    let server = PostgresServer::start();
+    // A handler recorded on the database, then gone: its topic is handled "elsewhere".
+    {
+        let queue = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+        let wal = queue.wal();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let bus = EventBus::builder()
+            .wal(wal.clone())
+            .queue(queue)
+            .handler(HandlerSpec::new("work", "jobs", Forward(tx)))
+            .build()
+            .await
+            .unwrap();
+        wal.flush().await.unwrap();
+        bus.pause("jobs", "work").unwrap();
+        bus.close().await.unwrap();
+    }
+    let queue = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+    let routes = queue.routes().expect("a shared backend has routes");
+    let bus = EventBus::builder()
+        .wal(queue.wal())
+        .queue(queue)
+        .build()
+        .await
+        .unwrap();
+    for i in 0..200 {
+        bus.send("jobs", EMessage::standard("jobs", i.to_string()))
+            .await
+            .unwrap();
+    }
+    routes.flush().await.unwrap();
+    let rows: i64 = server
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM event_base_queue", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        rows, 200,
+        "every accepted copy committed once flush answered"
+    );
+    drop(bus);
+}

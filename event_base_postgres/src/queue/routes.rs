@@ -21,6 +21,7 @@ use crate::error::PostgresError;
 use crate::queue::producer::PgProducer;
 use crate::queue::shared::Shared;
 use crate::queue::sub_queue::SubQueue;
+use crate::queue::writer::Op;
 
 /// A topic looked up is not looked up again within this.
 const LOOK_UP_AT_MOST_EVERY: Duration = Duration::from_secs(1);
@@ -145,6 +146,21 @@ impl RemoteRoutes for PgRoutes {
     ) -> Result<Arc<dyn EProducer>, QueueError> {
         let q = SubQueue::new(self.shared.clone(), topic.as_str(), handler);
         Ok(Arc::new(PgProducer::new(q)))
+    }
+
+    /// Once this answers, every copy queued before it is committed (a barrier on the
+    /// writer): a bus whose own WAL holds a record for handlers elsewhere lets it go only
+    /// then.
+    async fn flush(&self) -> Result<(), QueueError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.shared
+            .ops
+            .send(Op::Flush(tx))
+            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?;
+        rx.await
+            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?
+            .map(|_| ())
+            .map_err(Into::into)
     }
 
     fn on_refresh(&self, listener: RoutesListener) {
