@@ -26,6 +26,7 @@
 //! | `event_base_subscriptions` | every subscription a process created: where a send from any process (and `send_in`) puts its copies |
 //! | `event_base_dead_letters` | the dead letters of the queues' WAL (`PostgresQueueWal`), one row per message id |
 //! | `event_base_schedules` | recurring schedules: the definition and the last slot fired |
+//! | `event_base_nodes` | each process (its id, name, kind, pid, last beat and live workers as JSON), for `EventBus::nodes` |
 //! | `event_base_rates` | each rated handler's next free start (`HandlerSpec::rate`), shared by every process |
 
 use tokio_postgres::Client;
@@ -93,6 +94,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE event_base_rates (
         name text PRIMARY KEY,
         next_at timestamptz NOT NULL
+    );
+    CREATE TABLE event_base_nodes (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        kind text,
+        pid integer NOT NULL,
+        last_seen timestamptz NOT NULL,
+        workers text NOT NULL DEFAULT '[]'
     );",
 ];
 

@@ -196,3 +196,51 @@ async fn the_routes_flush_waits_until_every_copy_for_elsewhere_is_committed() {
     );
     drop(bus);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_process_on_the_database_is_listed_with_its_workers() {
+    let server = PostgresServer::start();
+    let mut buses = Vec::new();
+    for name in ["alpha", "beta"] {
+        let queue = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        buses.push(
+            EventBus::builder()
+                .node_name(name)
+                .wal(queue.wal())
+                .queue(queue)
+                .handler(HandlerSpec::new("work", "jobs", Forward(tx)).workers(2))
+                .build()
+                .await
+                .unwrap(),
+        );
+    }
+    // Each bus lists its workers as it starts them; the listing is committed, not beaten.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let nodes = loop {
+        let nodes = buses[0]
+            .nodes()
+            .await
+            .unwrap()
+            .expect("a registry of nodes");
+        let listed = nodes
+            .iter()
+            .filter(|n| n.workers.iter().filter(|w| w.topic == "jobs").count() == 2)
+            .count();
+        if listed == 2 {
+            break nodes;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "both processes and their workers listed: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert!(nodes.iter().all(|n| n.pid == Some(std::process::id())));
+    assert_ne!(nodes[0].id, nodes[1].id, "one record a process (a factory)");
+    for bus in buses {
+        bus.close().await.unwrap();
+    }
+}

@@ -4,8 +4,10 @@
 //! claim those rows again. A freed row counts one more delivery when claimed again; past
 //! the factory's `max_deliveries` it is dead-lettered instead (`consumer.rs`).
 //!
-//! The freeing is the one statement a process runs while nothing happens: one every half
-//! visibility timeout (15 s by default), whatever the number of subscriptions.
+//! It also beats for this process in `event_base_nodes` (once a bus described it), every
+//! third of the visibility timeout: with the freeing, what a process runs while nothing
+//! happens (by default one statement every 10 s and one every 15 s, whatever the number of
+//! subscriptions).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -38,6 +40,13 @@ pub(crate) async fn run(shared: Weak<Shared>) {
             conn.ran(1);
             if let Err(e) = conn.client.execute(&conn.st.renew, &[&held, &owner]).await {
                 tracing::warn!(target: "event_base::postgres", error = %e, "could not renew the leases of the messages being handled");
+            }
+        }
+        if s.described().is_some() {
+            let id: &str = &s.owner;
+            conn.ran(1);
+            if let Err(e) = conn.client.execute(&conn.st.beat, &[&id]).await {
+                tracing::warn!(target: "event_base::postgres", error = %e, "could not record this process's beat");
             }
         }
         if Instant::now() >= next_expire {

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use event_base_core::backend::{EProducer, RemoteRoutes, RoutesListener};
-use event_base_core::{MessageTopic, QueueError};
+use event_base_core::backend::{EProducer, NodeRecord, NodeWorker, RemoteRoutes, RoutesListener};
+use event_base_core::{MessageTopic, NodeType, QueueError};
 use tokio::time::Instant;
 
 use crate::error::PostgresError;
@@ -161,6 +161,70 @@ impl RemoteRoutes for PgRoutes {
             .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?
             .map(|_| ())
             .map_err(Into::into)
+    }
+
+    /// Records this process in `event_base_nodes`; the lease keeper beats for it from then
+    /// on.
+    fn describe_node(&self, name: &str, kind: NodeType) {
+        let kind = serde_json::to_string(&kind).ok();
+        *self.shared.node.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((name.to_owned(), kind.clone()));
+        let _ = self.shared.ops.send(Op::Node {
+            id: self.shared.owner.clone(),
+            name: name.to_owned(),
+            kind,
+            pid: i32::try_from(std::process::id()).unwrap_or(0),
+            workers: None,
+            answer: None,
+        });
+    }
+
+    /// Records this process's live workers, committed when this answers.
+    async fn list_workers(&self, node: &str, workers: Vec<NodeWorker>) -> Result<(), QueueError> {
+        let kind = self.shared.described().and_then(|(_, kind)| kind);
+        let workers =
+            serde_json::to_string(&workers).map_err(|e| QueueError::Backend(Box::new(e)))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.shared
+            .ops
+            .send(Op::Node {
+                id: self.shared.owner.clone(),
+                name: node.to_owned(),
+                kind,
+                pid: i32::try_from(std::process::id()).unwrap_or(0),
+                workers: Some(workers),
+                answer: Some(tx),
+            })
+            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?;
+        rx.await
+            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?
+            .map(|_| ())
+            .map_err(Into::into)
+    }
+
+    /// The processes that beat within the visibility timeout (three beats), with their
+    /// live workers.
+    async fn nodes(&self) -> Result<Option<Vec<NodeRecord>>, QueueError> {
+        let conn = self.shared.claims.conn().await?;
+        conn.ran(1);
+        let within = self.shared.settings.visibility.as_secs_f64() * 1000.0;
+        let rows = conn
+            .client
+            .query(&conn.st.nodes, &[&within])
+            .await
+            .map_err(PostgresError::statement("the read of the nodes"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut record = NodeRecord::new(row.get(0), row.get(4));
+            record.name = row.get(1);
+            record.kind = row
+                .get::<_, Option<&str>>(2)
+                .and_then(|k| serde_json::from_str(k).ok());
+            record.pid = u32::try_from(row.get::<_, i32>(3)).ok();
+            record.workers = serde_json::from_str(row.get(5)).unwrap_or_default();
+            out.push(record);
+        }
+        Ok(Some(out))
     }
 
     fn on_refresh(&self, listener: RoutesListener) {

@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     /// Statements run on every connection but the listener's.
     pub(crate) statements: Arc<AtomicU64>,
     started: AtomicBool,
+    /// This process's name and kind (JSON) once a bus described it (`RemoteRoutes::
+    /// describe_node`): from then on the lease keeper beats for it in `event_base_nodes`.
+    pub(crate) node: Mutex<Option<(String, Option<String>)>>,
     /// Dropped with the factory: its tasks end.
     pub(crate) stop: watch::Sender<()>,
     /// Rung when a subscription was created somewhere (the routes' cache is stale).
@@ -107,6 +110,7 @@ impl Shared {
             held: Mutex::new(HashSet::new()),
             dead_letters: AtomicU64::new(0),
             started: AtomicBool::new(false),
+            node: Mutex::new(None),
             stop: watch::Sender::new(()),
             routes_stale: Notify::new(),
         }
@@ -126,6 +130,11 @@ impl Shared {
     /// routes are read again on their next use.
     pub(crate) fn routes_changed(&self) {
         self.routes_stale.notify_one();
+    }
+
+    /// This process's name and kind (JSON), if a bus described it.
+    pub(crate) fn described(&self) -> Option<(String, Option<String>)> {
+        self.node.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn held(&self) -> MutexGuard<'_, HashSet<i64>> {

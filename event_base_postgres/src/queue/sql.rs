@@ -158,6 +158,21 @@ const RATE: &str = "WITH now AS (SELECT clock_timestamp() AS t),
         RETURNING next_at)
     SELECT (extract(epoch FROM up.next_at - now.t) * 1000000 - $2)::float8 FROM up, now";
 
+/// Records process `$1` (name `$2`, kind `$3` as JSON, pid `$4`) as seen now, with its
+/// live workers `$5` (JSON) if given.
+const NODE: &str = "INSERT INTO event_base_nodes (id, name, kind, pid, last_seen, workers)
+    VALUES ($1, $2, $3, $4, now(), coalesce($5, '[]'))
+    ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, kind = EXCLUDED.kind,
+        pid = EXCLUDED.pid, last_seen = now(),
+        workers = coalesce($5, event_base_nodes.workers)";
+
+/// Process `$1` is alive: its last beat is now.
+const BEAT: &str = "UPDATE event_base_nodes SET last_seen = now() WHERE id = $1";
+
+/// The processes seen within `$1` milliseconds, by name.
+const NODES: &str = "SELECT id, name, kind, pid, last_seen, workers FROM event_base_nodes
+    WHERE last_seen > now() - $1 * interval '1 millisecond' ORDER BY name, id";
+
 /// Deletes the dead letters `$1` (sent again).
 const UNDEAD: &str = "DELETE FROM event_base_dead_letters WHERE id = ANY($1)";
 
@@ -182,6 +197,9 @@ pub(crate) struct Statements {
     pub(crate) dead: Statement,
     pub(crate) undead: Statement,
     pub(crate) rate: Statement,
+    pub(crate) node: Statement,
+    pub(crate) beat: Statement,
+    pub(crate) nodes: Statement,
 }
 
 impl Statements {
@@ -212,6 +230,9 @@ impl Statements {
             dead: prepare(DEAD.into()).await?,
             undead: prepare(UNDEAD.into()).await?,
             rate: prepare(RATE.into()).await?,
+            node: prepare(NODE.into()).await?,
+            beat: prepare(BEAT.into()).await?,
+            nodes: prepare(NODES.into()).await?,
         })
     }
 }

@@ -99,6 +99,16 @@ pub(crate) enum Op {
         topic: String,
         handler: String,
     },
+    /// This process's record (`event_base_nodes`): name, kind (JSON), pid, and its live
+    /// workers (JSON) when they changed.
+    Node {
+        id: Arc<str>,
+        name: String,
+        kind: Option<String>,
+        pid: i32,
+        workers: Option<String>,
+        answer: Option<Answer>,
+    },
     /// Answers once everything queued before it is committed.
     Flush(Answer),
 }
@@ -115,12 +125,14 @@ impl Op {
                 | Op::Dead(_)
                 | Op::Undead(_)
                 | Op::Register { .. }
+                | Op::Node { answer: None, .. }
         )
     }
 
     fn answer(self, outcome: &Result<Vec<u64>, String>, i: usize) {
         let answer = match self {
             Op::Insert(_, a) | Op::Ack(_, _, a) | Op::Release(_, _, a) => a,
+            Op::Node { answer, .. } => answer,
             Op::Retry { answer, .. } | Op::Cancel { answer, .. } | Op::Flush(answer) => {
                 Some(answer)
             }
@@ -293,6 +305,18 @@ async fn apply_records(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres:
             } => {
                 let s: &str = subscription;
                 c.execute(&st.register, &[&s, topic, handler]).await?;
+            }
+            Op::Node {
+                id,
+                name,
+                kind,
+                pid,
+                workers,
+                ..
+            } => {
+                let id: &str = id;
+                c.execute(&st.node, &[&id, name, kind, pid, workers])
+                    .await?;
             }
             _ => continue,
         }
