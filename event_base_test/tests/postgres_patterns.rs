@@ -5,23 +5,10 @@
 use std::time::Duration;
 
 use event_base::backend::Wal;
-use event_base::{
-    async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, PostgresQueueFactory,
-};
+use event_base::{EMessage, EventBus, HandlerSpec, PostgresQueueFactory};
+use event_base_test::forward::Forward;
 use event_base_test::postgres_server::PostgresServer;
 use tokio::sync::mpsc;
-
-struct Forward(mpsc::UnboundedSender<String>);
-
-#[async_trait]
-impl EHandler for Forward {
-    async fn handler(&self, msg: &EMessage) -> Ack {
-        let _ = self
-            .0
-            .send(String::from_utf8_lossy(&msg.payload.0).into_owned());
-        Ack::Ack
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_delayed_message_is_never_delivered() {

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use event_base::backend::{EConsumer, QueueFactory, Wal};
 use event_base::{
-    async_trait, Ack, DeadReason, EHandler, EMessage, EventBus, HandlerSpec, MessageTopic,
-    PostgresError, PostgresQueueFactory,
+    DeadReason, EMessage, EventBus, HandlerSpec, MessageTopic, PostgresError, PostgresQueueFactory,
 };
 use event_base_postgres::SCHEMA_VERSION;
+use event_base_test::forward::Forward;
 use event_base_test::postgres_server::PostgresServer;
 use tokio::sync::mpsc;
 
@@ -128,16 +128,6 @@ async fn a_schema_of_a_newer_version_is_refused() {
         matches!(e, PostgresError::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
         "{e:?}"
     );
-}
-
-struct Forward(mpsc::UnboundedSender<()>);
-
-#[async_trait]
-impl EHandler for Forward {
-    async fn handler(&self, _msg: &EMessage) -> Ack {
-        let _ = self.0.send(());
-        Ack::Ack
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,26 +7,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use event_base::postgres::tokio_postgres::Client;
-use event_base::{
-    async_trait, Ack, EHandler, EMessage, EventBus, HandlerSpec, PostgresError,
-    PostgresQueueFactory,
-};
+use event_base::{EMessage, EventBus, HandlerSpec, PostgresError, PostgresQueueFactory};
 use event_base_test::child_node::ChildNode;
+use event_base_test::forward::Forward;
 use event_base_test::postgres_server::PostgresServer;
 use tokio::sync::mpsc as tmpsc;
-
-/// Hands each payload it handles to the test.
-struct Forward(tmpsc::UnboundedSender<String>);
-
-#[async_trait]
-impl EHandler for Forward {
-    async fn handler(&self, msg: &EMessage) -> Ack {
-        let _ = self
-            .0
-            .send(String::from_utf8_lossy(&msg.payload.0).into_owned());
-        Ack::Ack
-    }
-}
 
 /// A bus with handler `work` of `jobs` on the server, and the payloads it handles.
 async fn bus(server: &PostgresServer) -> (EventBus, tmpsc::UnboundedReceiver<String>) {

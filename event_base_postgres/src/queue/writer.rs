@@ -210,14 +210,19 @@ pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
     }
 }
 
-/// Takes what is queued now, up to [`MAX_BATCH`].
-fn drain(ops: &mut mpsc::UnboundedReceiver<Op>, batch: &mut Vec<Op>) {
+/// Takes what is queued now, up to [`MAX_BATCH`]; whether someone waits on what it took.
+fn drain(ops: &mut mpsc::UnboundedReceiver<Op>, batch: &mut Vec<Op>) -> bool {
+    let mut awaited = false;
     while batch.len() < MAX_BATCH {
         match ops.try_recv() {
-            Ok(op) => batch.push(op),
+            Ok(op) => {
+                awaited |= !op.is_queued();
+                batch.push(op);
+            }
             Err(_) => break,
         }
     }
+    awaited
 }
 
 /// Waits up to [`LINGER`] for more changes while nobody waits on `batch`.
@@ -231,8 +236,7 @@ async fn linger(ops: &mut mpsc::UnboundedReceiver<Op>, batch: &mut Vec<Op>) {
             Ok(Some(op)) => {
                 let awaited = !op.is_queued();
                 batch.push(op);
-                drain(ops, batch);
-                if awaited || batch.iter().any(|op| !op.is_queued()) {
+                if drain(ops, batch) || awaited {
                     return;
                 }
             }
