@@ -26,15 +26,20 @@
 //! | `event_base_subscriptions` | every subscription a process created: where a send from any process (and `send_in`) puts its copies |
 //! | `event_base_dead_letters` | the dead letters of the queues' WAL (`PostgresQueueWal`), one row per message id |
 //! | `event_base_schedules` | recurring schedules: the definition and the last slot fired |
-//! | `event_base_nodes` | each process (its id, name, kind, pid, last beat and live workers as JSON), for `EventBus::nodes` |
+//! | `event_base_nodes` | each process (its id, name, kind, pid, last beat, live workers as JSON, and the subscriptions it consumes: its lanes), for `EventBus::nodes`, broadcasts and addressed messages |
 //! | `event_base_rates` | each rated handler's next free start (`HandlerSpec::rate`), shared by every process |
+//!
+//! Version 3 adds `event_base_nodes.subscriptions`: the subscriptions each process consumes.
+//! A process's *lane* of a subscription is the rows whose `subscription` is the
+//! subscription's name, U+001F, and the process's id: what only that process claims (a
+//! broadcast's copy, a message addressed to one of its workers; `queue/sql.rs`).
 
 use tokio_postgres::Client;
 
 use crate::error::PostgresError;
 
 /// The version of the tables this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The key of the advisory lock taken while the schema is checked and upgraded.
 const MIGRATION_LOCK: i64 = 0x6576_5f62_6173_6501;
@@ -103,6 +108,8 @@ const MIGRATIONS: &[&str] = &[
         last_seen timestamptz NOT NULL,
         workers text NOT NULL DEFAULT '[]'
     );",
+    "ALTER TABLE event_base_nodes
+        ADD COLUMN subscriptions text[] NOT NULL DEFAULT '{}';",
 ];
 
 /// Creates or upgrades event_base's tables to [`SCHEMA_VERSION`] (see the module docs).

@@ -7,6 +7,11 @@
 //! claimed again after its holder's lease ran out (`lease.rs`) counts one more delivery;
 //! past the factory's `max_deliveries` it is dead-lettered instead of delivered, so a
 //! message that kills every process that handles it stops.
+//!
+//! It also claims from this process's lane of the subscription (its copies of broadcasts,
+//! messages addressed to its workers), when a notification named the lane or a claim from
+//! it came back full: a subscription whose lane is quiet costs no second claim. A
+//! subscription of a cluster-wide system topic has only the lane.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,16 +48,51 @@ impl PgConsumer {
             .map_err(|_| QueueError::Closed(self.q.topic.clone()))
     }
 
-    /// Runs `statement` (a claim or a takeover) and turns its rows into claims.
+    /// Claims from this process's lane, if it may hold claimable rows, then from the
+    /// subscription. A takeover (`takeover`) looks only at the subscription (this process's
+    /// lane is its own: the lease keeper renews what it holds there), unless the lane is all
+    /// there is.
+    async fn claim_both(
+        &self,
+        takeover: Option<Duration>,
+        max: usize,
+        out: &mut Vec<Claimed>,
+    ) -> Result<usize, QueueError> {
+        let mut n = 0;
+        let look = match takeover {
+            Some(_) => self.q.fan_out,
+            None => self.q.wake.take_lane(),
+        };
+        if look {
+            n = match self.claim_with(true, takeover, max, out).await {
+                Ok(n) => n,
+                Err(e) => {
+                    self.q.wake.lane_again();
+                    return Err(e);
+                }
+            };
+            if n == max {
+                self.q.wake.lane_again();
+            }
+        }
+        if n < max && !self.q.fan_out {
+            n += self.claim_with(false, takeover, max - n, out).await?;
+        }
+        Ok(n)
+    }
+
+    /// Runs a claim or a takeover (`takeover`) on the lane or the subscription (`lane`) and
+    /// turns its rows into claims (a lane's with `Receipt::lo` 1: not counted in the bound).
     async fn claim_with(
         &self,
+        lane: bool,
         takeover: Option<Duration>,
         max: usize,
         out: &mut Vec<Claimed>,
     ) -> Result<usize, QueueError> {
         let shared = &self.q.shared;
         let conn = shared.claims.conn().await?;
-        let name: &str = &self.q.name;
+        let name: &str = if lane { &self.q.lane } else { &self.q.name };
         let owner: &str = &shared.owner;
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         conn.ran(1);
@@ -91,6 +131,7 @@ impl PgConsumer {
             if u32::try_from(deliveries).unwrap_or(u32::MAX) > shared.settings.max_deliveries {
                 self.bury(
                     seq,
+                    lane,
                     deliveries,
                     "was taken over from consumers that vanished",
                 )?;
@@ -103,13 +144,13 @@ impl PgConsumer {
                         message: Arc::new(message),
                         receipt: Receipt {
                             hi: u64::try_from(seq).unwrap_or(0),
-                            lo: 0,
+                            lo: u64::from(lane),
                         },
                     });
                 }
                 Err(reason) => {
                     tracing::error!(target: "event_base::postgres", seq, %reason, "a queue row does not decode; it is dead-lettered");
-                    self.bury(seq, deliveries, &format!("does not decode: {reason}"))?;
+                    self.bury(seq, lane, deliveries, &format!("does not decode: {reason}"))?;
                 }
             }
         }
@@ -119,7 +160,7 @@ impl PgConsumer {
 
     /// Dead-letters row `seq` (one statement: it leaves the queue as it enters the dead
     /// letters).
-    fn bury(&self, seq: i64, deliveries: i32, why: &str) -> Result<(), QueueError> {
+    fn bury(&self, seq: i64, lane: bool, deliveries: i32, why: &str) -> Result<(), QueueError> {
         let reason = DeadReason::Other(format!(
             "delivered {deliveries} times and {why} (max_deliveries is {})",
             self.q.shared.settings.max_deliveries
@@ -129,7 +170,9 @@ impl PgConsumer {
             reason: codec::reason_column(&reason),
             handler: self.q.handler.clone(),
         })?;
-        self.q.settled(1);
+        if !lane {
+            self.q.settled(1);
+        }
         self.q
             .shared
             .dead_letters
@@ -137,14 +180,15 @@ impl PgConsumer {
         Ok(())
     }
 
-    /// Milliseconds until the next row falls due, if one is waiting.
+    /// Milliseconds until the next row falls due (in the subscription or the lane), if one
+    /// is waiting.
     async fn next_due(&self) -> Option<Duration> {
         let conn = self.q.shared.claims.conn().await.ok()?;
-        let name: &str = &self.q.name;
+        let names: [&str; 2] = [&self.q.name, &self.q.lane];
         conn.ran(1);
         let row = conn
             .client
-            .query_one(&conn.st.next_due, &[&name])
+            .query_one(&conn.st.next_due, &[&&names[..]])
             .await
             .ok()?;
         let ms: Option<f64> = row.get(0);
@@ -172,7 +216,9 @@ impl PgConsumer {
             .map_err(|_| QueueError::Closed(self.q.topic.clone()))?;
         self.q.shared.let_go(seqs);
         if ack {
-            self.q.settled(claimed.len());
+            // A lane's rows are not counted in the bound.
+            self.q
+                .settled(claimed.iter().filter(|c| c.receipt.lo == 0).count());
         }
         outcome.map(|_| ()).map_err(Into::into)
     }
@@ -190,11 +236,11 @@ impl EConsumer for PgConsumer {
         crate::queue::tasks::start(&self.q.shared);
         loop {
             // Armed before looking, so a wake-up while the claim runs is not missed.
-            let woken = self.q.wake.notified();
+            let woken = self.q.wake.bell.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             let closed = self.q.is_closed();
-            let n = self.claim_with(None, max, out).await?;
+            let n = self.claim_both(None, max, out).await?;
             if n > 0 {
                 return Ok(n);
             }
@@ -233,7 +279,7 @@ impl EConsumer for PgConsumer {
         out: &mut Vec<Claimed>,
     ) -> Result<usize, QueueError> {
         crate::queue::tasks::start(&self.q.shared);
-        self.claim_with(Some(min_idle), max.max(1), out).await
+        self.claim_both(Some(min_idle), max.max(1), out).await
     }
 
     fn keeps_retries(&self) -> bool {

@@ -19,7 +19,7 @@ use crate::queue::rate::PgRate;
 use crate::queue::routes::PgRoutes;
 use crate::queue::shared::{Settings, Shared};
 use crate::queue::sql::INSERT_FOR_TOPIC;
-use crate::queue::sub_queue::SubQueue;
+use crate::queue::sub_queue::{SubQueue, CLUSTER_SYSTEM_TOPICS};
 use crate::queue::wal::PostgresQueueWal;
 use crate::queue::writer::Op;
 
@@ -46,7 +46,21 @@ pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 /// order, across every process. Messages due later wait as rows (`due_at`), retries keep
 /// their row (and their key's place).
 ///
-/// The system topics (`_system.*`) stay in the process, on in-memory queues.
+/// Each process's workers of a handler get a `Broadcast` message each (a copy per process,
+/// in its *lane* of the subscription), and a message addressed to a worker of one process
+/// (`to_worker: "<node name or id>/<worker>"`) reaches that process only. The system topics
+/// that carry shutdown commands and their acks, worker discovery and the topic tables
+/// (`_system.shutdown`, `_system.shutdown_ack`, `_system.worker_discovery`,
+/// `_system.topic_sync`, `_system.topic_discovery`) reach every process that handles them;
+/// the other system topics stay in each process, on in-memory queues.
+///
+/// Each process keeps a record of itself (`event_base_nodes`, what
+/// [`EventBus::nodes`](event_base_core::EventBus::nodes) lists), beating every third of the
+/// visibility timeout. A process silent for the whole timeout is evicted by the first other
+/// process to notice: its record and its lanes are deleted (what was addressed to its
+/// workers becomes dead letters), and the evicting bus announces its workers as
+/// [`Dead`](event_base_core::DiscoveryEvent::Dead). One that was only paused records itself
+/// again when it runs, and its bus announces its workers as joined again.
 ///
 /// Three connections a factory: the writer (sends, acks, retries, dead letters, many to a
 /// transaction), claims (`synchronous_commit = off`: a claim lost in a server crash only
@@ -210,12 +224,34 @@ impl PostgresQueueFactory {
         Ok(MessageId::from(&message.id))
     }
 
+    /// This process's id in the database's records (`<pid>-<8 hex digits>`, new with each
+    /// factory): what `EventBus::nodes` lists as a node's id, and the node part of a
+    /// `to_worker: "<node id>/<worker>"` (a node's name serves too, if it is unique).
+    pub fn node_id(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// The subscription `handler` of `topic`, consumed here: recorded for every process,
+    /// and as one this process consumes (its lane gets broadcasts from now on).
     fn subscription(&self, topic: &MessageTopic, handler: &str) -> TopicQueue {
         let q = SubQueue::new(self.shared.clone(), topic.as_str(), handler);
         let _ = self.shared.ops.send(Op::Register {
             subscription: q.name.clone(),
             topic: topic.as_str().to_owned(),
             handler: handler.to_owned(),
+        });
+        {
+            let mut record = self.shared.record();
+            record.written = true;
+            if !record.subscriptions.iter().any(|s| **s == *q.name) {
+                record.subscriptions.push(q.name.to_string());
+            }
+        }
+        let _ = self.shared.ops.send(Op::Enlist {
+            id: self.shared.owner.clone(),
+            name: self.shared.node_name(),
+            pid: crate::queue::shared::pid(),
+            subscription: q.name.to_string(),
         });
         TopicQueue {
             producer: Arc::new(PgProducer::new(q.clone())),
@@ -238,7 +274,7 @@ impl QueueFactory for PostgresQueueFactory {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<TopicQueue, QueueError> {
-        if topic.is_system() {
+        if topic.is_system() && !CLUSTER_SYSTEM_TOPICS.contains(&topic.as_str()) {
             return self.local.create(topic);
         }
         Ok(self.subscription(topic, handler))

@@ -67,7 +67,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
                     if n.channel() == ROUTES_CHANNEL {
                         s.routes_changed();
                     } else {
-                        s.wakes.ring(n.payload());
+                        s.wakes.ring(n.payload(), &s.owner);
                     }
                 }
                 Some(Ok(_)) => {}

@@ -13,13 +13,16 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use event_base_core::backend::{EProducer, NodeRecord, NodeWorker, RemoteRoutes, RoutesListener};
+use event_base_core::backend::{
+    EProducer, EvictedListener, NodeRecord, NodeWorker, RemoteRoutes, RevivedListener,
+    RoutesListener,
+};
 use event_base_core::{MessageTopic, NodeType, QueueError};
 use tokio::time::Instant;
 
 use crate::error::PostgresError;
 use crate::queue::producer::PgProducer;
-use crate::queue::shared::Shared;
+use crate::queue::shared::{pid, Shared};
 use crate::queue::sub_queue::SubQueue;
 use crate::queue::writer::Op;
 
@@ -169,12 +172,14 @@ impl RemoteRoutes for PgRoutes {
         let kind = serde_json::to_string(&kind).ok();
         *self.shared.node.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((name.to_owned(), kind.clone()));
+        self.shared.record().written = true;
         let _ = self.shared.ops.send(Op::Node {
             id: self.shared.owner.clone(),
             name: name.to_owned(),
             kind,
-            pid: i32::try_from(std::process::id()).unwrap_or(0),
+            pid: pid(),
             workers: None,
+            subscriptions: None,
             answer: None,
         });
     }
@@ -184,6 +189,11 @@ impl RemoteRoutes for PgRoutes {
         let kind = self.shared.described().and_then(|(_, kind)| kind);
         let workers =
             serde_json::to_string(&workers).map_err(|e| QueueError::Backend(Box::new(e)))?;
+        {
+            let mut record = self.shared.record();
+            record.written = true;
+            record.workers = Some(workers.clone());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.shared
             .ops
@@ -191,15 +201,16 @@ impl RemoteRoutes for PgRoutes {
                 id: self.shared.owner.clone(),
                 name: node.to_owned(),
                 kind,
-                pid: i32::try_from(std::process::id()).unwrap_or(0),
+                pid: pid(),
                 workers: Some(workers),
+                subscriptions: None,
                 answer: Some(tx),
             })
             .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?;
         rx.await
-            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))?
-            .map(|_| ())
-            .map_err(Into::into)
+            .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))??;
+        self.shared.record().confirmed = true;
+        Ok(())
     }
 
     /// The processes that beat within the visibility timeout (three beats), with their
@@ -229,5 +240,17 @@ impl RemoteRoutes for PgRoutes {
 
     fn on_refresh(&self, listener: RoutesListener) {
         lock(&self.listeners).push(listener);
+    }
+
+    /// Called with each process this one evicts (`lease.rs`): silent for the visibility
+    /// timeout, with workers listed.
+    fn on_evicted(&self, listener: EvictedListener) {
+        self.shared.listeners().evicted.push(listener);
+    }
+
+    /// Called each time this process finds its record was deleted by another's eviction
+    /// (its beat found none) and records itself again.
+    fn on_revived(&self, listener: RevivedListener) {
+        self.shared.listeners().revived.push(listener);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use event_base_core::backend::{EvictedListener, RevivedListener};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio_postgres::Config;
 
@@ -21,43 +22,83 @@ pub(crate) struct Settings {
     pub(crate) max_deliveries: u32,
 }
 
+/// A subscription's wake-up in this process: its consumers wait on `bell`; `lane` says that
+/// rows of this process's lane of it may be claimable (so a claim looks there too).
+#[derive(Debug, Default)]
+pub(crate) struct Wake {
+    pub(crate) bell: Notify,
+    lane: AtomicBool,
+}
+
+impl Wake {
+    /// Whether the lane may hold claimable rows; cleared (a claim that finds it full sets it
+    /// again: [`lane_again`](Self::lane_again)).
+    pub(crate) fn take_lane(&self) -> bool {
+        self.lane.swap(false, Ordering::AcqRel)
+    }
+
+    /// The lane may still hold claimable rows.
+    pub(crate) fn lane_again(&self) {
+        self.lane.store(true, Ordering::Release);
+    }
+}
+
 /// Each subscription's wake-up, by name: rung by the listener for a notification and by
 /// this process's own changes.
 #[derive(Debug, Default)]
 pub(crate) struct Wakes {
-    by_name: Mutex<HashMap<Arc<str>, Weak<Notify>>>,
+    by_name: Mutex<HashMap<Arc<str>, Weak<Wake>>>,
 }
 
 impl Wakes {
-    fn map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Weak<Notify>>> {
+    fn map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Weak<Wake>>> {
         self.by_name.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The wake-up of subscription `name` (one per name in a process).
-    pub(crate) fn register(&self, name: &Arc<str>) -> Arc<Notify> {
+    pub(crate) fn register(&self, name: &Arc<str>) -> Arc<Wake> {
         let mut map = self.map();
         if let Some(n) = map.get(name).and_then(Weak::upgrade) {
             return n;
         }
         map.retain(|_, w| w.strong_count() > 0);
-        let n = Arc::new(Notify::new());
+        // A lane is looked at by the first claim.
+        let n = Arc::new(Wake {
+            bell: Notify::new(),
+            lane: AtomicBool::new(true),
+        });
         map.insert(name.clone(), Arc::downgrade(&n));
         n
     }
 
-    /// Wakes subscription `name`'s consumers here, if it has any.
-    pub(crate) fn ring(&self, name: &str) {
-        let n = self.map().get(name).and_then(Weak::upgrade);
+    /// Wakes the consumers here of `name`, a subscription or a lane: of the lanes, only this
+    /// process's (`owner`) are its own.
+    pub(crate) fn ring(&self, name: &str, owner: &str) {
+        let (subscription, lane) = match name.rsplit_once('\u{1f}') {
+            Some((sub, node)) if sub.contains('\u{1f}') => {
+                if node != owner {
+                    return;
+                }
+                (sub, true)
+            }
+            _ => (name, false),
+        };
+        let n = self.map().get(subscription).and_then(Weak::upgrade);
         if let Some(n) = n {
-            n.notify_waiters();
+            if lane {
+                n.lane_again();
+            }
+            n.bell.notify_waiters();
         }
     }
 
-    /// Wakes every consumer here (after a notification may have been missed).
+    /// Wakes every consumer here, to look in its lane too (after a notification may have
+    /// been missed).
     pub(crate) fn ring_all(&self) {
         let all: Vec<_> = self.map().values().filter_map(Weak::upgrade).collect();
         for n in all {
-            n.notify_waiters();
+            n.lane_again();
+            n.bell.notify_waiters();
         }
     }
 }
@@ -89,6 +130,43 @@ pub(crate) struct Shared {
     pub(crate) stop: watch::Sender<()>,
     /// Rung when a subscription was created somewhere (the routes' cache is stale).
     pub(crate) routes_stale: Notify,
+    /// This process's record, as far as it is kept here: what is written again if another
+    /// process evicted it (`lease.rs`).
+    pub(crate) record: Mutex<Record>,
+    /// Told of evictions, of others and of this process.
+    pub(crate) listeners: Mutex<NodeListeners>,
+}
+
+/// The bus's listeners of evictions (`RemoteRoutes::on_evicted`, `on_revived`).
+#[derive(Default)]
+pub(crate) struct NodeListeners {
+    /// Told of every process this one evicts.
+    pub(crate) evicted: Vec<EvictedListener>,
+    /// Told each time this process finds it was evicted and runs again.
+    pub(crate) revived: Vec<RevivedListener>,
+}
+
+impl std::fmt::Debug for NodeListeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeListeners")
+            .field("evicted", &self.evicted.len())
+            .field("revived", &self.revived.len())
+            .finish()
+    }
+}
+
+/// What this process wrote of itself in `event_base_nodes`.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Record {
+    /// Whether a record was written (from then on the lease keeper beats for it).
+    pub(crate) written: bool,
+    /// Whether a write of it was committed (its workers' list) since the last beat that
+    /// found none: a beat that finds none now means it was evicted.
+    pub(crate) confirmed: bool,
+    /// Its live workers as last listed (JSON), if listed.
+    pub(crate) workers: Option<String>,
+    /// The subscriptions it consumes (its lanes).
+    pub(crate) subscriptions: Vec<String>,
 }
 
 impl Shared {
@@ -113,6 +191,8 @@ impl Shared {
             node: Mutex::new(None),
             stop: watch::Sender::new(()),
             routes_stale: Notify::new(),
+            record: Mutex::new(Record::default()),
+            listeners: Mutex::new(NodeListeners::default()),
         }
     }
 
@@ -137,6 +217,39 @@ impl Shared {
         self.node.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// This process's name: its bus's, else the process's.
+    pub(crate) fn node_name(&self) -> String {
+        self.described()
+            .map_or_else(event_base_core::node_name, |(name, _)| name)
+    }
+
+    /// The bus's listeners of evictions.
+    pub(crate) fn listeners(&self) -> MutexGuard<'_, NodeListeners> {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What this process wrote of itself.
+    pub(crate) fn record(&self) -> MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The change that writes this process's whole record again (after an eviction).
+    pub(crate) fn record_again(&self) -> Op {
+        let record = self.record().clone();
+        let (name, kind) = self
+            .described()
+            .unwrap_or_else(|| (event_base_core::node_name(), None));
+        Op::Node {
+            id: self.owner.clone(),
+            name,
+            kind,
+            pid: pid(),
+            workers: record.workers,
+            subscriptions: Some(record.subscriptions),
+            answer: None,
+        }
+    }
+
     fn held(&self) -> MutexGuard<'_, HashSet<i64>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -155,4 +268,9 @@ impl Shared {
     pub(crate) fn held_now(&self) -> Vec<i64> {
         self.held().iter().copied().collect()
     }
+}
+
+/// This process's id, as the records keep it.
+pub(crate) fn pid() -> i32 {
+    i32::try_from(std::process::id()).unwrap_or(0)
 }

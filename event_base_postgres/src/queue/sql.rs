@@ -6,6 +6,12 @@
 //! a key is its head: the others wait for it to be acked or dead-lettered). Every change
 //! that makes rows claimable notifies the channel [`CHANNEL`] with the subscription, which
 //! the listener of each process turns into a wake-up of its consumers (`listener.rs`).
+//!
+//! A process's *lane* of a subscription (`<subscription>` U+001F `<process id>`) holds what
+//! only that process claims: its copy of a broadcast, and messages addressed to one of its
+//! workers. The processes consuming a subscription are listed in their records
+//! (`event_base_nodes.subscriptions`); a broadcast puts a copy in the lane of each, and an
+//! eviction deletes a silent process's record, then its lanes' rows.
 
 use tokio_postgres::{Client, Statement};
 
@@ -60,9 +66,65 @@ fn take_over() -> String {
     )
 }
 
-/// Milliseconds until the next unclaimed row of subscription `$1` falls due (none: null).
+/// Milliseconds until the next unclaimed row of the subscriptions (or lanes) `$1` falls due
+/// (none: null).
 const NEXT_DUE: &str = "SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::float8
-    FROM event_base_queue WHERE subscription = $1 AND claimed_by IS NULL AND due_at > now()";
+    FROM event_base_queue
+    WHERE subscription = ANY($1::text[]) AND claimed_by IS NULL AND due_at > now()";
+
+/// Puts a copy of a message (`$2` id, `$3` due, `$4` message, `$5` payload) in the lane of
+/// subscription `$1` of every process that consumes it, or of process `$6` only when it is
+/// not null, and wakes each lane; one row back per copy. With none to take it and `$7`, the
+/// copy goes to the subscription itself instead (the next process to consume it takes it).
+/// The processes' records are share-locked: an eviction, which deletes a record and then,
+/// in another statement of its transaction, the rows of its lanes, either waits for this to
+/// commit (and then deletes its copy) or is seen by it (and no copy is made).
+const FAN_OUT: &str = "WITH readers AS (
+        SELECT id FROM event_base_nodes
+        WHERE $1 = ANY(subscriptions) AND ($6::text IS NULL OR id = $6)
+        FOR SHARE),
+    added AS (
+        INSERT INTO event_base_queue (subscription, id, due_at, message, payload)
+        SELECT coalesce($1 || chr(31) || r.id, $1), $2, $3, $4, $5 FROM (
+            SELECT id FROM readers
+            UNION ALL SELECT NULL WHERE $7 AND NOT EXISTS (SELECT 1 FROM readers)) r
+        RETURNING subscription)
+    SELECT pg_notify('event_base', subscription) FROM added";
+
+/// Records that process `$1` (named `$2`, pid `$3`) consumes subscription `$4`: a copy of
+/// each broadcast goes to its lane from now on. Makes the process's record if no bus
+/// described it yet.
+const ENLIST: &str = "INSERT INTO event_base_nodes (id, name, pid, last_seen, subscriptions)
+    VALUES ($1, $2, $3, now(), ARRAY[$4::text])
+    ON CONFLICT (id) DO UPDATE SET last_seen = now(), subscriptions =
+        array(SELECT DISTINCT unnest(event_base_nodes.subscriptions || EXCLUDED.subscriptions))";
+
+/// Deletes the records of the processes silent for `$1` milliseconds, returning `id, name,
+/// workers, last_seen, subscriptions`.
+const EVICT: &str = "DELETE FROM event_base_nodes
+    WHERE last_seen <= now() - $1 * interval '1 millisecond'
+    RETURNING id, name, workers, last_seen, subscriptions";
+
+/// Deletes the rows of the lanes `$1` (an evicted process's), moving into the dead letters,
+/// with reason `$2`, those addressed to one of its workers (a broadcast's copy is dropped:
+/// the other processes had theirs). Returns how many were dead-lettered.
+const ORPHANS: &str = "WITH gone AS (
+        DELETE FROM event_base_queue WHERE subscription = ANY($1::text[])
+        RETURNING id, subscription, message, payload),
+    dead AS (
+        INSERT INTO event_base_dead_letters (id, topic, message, payload, reason, handlers, died_at)
+        SELECT id, split_part(subscription, chr(31), 1), message, payload, $2,
+            ARRAY[split_part(subscription, chr(31), 2)], now()
+        FROM gone WHERE (message::jsonb ->> 'to_worker') IS NOT NULL
+        ON CONFLICT (id) DO UPDATE SET
+            handlers = array(SELECT DISTINCT unnest(event_base_dead_letters.handlers || EXCLUDED.handlers)),
+            reason = EXCLUDED.reason, died_at = EXCLUDED.died_at
+        RETURNING 1)
+    SELECT count(*) FROM dead";
+
+/// The processes that consume subscription `$2` whose id or name is `$1`: `id, name`.
+const READERS: &str = "SELECT id, name FROM event_base_nodes
+    WHERE (id = $1 OR name = $1) AND $2 = ANY(subscriptions) ORDER BY id";
 
 /// The rows of subscription `$1`.
 const COUNT: &str = "SELECT count(*) FROM event_base_queue WHERE subscription = $1";
@@ -97,16 +159,26 @@ const RETRY: &str = "WITH again AS (
         RETURNING subscription)
     SELECT pg_notify('event_base', subscription) FROM again";
 
-/// Deletes the not yet due, unclaimed copy `$2` of subscription `$1` (a cancel).
+/// Deletes the not yet due, unclaimed copies `$2` of subscription `$1` and of its lanes (a
+/// cancel).
 const CANCEL: &str = "DELETE FROM event_base_queue
-    WHERE subscription = $1 AND id = $2 AND claimed_by IS NULL AND due_at > now()";
+    WHERE subscription IN (
+            SELECT $1 UNION ALL
+            SELECT $1 || chr(31) || id FROM event_base_nodes WHERE $1 = ANY(subscriptions))
+        AND id = $2 AND claimed_by IS NULL AND due_at > now()";
 
-/// Frees every claim whose lease ran out `$1` milliseconds ago, waking the subscriptions.
+/// Frees every claim whose lease ran out `$1` milliseconds ago, waking the subscriptions;
+/// one row back: the subscriptions woken, and whether a process has been silent that long
+/// (then it is evicted: [`EVICT`]).
 const EXPIRE: &str = "WITH freed AS (
         UPDATE event_base_queue SET claimed_by = NULL, claimed_at = NULL
         WHERE claimed_by IS NOT NULL AND claimed_at <= now() - $1 * interval '1 millisecond'
-        RETURNING subscription)
-    SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM freed) w";
+        RETURNING subscription),
+    woken AS (
+        SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM freed) w)
+    SELECT (SELECT count(*) FROM woken), EXISTS (
+        SELECT 1 FROM event_base_nodes
+        WHERE last_seen <= now() - $1 * interval '1 millisecond')";
 
 /// Records a subscription (`$1`, topic `$2`, handler `$3`) and says so to every process.
 const REGISTER: &str = "WITH up AS (
@@ -159,12 +231,14 @@ const RATE: &str = "WITH now AS (SELECT clock_timestamp() AS t),
     SELECT (extract(epoch FROM up.next_at - now.t) * 1000000 - $2)::float8 FROM up, now";
 
 /// Records process `$1` (name `$2`, kind `$3` as JSON, pid `$4`) as seen now, with its
-/// live workers `$5` (JSON) if given.
-const NODE: &str = "INSERT INTO event_base_nodes (id, name, kind, pid, last_seen, workers)
-    VALUES ($1, $2, $3, $4, now(), coalesce($5, '[]'))
+/// live workers `$5` (JSON) and the subscriptions it consumes `$6`, each if given.
+const NODE: &str =
+    "INSERT INTO event_base_nodes (id, name, kind, pid, last_seen, workers, subscriptions)
+    VALUES ($1, $2, $3, $4, now(), coalesce($5, '[]'), coalesce($6::text[], '{}'))
     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, kind = EXCLUDED.kind,
         pid = EXCLUDED.pid, last_seen = now(),
-        workers = coalesce($5, event_base_nodes.workers)";
+        workers = coalesce($5, event_base_nodes.workers),
+        subscriptions = coalesce($6::text[], event_base_nodes.subscriptions)";
 
 /// Process `$1` is alive: its last beat is now.
 const BEAT: &str = "UPDATE event_base_nodes SET last_seen = now() WHERE id = $1";
@@ -200,6 +274,11 @@ pub(crate) struct Statements {
     pub(crate) node: Statement,
     pub(crate) beat: Statement,
     pub(crate) nodes: Statement,
+    pub(crate) fan_out: Statement,
+    pub(crate) enlist: Statement,
+    pub(crate) evict: Statement,
+    pub(crate) orphans: Statement,
+    pub(crate) readers: Statement,
 }
 
 impl Statements {
@@ -233,6 +312,11 @@ impl Statements {
             node: prepare(NODE.into()).await?,
             beat: prepare(BEAT.into()).await?,
             nodes: prepare(NODES.into()).await?,
+            fan_out: prepare(FAN_OUT.into()).await?,
+            enlist: prepare(ENLIST.into()).await?,
+            evict: prepare(EVICT.into()).await?,
+            orphans: prepare(ORPHANS.into()).await?,
+            readers: prepare(READERS.into()).await?,
         })
     }
 }
@@ -240,6 +324,11 @@ impl Statements {
 /// The subscription of `handler` of `topic`: its rows' `subscription`.
 pub(crate) fn subscription(topic: &str, handler: &str) -> String {
     format!("{topic}\u{1f}{handler}")
+}
+
+/// The lane of process `node` in `subscription`: its rows' `subscription`.
+pub(crate) fn lane(subscription: &str, node: &str) -> String {
+    format!("{subscription}\u{1f}{node}")
 }
 
 /// The statement [`send_in`](crate::PostgresQueueFactory::send_in) runs in the caller's

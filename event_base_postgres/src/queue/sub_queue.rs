@@ -1,15 +1,31 @@
 //! [`SubQueue`]: one subscription as this process's producer and consumer of it see it:
-//! its name in the table, this process's count of its rows (the bound), the wake-up its
-//! consumers wait on, and whether its producers are all gone.
+//! its name in the table and its lane's (what only this process claims), whether every
+//! message goes to the lanes (a cluster-wide system topic), this process's count of its
+//! rows (the bound), the wake-up its consumers wait on, and whether its producers are all
+//! gone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use event_base_core::constant::{
+    SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY,
+};
 use tokio::sync::{watch, Notify};
 
-use crate::queue::shared::Shared;
+use crate::queue::shared::{Shared, Wake};
 use crate::queue::sql;
+
+/// The system topics carried between processes (shutdown commands and their acks, worker
+/// discovery, the topic tables): every message of one reaches every process consuming the
+/// subscription, through its lane. The other system topics stay in each process.
+pub(crate) const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
+    SHUTDOWN,
+    SHUTDOWN_ACK,
+    WORKER_DISCOVERY,
+    TOPIC_SYNC,
+    TOPIC_DISCOVERY,
+];
 
 /// Sends between two reads of a subscription's count from the table.
 const COUNT_EVERY: usize = 1_024;
@@ -21,8 +37,13 @@ pub(crate) struct SubQueue {
     pub(crate) handler: String,
     /// `<topic>` U+001F `<handler>`: the rows' `subscription`.
     pub(crate) name: Arc<str>,
+    /// `<name>` U+001F `<this process's id>`: the rows only this process claims.
+    pub(crate) lane: Arc<str>,
+    /// Every message goes to the lane of each process consuming the subscription (a
+    /// [cluster-wide system topic](CLUSTER_SYSTEM_TOPICS)).
+    pub(crate) fan_out: bool,
     /// Rung when rows may have become claimable (a notification, an ack here).
-    pub(crate) wake: Arc<Notify>,
+    pub(crate) wake: Arc<Wake>,
     /// This process's count of the subscription's rows: +1 a send, -1 an ack, dead letter
     /// or cancel here, read again from the table every [`COUNT_EVERY`] sends and while full.
     len: AtomicUsize,
@@ -37,7 +58,10 @@ impl SubQueue {
     pub(crate) fn new(shared: Arc<Shared>, topic: &str, handler: &str) -> Arc<SubQueue> {
         let name: Arc<str> = sql::subscription(topic, handler).into();
         let wake = shared.wakes.register(&name);
+        let lane = sql::lane(&name, &shared.owner).into();
         Arc::new(SubQueue {
+            lane,
+            fan_out: CLUSTER_SYSTEM_TOPICS.contains(&topic),
             shared,
             topic: topic.to_owned(),
             handler: handler.to_owned(),
@@ -115,7 +139,7 @@ impl SubQueue {
     pub(crate) fn producer_dropped(&self) {
         if self.producers.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.closed.send_replace(true);
-            self.wake.notify_waiters();
+            self.wake.bell.notify_waiters();
         }
     }
 

@@ -68,10 +68,44 @@ pub(crate) struct DeadRow {
     pub(crate) handlers: Vec<String>,
 }
 
+/// A process another one's eviction removed (`Op::Evict`).
+#[derive(Debug)]
+pub(crate) struct EvictedRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    /// Its live workers as it listed them last (JSON).
+    pub(crate) workers: String,
+    pub(crate) last_seen: SystemTime,
+    /// Messages addressed to its workers, now dead letters.
+    pub(crate) dead_lettered: i64,
+}
+
 /// One change.
 #[derive(Debug)]
 pub(crate) enum Op {
     Insert(NewRow, Option<Answer>),
+    /// A copy in the lane of every process consuming the row's subscription, or of process
+    /// `node` only; with none and `keep`, in the subscription itself. Answers the copies
+    /// made.
+    FanOut {
+        row: NewRow,
+        node: Option<String>,
+        keep: bool,
+        answer: Option<Answer>,
+    },
+    /// Process `id` consumes `subscription`: its lane gets broadcasts from now on.
+    Enlist {
+        id: Arc<str>,
+        name: String,
+        pid: i32,
+        subscription: String,
+    },
+    /// Evicts the processes silent for `within_ms`, in a transaction of its own after the
+    /// batch it came with.
+    Evict {
+        within_ms: f64,
+        answer: oneshot::Sender<Result<Vec<EvictedRow>, PostgresError>>,
+    },
     Ack(Vec<i64>, Arc<str>, Option<Answer>),
     Release(Vec<i64>, Arc<str>, Option<Answer>),
     Retry {
@@ -107,6 +141,7 @@ pub(crate) enum Op {
         kind: Option<String>,
         pid: i32,
         workers: Option<String>,
+        subscriptions: Option<Vec<String>>,
         answer: Option<Answer>,
     },
     /// Answers once everything queued before it is committed.
@@ -119,6 +154,8 @@ impl Op {
         matches!(
             self,
             Op::Insert(_, None)
+                | Op::FanOut { answer: None, .. }
+                | Op::Enlist { .. }
                 | Op::Ack(_, _, None)
                 | Op::Release(_, _, None)
                 | Op::Bury { .. }
@@ -132,11 +169,24 @@ impl Op {
     fn answer(self, outcome: &Result<Vec<u64>, String>, i: usize) {
         let answer = match self {
             Op::Insert(_, a) | Op::Ack(_, _, a) | Op::Release(_, _, a) => a,
-            Op::Node { answer, .. } => answer,
+            Op::Node { answer, .. } | Op::FanOut { answer, .. } => answer,
+            Op::Evict { answer, .. } => {
+                if let Err(cause) = outcome {
+                    let _ = answer.send(Err(PostgresError::Failed {
+                        what: "an eviction",
+                        cause: cause.clone(),
+                    }));
+                }
+                return;
+            }
             Op::Retry { answer, .. } | Op::Cancel { answer, .. } | Op::Flush(answer) => {
                 Some(answer)
             }
-            Op::Bury { .. } | Op::Dead(_) | Op::Undead(_) | Op::Register { .. } => None,
+            Op::Bury { .. }
+            | Op::Dead(_)
+            | Op::Undead(_)
+            | Op::Register { .. }
+            | Op::Enlist { .. } => None,
         };
         let Some(answer) = answer else {
             if let Err(cause) = outcome {
@@ -189,7 +239,12 @@ pub(crate) async fn run(link: Link, mut ops: mpsc::UnboundedReceiver<Op>) {
                 down_since = None;
                 let outcome = Ok(counts);
                 for (i, op) in batch.drain(..).enumerate() {
-                    op.answer(&outcome, i);
+                    match op {
+                        Op::Evict { within_ms, answer } => {
+                            let _ = answer.send(evict(&conn, within_ms).await);
+                        }
+                        op => op.answer(&outcome, i),
+                    }
                 }
             }
             Err(e) if is_connection_error(&e, &conn.client) => {
@@ -263,7 +318,10 @@ fn refuse_awaited(batch: &mut Vec<Op>, cause: &str) {
 async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Error> {
     let c = &conn.client;
     let mut counts = vec![0; batch.len()];
-    if batch.iter().all(|op| matches!(op, Op::Flush(_))) {
+    if batch
+        .iter()
+        .all(|op| matches!(op, Op::Flush(_) | Op::Evict { .. }))
+    {
         // Nothing to write: everything before it is committed already.
         return Ok(counts);
     }
@@ -271,6 +329,7 @@ async fn apply(conn: &Conn, batch: &[Op]) -> Result<Vec<u64>, tokio_postgres::Er
     // Dead letters first, then what settles the rows they came from.
     let mut ran = 2 + apply_records(conn, batch).await?;
     ran += apply_inserts(conn, batch).await?;
+    ran += apply_fan_outs(conn, batch, &mut counts).await?;
     ran += apply_settles(conn, batch).await?;
     ran += apply_singles(conn, batch, &mut counts).await?;
     c.batch_execute("COMMIT").await?;
@@ -316,10 +375,21 @@ async fn apply_records(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres:
                 kind,
                 pid,
                 workers,
+                subscriptions,
                 ..
             } => {
                 let id: &str = id;
-                c.execute(&st.node, &[&id, name, kind, pid, workers])
+                c.execute(&st.node, &[&id, name, kind, pid, workers, subscriptions])
+                    .await?;
+            }
+            Op::Enlist {
+                id,
+                name,
+                pid,
+                subscription,
+            } => {
+                let id: &str = id;
+                c.execute(&st.enlist, &[&id, name, pid, subscription])
                     .await?;
             }
             _ => continue,
@@ -361,6 +431,84 @@ async fn apply_inserts(conn: &Conn, batch: &[Op]) -> Result<u64, tokio_postgres:
     let params: [&(dyn ToSql + Sync); 6] = [&subs, &ids, &keys, &due, &messages, &payloads];
     conn.client.execute(&conn.st.insert, &params).await?;
     Ok(1)
+}
+
+/// Each copy for the lanes, one statement each, its count of copies into `counts`; the
+/// statements run.
+async fn apply_fan_outs(
+    conn: &Conn,
+    batch: &[Op],
+    counts: &mut [u64],
+) -> Result<u64, tokio_postgres::Error> {
+    let mut ran = 0;
+    for (i, op) in batch.iter().enumerate() {
+        let Op::FanOut {
+            row, node, keep, ..
+        } = op
+        else {
+            continue;
+        };
+        let sub: &str = &row.subscription;
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &sub,
+            &row.id,
+            &row.due_at,
+            &row.message,
+            &row.payload,
+            node,
+            keep,
+        ];
+        counts[i] = conn.client.execute(&conn.st.fan_out, &params).await?;
+        ran += 1;
+    }
+    Ok(ran)
+}
+
+/// Deletes the records of the processes silent for `within_ms`, and their lanes' rows
+/// (dead-lettering what was addressed to their workers), in one transaction.
+async fn evict(conn: &Conn, within_ms: f64) -> Result<Vec<EvictedRow>, PostgresError> {
+    let what = "an eviction of silent processes";
+    let c = &conn.client;
+    let run = async {
+        c.batch_execute("BEGIN").await?;
+        conn.ran(1);
+        let rows = c.query(&conn.st.evict, &[&within_ms]).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.get(0);
+            let name: String = row.get(1);
+            let subscriptions: Vec<String> = row.get(4);
+            let lanes: Vec<String> = subscriptions
+                .iter()
+                .map(|s| crate::queue::sql::lane(s, &id))
+                .collect();
+            let reason = crate::codec::reason_column(&event_base_core::DeadReason::Other(format!(
+                "addressed to a worker of process `{name}` ({id}), which fell silent and was evicted"
+            )));
+            conn.ran(1);
+            let dead: i64 = c
+                .query_one(&conn.st.orphans, &[&lanes, &reason])
+                .await?
+                .get(0);
+            out.push(EvictedRow {
+                workers: row.get(2),
+                last_seen: row.get(3),
+                dead_lettered: dead,
+                id,
+                name,
+            });
+        }
+        c.batch_execute("COMMIT").await?;
+        conn.ran(2);
+        Ok::<_, tokio_postgres::Error>(out)
+    };
+    match run.await {
+        Ok(out) => Ok(out),
+        Err(e) => {
+            let _ = c.batch_execute("ROLLBACK").await;
+            Err(PostgresError::statement(what)(e))
+        }
+    }
 }
 
 /// Every ack of the batch in one statement, every release in another; the statements run.

@@ -19,6 +19,10 @@
 //!   opens a transaction, inserts order 1 into the table `orders` (made if missing), sends
 //!   a message to `jobs` inside it (`send_in`), prints `written <id>`, and waits to be
 //!   killed without committing.
+//! - `postgres_node host <url> <name> <workers>`: a `Host` bus named `<name>` (visibility
+//!   timeout 1 s, so it beats every third of it and is evicted a second after it falls
+//!   silent) with `<workers>` workers of `work` (each prints `h <id>`); prints `ready` once
+//!   built and recorded, waits for a shutdown command, prints `stopped` once it ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +38,8 @@ use event_base_test::child_role::{answer_idle, say, Error};
 const USAGE: &str = "usage: postgres_node worker <url> <visibility-ms> <workers> <work-us>
        postgres_node keyed <url> <workers> <work-us>
        postgres_node bus-sender <url> <n> <tasks>
-       postgres_node hold <url>";
+       postgres_node hold <url>
+       postgres_node host <url> <name> <workers>";
 
 fn arg<T: std::str::FromStr>(args: &mut impl Iterator<Item = String>) -> Result<T, Error>
 where
@@ -153,6 +158,37 @@ async fn hold(url: &str) -> Result<(), Error> {
     Ok(())
 }
 
+async fn host(url: &str, name: String, workers: usize) -> Result<(), Error> {
+    let queue = PostgresQueueFactory::connect(url)
+        .await?
+        .visibility_timeout(Duration::from_secs(1));
+    let bus = EventBus::builder()
+        .node_type(event_base::NodeType::Host)
+        .node_name(name)
+        .wal(queue.wal())
+        .queue(queue)
+        .handler(
+            HandlerSpec::new(
+                "work",
+                "jobs",
+                Record {
+                    work: Duration::ZERO,
+                    keyed: false,
+                },
+            )
+            .workers(workers),
+        )
+        .build()
+        .await?;
+    bus.wal().flush().await?;
+    say(format_args!("ready"));
+    bus.shutdown_started().await;
+    // Waits for the shutdown the command started (a second call waits for the first).
+    bus.shutdown(event_base::ShutdownStrategy::Force).await?;
+    say(format_args!("stopped"));
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
@@ -172,6 +208,7 @@ async fn main() -> Result<(), Error> {
         }
         "bus-sender" => bus_sender(&url, arg(&mut args)?, arg(&mut args)?).await,
         "hold" => hold(&url).await,
+        "host" => host(&url, arg(&mut args)?, arg(&mut args)?).await,
         _ => Err(USAGE.into()),
     }
 }
