@@ -57,6 +57,13 @@ pub enum PostgresError {
         /// The topic.
         topic: String,
     },
+    /// [`send_in`](crate::PostgresQueueFactory::send_in) was given a message addressed to a
+    /// worker of one process (`to_worker: "<node>/<worker>"`).
+    #[error("send_in does not take a message addressed to a worker of one process (`{to_worker}`): which process reads it is decided by a bus at send; send it with `EventBus::send`, or address the worker by its name alone")]
+    AddressedInTransaction {
+        /// The message's `to_worker`.
+        to_worker: String,
+    },
     /// A row of the WAL's table does not hold a record event_base wrote.
     #[error("row `{id}` of event_base_wal is not an event_base record ({reason}); keep other writers off event_base's tables")]
     Undecodable {

@@ -192,6 +192,69 @@ async fn an_addressed_message_reaches_that_worker_of_that_process_only() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delayed_broadcast_reaches_no_process_and_send_in_broadcasts() {
+    let server = PostgresServer::start();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (a, qa) = node(&server, "a", &tx).await;
+    let (b, _qb) = node(&server, "b", &tx).await;
+
+    // A delayed broadcast is a row in each process's lane until it is due: a cancel takes
+    // back every copy.
+    let early = EMessage::standard(TOPIC, "cancelled")
+        .with_mode(DeliveryMode::Broadcast)
+        .with_delay(Duration::from_millis(300));
+    let cancelled = a.send(TOPIC, early).await.unwrap();
+    assert!(a.cancel(&cancelled).await.unwrap(), "taken back");
+
+    // Inside the application's transaction, a broadcast is a copy in each lane too.
+    let mut client = server.client().await;
+    let txn = client.transaction().await.unwrap();
+    let later = EMessage::standard(TOPIC, "later")
+        .with_mode(DeliveryMode::Broadcast)
+        .with_delay(Duration::from_millis(600));
+    let later = qa.send_in(&txn, later).await.unwrap().to_string();
+    txn.commit().await.unwrap();
+
+    let mut tally = Tally::default();
+    tally
+        .until(&mut rx, "the later broadcast, by every worker", |t| {
+            t.get("a", &later) >= WORKERS && t.get("b", &later) >= WORKERS
+        })
+        .await;
+    a.wait_idle(WAIT).await.unwrap();
+    b.wait_idle(WAIT).await.unwrap();
+    while let Ok((node, id)) = rx.try_recv() {
+        *tally.0.entry((node, id)).or_default() += 1;
+    }
+    let cancelled = cancelled.to_string();
+    assert_eq!(
+        tally.get("a", &cancelled) + tally.get("b", &cancelled),
+        0,
+        "the cancelled broadcast, due before the later one, never came"
+    );
+    assert_eq!(
+        (tally.get("a", &later), tally.get("b", &later)),
+        (WORKERS, WORKERS),
+        "each worker once"
+    );
+
+    // An address of one process's worker is for a bus to resolve, not a transaction.
+    let txn = client.transaction().await.unwrap();
+    let addressed = EMessage::standard(TOPIC, "to b").with_to_worker("b/sync-0");
+    let refused = qa.send_in(&txn, addressed).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            event_base::postgres::PostgresError::AddressedInTransaction { .. }
+        ),
+        "refused: {refused:?}"
+    );
+    drop(txn);
+    a.shutdown(ShutdownStrategy::Force).await.unwrap();
+    b.shutdown(ShutdownStrategy::Force).await.unwrap();
+}
+
 /// The child process `b` (`postgres_node host`), killed when dropped.
 struct ChildB(Child);
 

@@ -250,6 +250,9 @@ impl EConsumer for PgConsumer {
             match self.next_due().await {
                 Some(due) => {
                     let _ = tokio::time::timeout(due, woken).await;
+                    // A row may have fallen due meanwhile, perhaps in the lane, which no
+                    // notification names then: the next claim looks there too.
+                    self.q.wake.lane_again();
                 }
                 None => woken.await,
             }

@@ -4,9 +4,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use event_base_core::backend::{ordering_key, QueueFactory, RateLimiter, RemoteRoutes, TopicQueue};
+use event_base_core::backend::{
+    node_and_worker, ordering_key, QueueFactory, RateLimiter, RemoteRoutes, TopicQueue,
+};
 use event_base_core::constant::MAX_WAIT;
-use event_base_core::{EMessage, MessageId, MessageTopic, QueueError, Rate};
+use event_base_core::{DeliveryMode, EMessage, MessageId, MessageTopic, QueueError, Rate};
 use event_base_queue::FlumeQueueFactory;
 use tokio_postgres::GenericClient;
 
@@ -183,8 +185,14 @@ impl PostgresQueueFactory {
     /// consumers are woken at the commit. The bus's WAL and dedup window are not involved:
     /// the rows are the record (the same message sent twice is two copies).
     ///
+    /// A `Broadcast` message gets a copy for each process consuming each subscription, as
+    /// from a bus.
+    ///
     /// Errors: [`PostgresError::NoSubscription`] when no process ever started a handler of
-    /// the topic on this database (the statement then changed nothing), a failed statement.
+    /// the topic on this database (the statement then changed nothing);
+    /// [`PostgresError::AddressedInTransaction`] for a message addressed to a worker of one
+    /// process (`to_worker: "<node>/<worker>"`), which only a bus resolves; a failed
+    /// statement.
     ///
     /// ```no_run
     /// # async fn demo(queue: &event_base_postgres::PostgresQueueFactory,
@@ -201,6 +209,17 @@ impl PostgresQueueFactory {
         client: &C,
         message: EMessage,
     ) -> Result<MessageId, PostgresError> {
+        if let Some(to_worker) = message
+            .to_worker
+            .as_deref()
+            .filter(|w| node_and_worker(w).is_some())
+        {
+            return Err(PostgresError::AddressedInTransaction {
+                to_worker: to_worker.to_owned(),
+            });
+        }
+        let broadcast =
+            message.to_worker.is_none() && message.delivery_mode == DeliveryMode::Broadcast;
         let topic = message.topic.as_str().to_owned();
         let (json, payload) = codec::columns(&message);
         let id = message.id.to_string();
@@ -212,7 +231,7 @@ impl PostgresQueueFactory {
         let rows = client
             .query(
                 INSERT_FOR_TOPIC,
-                &[&topic, &id, &key, &due, &json, &payload],
+                &[&topic, &id, &key, &due, &json, &payload, &broadcast],
             )
             .await
             .map_err(PostgresError::statement(

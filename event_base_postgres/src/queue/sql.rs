@@ -333,10 +333,24 @@ pub(crate) fn lane(subscription: &str, node: &str) -> String {
 
 /// The statement [`send_in`](crate::PostgresQueueFactory::send_in) runs in the caller's
 /// transaction: a copy for every subscription of topic `$1` (`$2` id, `$3` key, `$4` due,
-/// `$5` message, `$6` payload), each woken at commit; returns the subscriptions.
-pub(crate) const INSERT_FOR_TOPIC: &str = "WITH added AS (
+/// `$5` message, `$6` payload), each woken at commit; returns the subscriptions (or lanes).
+/// With `$7` (a broadcast), a subscription's copy goes instead to the lane of each process
+/// consuming it (their records share-locked, as [`FAN_OUT`] does), and to the subscription
+/// itself only while none does.
+pub(crate) const INSERT_FOR_TOPIC: &str = "WITH subs AS (
+        SELECT subscription FROM event_base_subscriptions WHERE topic = $1),
+    lanes AS (
+        SELECT s.subscription, n.id FROM subs s
+        JOIN event_base_nodes n ON s.subscription = ANY(n.subscriptions)
+        WHERE $7
+        FOR SHARE OF n),
+    added AS (
         INSERT INTO event_base_queue (subscription, id, key, due_at, message, payload)
-        SELECT s.subscription, $2, $3, $4, $5, $6 FROM event_base_subscriptions s
-        WHERE s.topic = $1
+        SELECT l.subscription || chr(31) || l.id, $2::text, NULL::text, $4::timestamptz,
+            $5::text, $6::bytea
+        FROM lanes l
+        UNION ALL
+        SELECT s.subscription, $2, $3, $4, $5, $6 FROM subs s
+        WHERE NOT EXISTS (SELECT 1 FROM lanes l WHERE l.subscription = s.subscription)
         RETURNING subscription)
     SELECT subscription, pg_notify('event_base', subscription) FROM added";
