@@ -17,6 +17,7 @@ pub mod child_kill;
 pub mod child_node;
 pub mod child_role;
 pub mod conformance;
+pub mod discovery_scenario;
 pub mod file_restart;
 pub mod forward;
 pub mod otel_memory;

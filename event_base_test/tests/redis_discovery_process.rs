@@ -1,303 +1,64 @@
-//! Discovery and shutdown acks between two processes on Redis: this test's bus (node `a`)
-//! watches `_system.worker_discovery`, `_system.topic_sync` and `_system.shutdown_ack`; a
-//! child process (`redis_node host`, node `b`) runs two workers. `a` sees `b`'s workers
-//! join, `b` answers a topic discovery request, and a shutdown command sent from `a` stops
-//! `b`, whose acks reach `a`. Killed instead (SIGKILL), `b`'s workers are announced dead by
-//! `a`, the janitor, when it evicts `b`. Only paused (SIGSTOP) past the silence limit, `b` is
-//! evicted and announced dead the same way, and when it runs again (SIGCONT) it announces its
-//! workers as joined again.
+//! Discovery and shutdown acks between two processes on Redis (the scenario of
+//! `event_base_test::discovery_scenario`): `b` is `redis_node host`, beating every 200 ms as
+//! `a` does; `a`, the only `Host` left once `b` is silent, holds the janitor lease and evicts
+//! `b` after three silent beats. Processes list their workers as `eb:{nodes}:w:<node id>`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
-use event_base::{
-    Ack, DiscoveryEvent, EMessage, EventBus, RedisQueueFactory, ShutdownAck, ShutdownCommand,
-    ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery, WorkerOutcome,
-};
+use event_base::{Ack, EventBus, RedisQueueFactory};
+use event_base_test::discovery_scenario::{self as scenario, Cluster};
 use event_base_test::redis_cluster::any_registered;
 use event_base_test::redis_server::RedisServer;
-use event_base_test::{decode, Probe, Seen, WAIT};
-use tokio::sync::mpsc;
 
-/// The child, killed if the test fails before it exits.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// The scenario's cluster on `server`: `a` returns once its subscriptions are in the
+/// registry, so that `b` finds them when it starts (Redis offers nothing to wait on).
+fn cluster(server: &RedisServer) -> Cluster<'_> {
+    Cluster {
+        start_a: Box::new(move |watch, topics| {
+            Box::pin(async move {
+                let queue = RedisQueueFactory::connect(&server.url())
+                    .await
+                    .unwrap()
+                    .heartbeat(Duration::from_millis(200));
+                let mut builder = EventBus::builder()
+                    .node_name("a")
+                    .wal(queue.wal())
+                    .queue(queue.clone());
+                for &(label, topic) in &topics {
+                    builder = builder.handler(watch.handler(label, topic, |_| Ack::Ack));
+                }
+                let a = builder.build().await.unwrap();
+                for &(_, topic) in &topics {
+                    any_registered(&queue, topic).await;
+                }
+                a
+            })
+        }),
+        b: (
+            env!("CARGO_BIN_EXE_redis_node").to_owned(),
+            ["host", &server.url(), "b", "2"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        listed: Box::new(move || server.query(&["KEYS", "eb:{nodes}:w:*"]).items().len()),
     }
-}
-
-/// Sends `signal` (`-STOP`, `-CONT`) to the child.
-fn signal(node: &Node, signal: &str) {
-    let status = Command::new("kill")
-        .arg(signal)
-        .arg(node.0.id().to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {signal} of the child");
-}
-
-/// Starts `redis_node host <url> b 2`; its stdout lines go to the receiver.
-fn start_b(url: &str) -> (Node, mpsc::UnboundedReceiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redis_node"))
-        .args(["host", url, "b", "2"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start redis_node");
-    let out = child.stdout.take().expect("its stdout");
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    (Node(child), rx)
-}
-
-async fn expect_line(rx: &mut mpsc::UnboundedReceiver<String>, want: &str) {
-    let wait = async {
-        while let Some(line) = rx.recv().await {
-            if line == want {
-                return;
-            }
-        }
-        panic!("the child ended before printing `{want}`");
-    };
-    tokio::time::timeout(WAIT, wait)
-        .await
-        .unwrap_or_else(|_| panic!("the child printed `{want}`"));
-}
-
-fn of<T: serde::de::DeserializeOwned>(seen: &[Seen], label: &str) -> Vec<T> {
-    seen.iter()
-        .filter(|s| s.label == label)
-        .map(|s| decode(&s.payload))
-        .collect()
-}
-
-/// The names of `b`'s workers announced with `event` in `seen`.
-fn of_b(seen: &[Seen], event: DiscoveryEvent) -> Vec<String> {
-    of::<WorkerDiscovery>(seen, "discovery")
-        .into_iter()
-        .filter(|d| d.worker.node == "b" && d.event == event)
-        .map(|d| d.worker.name)
-        .collect()
-}
-
-/// Whether `names` holds both of `b`'s workers.
-fn both(names: &[String]) -> bool {
-    ["work-0", "work-1"]
-        .iter()
-        .all(|w| names.iter().any(|n| n == w))
-}
-
-/// This test's bus, node `a` (beating every 200 ms), watching `topics` (label, topic) with
-/// `watch`; returns once its subscriptions are in the registry, so that `b` finds them when it
-/// starts (Redis offers nothing to wait on).
-async fn start_a(server: &RedisServer, watch: &Arc<Probe>, topics: &[(&str, &str)]) -> EventBus {
-    let queue = RedisQueueFactory::connect(&server.url())
-        .await
-        .unwrap()
-        .heartbeat(Duration::from_millis(200));
-    let mut builder = EventBus::builder()
-        .node_name("a")
-        .wal(queue.wal())
-        .queue(queue.clone());
-    for &(label, topic) in topics {
-        builder = builder.handler(watch.handler(label, topic, |_| Ack::Ack));
-    }
-    let a = builder.build().await.unwrap();
-    for &(_, topic) in topics {
-        any_registered(&queue, topic).await;
-    }
-    a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_is_discovered_answers_and_acks_its_shutdown() {
     let server = RedisServer::start();
-    let watch = Probe::new();
-    let a = start_a(
-        &server,
-        &watch,
-        &[
-            ("discovery", WORKER_DISCOVERY),
-            ("sync", TOPIC_SYNC),
-            ("acks", SHUTDOWN_ACK),
-        ],
-    )
-    .await;
-
-    let (_b, mut lines) = start_b(&server.url());
-    expect_line(&mut lines, "ready").await;
-    watch
-        .wait_until("b's two workers joined, and its table", WAIT, |s| {
-            let joined: Vec<WorkerDiscovery> = of(s, "discovery");
-            let tables: Vec<TopicSync> = of(s, "sync");
-            ["work-0", "work-1"].iter().all(|w| {
-                joined.iter().any(|d| {
-                    d.worker.node == "b" && d.worker.name == *w && d.event == DiscoveryEvent::Joined
-                })
-            }) && tables.iter().any(|t| t.node == "b")
-        })
-        .await;
-
-    // Asked, both nodes answer with their tables: `b`'s again.
-    let before = watch.seen().len();
-    let ask = EMessage::json(TOPIC_DISCOVERY, &TopicDiscovery::default()).unwrap();
-    a.send(TOPIC_DISCOVERY, ask).await.unwrap();
-    watch
-        .wait_until("a's and b's answers", WAIT, |s| {
-            let tables: Vec<TopicSync> = of(&s[before..], "sync");
-            tables.iter().any(|t| t.node == "a") && tables.iter().any(|t| t.node == "b")
-        })
-        .await;
-    let tables: Vec<TopicSync> = of(&watch.seen()[before..], "sync");
-    let b_table = tables.iter().find(|t| t.node == "b").unwrap();
-    let jobs = b_table.topics.iter().find(|t| t.topic == "jobs").unwrap();
-    assert_eq!(jobs.workers, ["work-0", "work-1"]);
-
-    // A command from `a` stops `b` (and `a`); `b`'s acks reach `a`.
-    let command = ShutdownCommand {
-        strategy: ShutdownStrategy::Drain {
-            timeout: Duration::from_secs(5),
-        },
-        reason: Some("deploy".into()),
-    };
-    a.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
-        .await
-        .unwrap();
-    expect_line(&mut lines, "stopped").await;
-    // Stopped cleanly, `b` no longer lists workers with Redis (only `a` does): the janitor
-    // will not announce them dead when it evicts `b`.
-    let lists = server.query(&["KEYS", "eb:{nodes}:w:*"]);
-    let contents: Vec<String> = lists
-        .items()
-        .iter()
-        .map(|k| server.command(&["GET", k.as_str().unwrap_or_default()]))
-        .collect();
-    assert_eq!(
-        lists.items().len(),
-        1,
-        "only a's workers listed: {contents:?}"
-    );
-    watch
-        .wait_until("b's two acks", WAIT, |s| {
-            of::<ShutdownAck>(s, "acks")
-                .iter()
-                .filter(|a| a.node == "b")
-                .count()
-                == 2
-        })
-        .await;
-    let mut acks: Vec<ShutdownAck> = of::<ShutdownAck>(&watch.seen(), "acks")
-        .into_iter()
-        .filter(|a| a.node == "b")
-        .collect();
-    acks.sort_by(|x, y| x.worker.cmp(&y.worker));
-    assert_eq!(acks[0].worker, "work-0");
-    assert_eq!(acks[1].worker, "work-1");
-    assert!(acks
-        .iter()
-        .all(|a| a.topic == "jobs" && a.outcome == WorkerOutcome::Completed));
-    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
-        .await
-        .expect("a's shutdown ended")
-        .unwrap();
+    scenario::another_process_is_discovered_answers_and_acks_its_shutdown(cluster(&server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workers_of_a_killed_process_are_announced_dead_by_the_janitor() {
     let server = RedisServer::start();
-    let watch = Probe::new();
-    let a = start_a(&server, &watch, &[("discovery", WORKER_DISCOVERY)]).await;
-
-    let (mut b, mut lines) = start_b(&server.url());
-    expect_line(&mut lines, "ready").await;
-    watch
-        .wait_until("b's two workers joined", WAIT, |s| {
-            of::<WorkerDiscovery>(s, "discovery")
-                .iter()
-                .filter(|d| d.worker.node == "b" && d.event == DiscoveryEvent::Joined)
-                .count()
-                >= 2
-        })
-        .await;
-    // No worker of `b` is dead while it runs.
-    assert!(!of::<WorkerDiscovery>(&watch.seen(), "discovery")
-        .iter()
-        .any(|d| d.event == DiscoveryEvent::Dead));
-
-    // SIGKILL: `b` says nothing more. `a`, the only Host left and so the janitor, evicts it
-    // after three silent beats and announces its workers dead.
-    b.0.kill().unwrap();
-    b.0.wait().unwrap();
-    watch
-        .wait_until("b's two workers announced dead", WAIT, |s| {
-            both(&of_b(s, DiscoveryEvent::Dead))
-        })
-        .await;
-    let dead: Vec<WorkerDiscovery> = of::<WorkerDiscovery>(&watch.seen(), "discovery")
-        .into_iter()
-        .filter(|d| d.event == DiscoveryEvent::Dead)
-        .collect();
-    assert!(
-        dead.iter().all(|d| d.worker.node == "b"),
-        "only b's: {dead:?}"
-    );
-    for name in ["work-0", "work-1"] {
-        let of_it: Vec<&WorkerDiscovery> = dead.iter().filter(|d| d.worker.name == name).collect();
-        assert_eq!(of_it.len(), 1, "{name} announced dead once");
-        assert_eq!(of_it[0].worker.topic.as_str(), "jobs");
-    }
-    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
-        .await
-        .expect("a's shutdown ended")
-        .unwrap();
+    scenario::the_workers_of_a_killed_process_are_announced_dead(cluster(&server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_taken_for_dead_while_paused_announces_its_workers_again() {
     let server = RedisServer::start();
-    let watch = Probe::new();
-    let a = start_a(&server, &watch, &[("discovery", WORKER_DISCOVERY)]).await;
-
-    let (b, mut lines) = start_b(&server.url());
-    expect_line(&mut lines, "ready").await;
-    watch
-        .wait_until("b's two workers joined", WAIT, |s| {
-            both(&of_b(s, DiscoveryEvent::Joined))
-        })
+    scenario::a_process_taken_for_dead_while_paused_announces_its_workers_again(cluster(&server))
         .await;
-
-    // Paused, `b` falls silent: `a`, the janitor, evicts it and announces its workers dead.
-    signal(&b, "-STOP");
-    watch
-        .wait_until("b's two workers announced dead", WAIT, |s| {
-            both(&of_b(s, DiscoveryEvent::Dead))
-        })
-        .await;
-    let after_dead = watch.seen().len();
-
-    // Running again, `b` finds it was taken for dead and says its workers are back.
-    signal(&b, "-CONT");
-    watch
-        .wait_until("b's two workers joined again", WAIT, |s| {
-            both(&of_b(&s[after_dead..], DiscoveryEvent::Joined))
-        })
-        .await;
-    // And it lists them again, so that a later death is announced too.
-    let listed = server.query(&["KEYS", "eb:{nodes}:w:*"]);
-    assert_eq!(listed.items().len(), 2, "a's and b's workers listed again");
-    tokio::time::timeout(WAIT, a.shutdown(ShutdownStrategy::Force))
-        .await
-        .expect("a's shutdown ended")
-        .unwrap();
 }
