@@ -319,3 +319,87 @@ async fn try_send_refused_by_one_full_handler_queue_is_withdrawn_from_all_handle
     let topic = bus.metrics().topic("orders").unwrap();
     assert_eq!((topic.sent, topic.refused, topic.in_flight), (3, 1, 0));
 }
+
+/// Many messages at once through a topic log's state words (three handlers of two workers
+/// each; one retries a tenth of its copies once, one dead-letters a fiftieth): every record
+/// ends once, complete or a dead letter naming exactly the handler that failed it, and the
+/// WAL holds nothing live afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_fanned_out_messages_each_end_once_with_their_own_failures() {
+    const N: u8 = 200;
+    let probe = Probe::new();
+    let bus = event_base::builder()
+        .handler(probe.handler("billing", "orders", |_| Ack::Ack).workers(2))
+        .handler(
+            probe
+                .handler("notify", "orders", |m| {
+                    if m.payload.0[0] % 10 == 0 && m.attempts == 1 {
+                        Ack::NoAck {
+                            retry_after: None,
+                            max_retries: 3,
+                        }
+                    } else {
+                        Ack::Ack
+                    }
+                })
+                .workers(2),
+        )
+        .handler(
+            probe
+                .handler("audit", "orders", |m| {
+                    if m.payload.0[0] % 50 == 0 {
+                        Ack::Dead {
+                            dead_reason: DeadReason::Explicit,
+                        }
+                    } else {
+                        Ack::Ack
+                    }
+                })
+                .workers(2),
+        )
+        .build()
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..N {
+        ids.push(bus.send("orders", vec![i]).await.unwrap().to_string());
+    }
+    bus.wait_idle(WAIT).await.unwrap();
+    let seen = probe.seen();
+    for (i, id) in ids.iter().enumerate() {
+        let retried = i % 10 == 0;
+        assert_eq!(times(&seen, "billing", id), 1, "billing once: {id}");
+        assert_eq!(
+            times(&seen, "notify", id),
+            1 + usize::from(retried),
+            "notify: {id}"
+        );
+        assert_eq!(times(&seen, "audit", id), 1, "audit once: {id}");
+    }
+    let dead = bus.dead_letters().await.unwrap();
+    let mut dead_ids: Vec<&str> = dead.iter().map(|d| d.message.id.as_str()).collect();
+    dead_ids.sort_unstable();
+    let mut want: Vec<&str> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 50 == 0)
+        .map(|(_, id)| id.as_str())
+        .collect();
+    want.sort_unstable();
+    assert_eq!(
+        dead_ids, want,
+        "a dead letter for each message audit failed, once"
+    );
+    assert!(
+        dead.iter().all(|d| d.handlers == ["audit"]),
+        "each names audit alone: {:?}",
+        dead.iter().map(|d| &d.handlers).collect::<Vec<_>>()
+    );
+    let stats = bus.wal().stats();
+    assert_eq!(stats.live, 0, "nothing left live: {stats:?}");
+    assert_eq!(
+        stats.completed,
+        u64::from(N) - want.len() as u64,
+        "every other message completed once: {stats:?}"
+    );
+}

@@ -50,6 +50,8 @@ pub(crate) fn topic_table(
     let mut logs: Vec<(MessageTopic, Arc<TopicLog>)> = Vec::new();
     for spec in specs {
         let siblings = specs.iter().filter(|s| s.topic == spec.topic).count();
+        // The state words of the topic log's fanned-out messages, if it has some.
+        let mut copies = None;
         let q = match log_spec.filter(|_| siblings <= MAX_SUBSCRIPTIONS) {
             Some(log_spec) => {
                 let index = subs
@@ -64,6 +66,7 @@ pub(crate) fn topic_table(
                         log
                     }
                 };
+                copies = log.copies().cloned();
                 TopicQueue {
                     producer: Arc::new(LogProducer::new(log.clone(), index, spec.topic.clone())),
                     consumer: Arc::new(LogConsumer::new(
@@ -121,6 +124,7 @@ pub(crate) fn topic_table(
                 },
             ),
             pause: Default::default(),
+            copies,
         });
         match subs.iter_mut().find(|(t, _)| *t == spec.topic) {
             Some((_, list)) => list.push(entry),

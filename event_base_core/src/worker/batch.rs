@@ -142,7 +142,7 @@ impl Worker {
         claimed: &mut Vec<Claimed>,
     ) {
         for c in claimed.drain(..) {
-            let job = match router.plain_job(c.message) {
+            let job = match router.plain_job(c.message, c.receipt) {
                 Ok(job) => Some(job),
                 Err(message) => router.dispatch(message, Some(self.index), None).await,
             };
@@ -267,6 +267,7 @@ impl Worker {
             } else {
                 // Withdrawn or finished already: nothing to deliver, its queue entry is done.
                 self.entry.keys.leave(&job.message);
+                self.entry.abandon_copy(&job);
                 ack_claim(&job);
             }
         }

@@ -356,7 +356,7 @@ impl Worker {
     async fn handle_run(&self, router: &ConsumerRouter, claimed: &mut Vec<Claimed>) -> bool {
         let mut run = claimed.drain(..);
         while let Some(c) = run.next() {
-            let job = match router.plain_job(c.message) {
+            let job = match router.plain_job(c.message, c.receipt) {
                 Ok(job) => Some(job),
                 Err(message) => router.dispatch(message, Some(self.index), None).await,
             };
@@ -378,7 +378,7 @@ impl Worker {
     /// its siblings (or this worker, once resumed) take it; never waits for room.
     async fn hand_back(&self, router: &ConsumerRouter, rest: impl Iterator<Item = Claimed>) {
         for c in rest {
-            let job = match router.plain_job(c.message) {
+            let job = match router.plain_job(c.message, c.receipt) {
                 Ok(job) => Some(job),
                 Err(message) => router.dispatch(message, Some(self.index), None).await,
             };
@@ -432,13 +432,21 @@ impl Worker {
             }
         }
         let message = job.message.clone();
-        match self.shared.wal.begin(&message.id) {
+        // A copy counted by its topic log's state words: only the first to begin marks the
+        // record (the others would find it `Processing` already).
+        let begun = if self.entry.begins_record(&job) {
+            self.shared.wal.begin(&message.id)
+        } else {
+            Ok(true)
+        };
+        match begun {
             // A shared queue's entry is live by its claim: this WAL may hold no record of it
             // (sent by another node, or completed here by a sibling copy: `fan_out.rs`).
             Ok(false) if !self.entry.claim_counted => {
                 // Withdrawn by a refused send, or already finished: nothing to deliver, and
                 // its queue entry (if the queue needs acks) is done too.
                 self.entry.keys.leave(&message);
+                self.entry.abandon_copy(&job);
                 crate::delivery::subscription::job::ack_claim(&job);
                 return true;
             }
@@ -599,6 +607,7 @@ impl Worker {
             message: next,
             group: job.group,
             claim: job.claim,
+            copies: job.copies,
         };
         if delay.is_zero() {
             self.entry.push_detached(job, target);

@@ -174,6 +174,7 @@ pub(crate) async fn redeliver(
             message: next,
             group: job.group,
             claim: job.claim,
+            copies: job.copies,
         },
         Target::Any,
     );

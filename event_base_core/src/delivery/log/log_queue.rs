@@ -157,13 +157,38 @@ impl LogAppender {
 
     /// Appends `message` once for every subscription, without waiting; hands it back if the
     /// log is full or closed (the caller then queues a copy per subscription, waiting).
+    /// `counted`: its copies are counted by the log's state words (`CopySlab`), the index
+    /// travelling with each claim, instead of by the fan-out table; also handed back when
+    /// every index is taken (the caller then counts it in the table).
     #[inline]
-    pub(crate) fn try_append_all(&self, message: Arc<EMessage>) -> Result<(), Arc<EMessage>> {
-        self.writer
-            .log()
-            .try_append(message, self.all)
-            .map_err(|e| match e {
-                AppendError::Full(m) | AppendError::Closed(m) => m,
+    pub(crate) fn try_append_all(
+        &self,
+        message: Arc<EMessage>,
+        counted: bool,
+    ) -> Result<(), Arc<EMessage>> {
+        let log = self.writer.log();
+        let index = match log.copies().filter(|_| counted) {
+            Some(slab) => match slab.open(self.all.count_ones()) {
+                Some(i) => Some((slab, i)),
+                None => return Err(message),
+            },
+            None => None,
+        };
+        let copies = index.map_or(0, |(_, i)| i + 1);
+        log.try_append_counted(message, self.all, copies)
+            .map_err(|e| {
+                if let Some((slab, i)) = index {
+                    slab.close(i);
+                }
+                match e {
+                    AppendError::Full(m) | AppendError::Closed(m) => m,
+                }
             })
+    }
+
+    /// Whether appends for every subscription can be counted by state words (the log has
+    /// several subscriptions).
+    pub(crate) fn counts_copies(&self) -> bool {
+        self.writer.log().copies().is_some()
     }
 }

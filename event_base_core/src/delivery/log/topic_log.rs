@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::backend::queue::{Claimed, Receipt};
+use crate::delivery::settle::copy_slab::CopySlab;
 use crate::message::emessage::EMessage;
 
 /// The most subscriptions one log serves (a bit each in a slot's set); a topic with more
@@ -34,6 +35,9 @@ pub(crate) type SubSet = u64;
 /// A message in the log, and the subscriptions it is for.
 struct Slot {
     message: Arc<EMessage>,
+    /// Its index in the log's [`CopySlab`] plus one (0: none), handed to each claim in
+    /// `Receipt::hi`.
+    copies: u32,
     subs: SubSet,
 }
 
@@ -99,6 +103,8 @@ pub(crate) struct TopicLog {
     waiting_room: AtomicUsize,
     /// Writers alive ([`LogWriter`]); the log closes when the last one goes.
     writers: AtomicUsize,
+    /// The state words of the messages appended for every subscription (a log of several).
+    copies: Option<Arc<CopySlab>>,
 }
 
 impl std::fmt::Debug for TopicLog {
@@ -130,7 +136,14 @@ impl TopicLog {
             room: Notify::new(),
             waiting_room: AtomicUsize::new(0),
             writers: AtomicUsize::new(0),
+            copies: (subscriptions > 1).then(|| Arc::new(CopySlab::default())),
         })
+    }
+
+    /// The state words of the messages appended for every subscription, if the log has
+    /// several.
+    pub(crate) fn copies(&self) -> Option<&Arc<CopySlab>> {
+        self.copies.as_ref()
     }
 
     /// Every subscription of the log.
@@ -158,6 +171,17 @@ impl TopicLog {
         message: Arc<EMessage>,
         subs: SubSet,
     ) -> Result<(), AppendError> {
+        self.try_append_counted(message, subs, 0)
+    }
+
+    /// [`try_append`](Self::try_append), with the message's index in the log's
+    /// [`CopySlab`] plus one (`copies`; 0: none), which each claim hands on.
+    pub(crate) fn try_append_counted(
+        &self,
+        message: Arc<EMessage>,
+        subs: SubSet,
+        copies: u32,
+    ) -> Result<(), AppendError> {
         {
             let mut c = self.lock();
             if c.closed {
@@ -167,7 +191,11 @@ impl TopicLog {
                 return Err(AppendError::Full(message));
             }
             let seq = c.tail();
-            c.slots.push_back(Slot { message, subs });
+            c.slots.push_back(Slot {
+                message,
+                copies,
+                subs,
+            });
             let mut rest = subs;
             while rest != 0 {
                 let i = rest.trailing_zeros() as usize;
@@ -250,7 +278,10 @@ impl TopicLog {
             if slot.subs & bit != 0 {
                 out.push(Claimed {
                     message: slot.message.clone(),
-                    receipt: Receipt { hi: 0, lo: seq },
+                    receipt: Receipt {
+                        hi: u64::from(slot.copies),
+                        lo: seq,
+                    },
                 });
                 n += 1;
             }

@@ -15,6 +15,7 @@ use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
 use crate::bus::shared::BusShared;
 use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::delivery::log::log_queue::LogAppender;
 use crate::delivery::remote::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
@@ -23,6 +24,7 @@ use crate::delivery::subscription::key_order::ordering_key;
 use crate::delivery::subscription::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
+use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::observe::topic_counters::TopicCounters;
@@ -249,7 +251,14 @@ impl BusShared {
                 return Box::pin(self.duplicate(route, message, withdrawal)).await
             }
         };
-        self.accepted(route, targets, &message);
+        // A plain message due now, for every handler here: one append to the topic log,
+        // its copies counted by the log's state words, whose index each copy's job carries,
+        // instead of by the fan-out table (`delivery/settle/copy_slab.rs`).
+        let counted = commit.is_durable()
+            && is_plain(&message)
+            && targets.len() == route.subs.len()
+            && route.log.as_ref().is_some_and(LogAppender::counts_copies);
+        self.arrived_counted(route, targets, &message, TopicCounters::accepted, !counted);
         let unwinding = WithdrawOnUnwind {
             shared: self,
             route,
@@ -269,8 +278,12 @@ impl BusShared {
                 // A topic log takes one append for every handler (`delivery/log/`); a keyed
                 // message enters each handler's key lines through its producer instead.
                 Some(log) => {
-                    if log.try_append_all(message.clone()).is_ok() {
+                    if log.try_append_all(message.clone(), counted).is_ok() {
                         queued = targets.len();
+                    } else if counted {
+                        // Not taken (the log is full, or every state word is in use): its
+                        // copies go the waiting way, counted by the fan-out table.
+                        self.open_fan_out(targets, &message);
                     }
                 }
                 None => {
@@ -440,6 +453,19 @@ impl BusShared {
         message: &EMessage,
         count: fn(&TopicCounters),
     ) {
+        self.arrived_counted(route, targets, message, count, true);
+    }
+
+    /// [`arrived`](Self::arrived); `fan_out_table`: whether the fan-out table counts the
+    /// message's copies (not when the topic log's state words will).
+    fn arrived_counted(
+        &self,
+        route: &Route,
+        targets: &[Arc<TopicEntry>],
+        message: &EMessage,
+        count: fn(&TopicCounters),
+        fan_out_table: bool,
+    ) {
         if !route.claim_counted {
             self.in_flight.add();
         }
@@ -449,6 +475,14 @@ impl BusShared {
                 count(&t.counters);
             }
         }
+        if fan_out_table {
+            self.open_fan_out(targets, message);
+        }
+    }
+
+    /// Opens `message`'s entry in the fan-out table if it goes to several handlers' queues
+    /// in this process.
+    fn open_fan_out(&self, targets: &[Arc<TopicEntry>], message: &EMessage) {
         if targets.len() > 1 {
             // Only copies on this process's own queues are waited for: a copy on a shared
             // queue is the backend's once queued, as a copy for a handler elsewhere is, since
@@ -1134,4 +1168,15 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
         operation: format!("send to `{topic}`"),
         after: timeout.unwrap_or_default(),
     }
+}
+
+/// Whether `message` becomes a plain job wherever it is claimed (`ConsumerRouter::plain_job`):
+/// `Standard`, due now (no `deliver_at` at all), for no worker in particular, and unkeyed
+/// (a keyed one enters each handler's key lines through its producer).
+#[inline]
+fn is_plain(message: &EMessage) -> bool {
+    message.delivery_mode == DeliveryMode::Standard
+        && message.deliver_at.is_none()
+        && message.to_worker.is_none()
+        && ordering_key(message).is_none()
 }

@@ -56,7 +56,7 @@ impl BusShared {
         };
         // The handler's copy ended: its queue entry (if the queue needs acks) is done.
         ack_claim(job);
-        let Some(outcome) = self.copy_ended(entry, &job.message, failure) else {
+        let Some(outcome) = self.copy_ended(entry, job, failure) else {
             self.release_held(held);
             return None;
         };
@@ -102,7 +102,7 @@ impl BusShared {
                 }
             };
             ended_copies.push(job);
-            match self.copy_ended(entry, &job.message, failure) {
+            match self.copy_ended(entry, job, failure) {
                 None => {}
                 Some(Ok(())) => complete.push(&job.message.id),
                 Some(Err(d)) => dead.push(d),
@@ -172,7 +172,7 @@ impl BusShared {
                 group.failure().cloned().unwrap_or(reason)
             }
         };
-        match self.copy_ended(entry, message, Some(reason)) {
+        match self.copy_ended(entry, job, Some(reason)) {
             None => {}
             Some(Ok(())) => {
                 // Not reached (this copy died, so the outcome carries a failure); kept so
@@ -220,9 +220,10 @@ impl BusShared {
     fn copy_ended(
         &self,
         entry: &TopicEntry,
-        message: &Arc<EMessage>,
+        job: &Job,
         failure: Option<DeadReason>,
     ) -> Option<Result<(), Dead>> {
+        let message = &job.message;
         entry.counters.finished();
         let failure = failure.map(|reason| Failure {
             handler: entry.handler.clone(),
@@ -232,7 +233,15 @@ impl BusShared {
         // A copy of a shared queue is final alone: its sender opened no fan-out for it, and
         // the node that claimed it may not be the sender (`fan_out.rs`); the sender completes
         // the record once the backend confirmed every copy.
-        let failures = if entry.fan_out && !entry.claim_counted {
+        let counted = job.copies.zip(entry.copies.as_ref());
+        let failures = if let Some((i, slab)) = counted {
+            // Counted by the topic log's state words (`copy_slab.rs`): no look-up by id.
+            match slab.copy_ended(i, failure) {
+                CopyEnded::Waiting => return None,
+                CopyEnded::Alone(failure) => failure.into_iter().collect(),
+                CopyEnded::Last(failures) => failures,
+            }
+        } else if entry.fan_out && !entry.claim_counted {
             match self.fan_outs.copy_ended(&message.id, failure) {
                 CopyEnded::Waiting => return None,
                 CopyEnded::Alone(failure) => failure.into_iter().collect(),

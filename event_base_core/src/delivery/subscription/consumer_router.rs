@@ -37,7 +37,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::backend::queue::{Claimed, EConsumer};
+use crate::backend::queue::{Claimed, EConsumer, Receipt};
 use crate::bus::in_flight::Held;
 use crate::bus::shared::BusShared;
 use crate::delivery::send::scheduler::Scheduled;
@@ -214,8 +214,21 @@ impl ConsumerRouter {
     /// The common case, decided without building `dispatch`'s future: a `Standard` message
     /// of this topic, due now, for no worker in particular, is simply the claiming worker's
     /// next job. Any other message is handed back for [`dispatch`](Self::dispatch).
+    ///
+    /// `receipt`: the claim's; from a topic log that counts copies by state words
+    /// (`TopicEntry::copies`), its `hi` is the message's index plus one (0: none). Only plain
+    /// messages are counted that way (`delivery/send/accept.rs`), so no index is lost to
+    /// `dispatch`.
     #[inline]
-    pub(crate) fn plain_job(&self, message: Arc<EMessage>) -> Result<Job, Arc<EMessage>> {
+    pub(crate) fn plain_job(
+        &self,
+        message: Arc<EMessage>,
+        receipt: Receipt,
+    ) -> Result<Job, Arc<EMessage>> {
+        let copies = match (&self.entry.copies, receipt.hi) {
+            (Some(_), hi) if hi > 0 => u32::try_from(hi - 1).ok(),
+            _ => None,
+        };
         if message.delivery_mode == DeliveryMode::Standard
             && message.deliver_at.is_none()
             && message.to_worker.is_none()
@@ -225,8 +238,10 @@ impl ConsumerRouter {
                 message,
                 group: None,
                 claim: None,
+                copies,
             })
         } else {
+            debug_assert!(copies.is_none(), "a counted copy is a plain message");
             Err(message)
         }
     }
@@ -251,6 +266,7 @@ impl ConsumerRouter {
                 message,
                 group: None,
                 claim,
+                copies: None,
             };
             self.shared.dead_letter(entry, &job, reason).await;
             return None;
@@ -287,6 +303,7 @@ impl ConsumerRouter {
                     message,
                     group: None,
                     claim,
+                    copies: None,
                 };
                 self.shared.dead_letter(entry, &job, reason).await;
                 return None;
@@ -334,6 +351,7 @@ impl ConsumerRouter {
                         message: message.clone(),
                         group: Some(group.clone()),
                         claim: claim.clone(),
+                        copies: None,
                     };
                     self.hand(job, Target::Worker(i), claimer, &mut local).await;
                 }
@@ -359,6 +377,7 @@ impl ConsumerRouter {
                     message,
                     group: None,
                     claim,
+                    copies: None,
                 };
                 if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
                     self.shared.settle_dead(&self.entry, dead).await;
@@ -369,6 +388,7 @@ impl ConsumerRouter {
                     message,
                     group: None,
                     claim,
+                    copies: None,
                 };
                 self.hand(job, target, claimer, local).await;
             }
@@ -379,6 +399,7 @@ impl ConsumerRouter {
                         message: message.clone(),
                         group: Some(group.clone()),
                         claim: claim.clone(),
+                        copies: None,
                     };
                     self.hand(job, target, claimer, local).await;
                 }

@@ -51,6 +51,10 @@ pub(crate) struct Job {
     /// The queue entry the delivery came from, when the queue needs acknowledgement: acked
     /// when the handler's copy ends (all of a group's deliveries share it).
     pub(crate) claim: Option<Arc<ClaimTicket>>,
+    /// The message's index in its topic log's state words (`TopicEntry::copies`), when the
+    /// log took it once for every handler: the copy begins and ends there, not in the
+    /// fan-out table. Kept through retries and a hand-over.
+    pub(crate) copies: Option<u32>,
 }
 
 /// What the settler of a subscription (`consumer_router.rs`, `run_settler`) does with a

@@ -149,6 +149,7 @@ mod tests {
             message: Arc::new(EMessage::standard("t", b"x".to_vec())),
             group: None,
             claim: None,
+            copies: None,
         }
     }
 

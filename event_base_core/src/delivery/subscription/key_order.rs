@@ -335,6 +335,7 @@ mod tests {
             message: m.clone(),
             group: None,
             claim: None,
+            copies: None,
         }
     }
 

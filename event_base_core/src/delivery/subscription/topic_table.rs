@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use crate::backend::queue::{EConsumer, EProducer};
 use crate::delivery::log::log_queue::LogAppender;
 use crate::delivery::remote::elsewhere::Elsewhere;
+use crate::delivery::settle::copy_slab::CopySlab;
 use crate::delivery::subscription::job::{Job, Target};
 use crate::delivery::subscription::job_channel::{JobReceiver, JobSender};
 use crate::delivery::subscription::key_order::KeyOrder;
@@ -157,9 +158,30 @@ pub(crate) struct TopicEntry {
     pub(crate) rate: Option<RateGate>,
     /// Whether it starts new work (`EventBus::pause`/`resume`).
     pub(crate) pause: PauseSwitch,
+    /// The state words of its topic log's fanned-out messages (a log of several handlers):
+    /// where a job that carries an index (`Job::copies`) begins and ends its copy.
+    pub(crate) copies: Option<Arc<CopySlab>>,
 }
 
 impl TopicEntry {
+    /// Whether `job`'s copy must mark its message `Processing` in the WAL: a copy counted by
+    /// the topic log's state words does only if it is the message's first to begin.
+    #[inline]
+    pub(crate) fn begins_record(&self, job: &Job) -> bool {
+        match (job.copies, &self.copies) {
+            (Some(i), Some(slab)) => slab.begin(i),
+            _ => true,
+        }
+    }
+
+    /// `job`'s copy ends without a delivery (its record was withdrawn or finished): a copy
+    /// counted by state words gives its count back.
+    pub(crate) fn abandon_copy(&self, job: &Job) {
+        if let (Some(i), Some(slab)) = (job.copies, &self.copies) {
+            let _ = slab.copy_ended(i, None);
+        }
+    }
+
     /// Index of the running worker called `name`.
     pub(crate) fn worker_index(&self, name: &str) -> Option<usize> {
         self.workers
