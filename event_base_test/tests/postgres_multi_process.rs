@@ -20,13 +20,15 @@ fn node(index: usize, args: &[String], events: &mpsc::Sender<(usize, String)>) -
     ChildNode::start(env!("CARGO_BIN_EXE_postgres_node"), index, args, events)
 }
 
-/// A `worker` child: visibility 1 s, 4 workers, 1 ms of work a message.
+/// A `worker` child: visibility 2 s (as the Redis test's: a lease renewed every third of
+/// it must not run out on a loaded machine, or a living worker's message comes twice), 4
+/// workers, 1 ms of work a message.
 fn worker(
     index: usize,
     server: &PostgresServer,
     events: &mpsc::Sender<(usize, String)>,
 ) -> ChildNode {
-    let args = ["worker", &server.url(), "1000", "4", "1000"].map(str::to_owned);
+    let args = ["worker", &server.url(), "2000", "4", "1000"].map(str::to_owned);
     node(index, &args, events)
 }
 

@@ -93,7 +93,14 @@ pub(crate) async fn run(shared: Weak<Shared>) {
             };
             drop(conn);
             if silent {
-                evict(&s, ms).await;
+                // Off the keeper's loop: the eviction waits for the writer, and the next
+                // renewal must not.
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    if let Some(s) = shared.upgrade() {
+                        evict(&s, ms).await;
+                    }
+                });
             }
         }
     }

@@ -146,9 +146,13 @@ const RELEASE: &str = "WITH back AS (
         RETURNING q.subscription)
     SELECT pg_notify('event_base', s) FROM (SELECT DISTINCT subscription AS s FROM back) w";
 
-/// Renews the leases of the rows `$1` held by `$2`.
+/// Renews the leases of the rows `$1` held by `$2`, skipping those locked now (being
+/// settled by this process's writer, or freed by another's lease check): a renewal never
+/// waits, so it is never late because a commit is slow.
 const RENEW: &str = "UPDATE event_base_queue SET claimed_at = now()
-    WHERE seq = ANY($1) AND claimed_by = $2";
+    WHERE seq IN (
+        SELECT seq FROM event_base_queue WHERE seq = ANY($1) AND claimed_by = $2
+        FOR UPDATE SKIP LOCKED)";
 
 /// The failed delivery of row `$1` held by `$2` becomes its next attempt (message `$3`,
 /// payload `$4`), due in `$5` milliseconds, unclaimed, keeping its place (and its key's).
