@@ -141,16 +141,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::message::ack::DeadReason;
-    use crate::message::emessage::EMessage;
-
-    fn failure(handler: &str) -> Failure {
-        Failure {
-            handler: Arc::from(handler),
-            reason: DeadReason::Explicit,
-            message: Arc::new(EMessage::standard("orders", b"x".to_vec())),
-        }
-    }
+    use crate::delivery::settle::fan_out::failure;
 
     #[test]
     fn the_last_copy_ends_the_message_with_every_failure_and_frees_its_index() {

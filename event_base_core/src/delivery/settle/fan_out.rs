@@ -154,17 +154,19 @@ impl FanOuts {
     }
 }
 
+/// A copy of handler `handler` that died, for the tests of the copy counters.
+#[cfg(test)]
+pub(crate) fn failure(handler: &str) -> Failure {
+    Failure {
+        handler: Arc::from(handler),
+        reason: DeadReason::Explicit,
+        message: Arc::new(EMessage::standard("orders", b"x".to_vec())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn failure(handler: &str) -> Failure {
-        Failure {
-            handler: Arc::from(handler),
-            reason: DeadReason::Explicit,
-            message: Arc::new(EMessage::standard("orders", b"x".to_vec())),
-        }
-    }
 
     #[test]
     fn the_last_copy_settles_with_every_failure_and_closes_the_entry() {
