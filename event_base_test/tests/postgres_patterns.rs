@@ -231,3 +231,50 @@ async fn every_process_on_the_database_is_listed_with_its_workers() {
         bus.close().await.unwrap();
     }
 }
+
+/// `wait_idle` on PostgreSQL counts what every process holds: a bus that sent to a handler
+/// only another process runs waits until that process has handled it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_idle_waits_for_the_handlers_of_other_processes() {
+    use event_base::Ack;
+    use event_base_test::{Gate, Probe, WAIT};
+
+    let server = PostgresServer::start();
+    let probe = Probe::new();
+    let gate = Gate::new();
+    let qb = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+    let b = EventBus::builder()
+        .wal(qb.wal())
+        .queue(qb)
+        .handler(probe.gated_handler("work", "jobs", &gate, |_| Ack::Ack))
+        .build()
+        .await
+        .unwrap();
+    b.wal().flush().await.unwrap();
+    let qa = PostgresQueueFactory::connect(&server.url()).await.unwrap();
+    let a = EventBus::builder()
+        .wal(qa.wal())
+        .queue(qa)
+        .build()
+        .await
+        .unwrap();
+    let id = a
+        .send("jobs", EMessage::standard("jobs", "held"))
+        .await
+        .unwrap();
+    probe
+        .wait_until("b holds it", WAIT, |s| s.iter().any(|s| s.id == id))
+        .await;
+    assert!(
+        a.wait_idle(Duration::from_millis(300)).await.is_err(),
+        "not idle while b handles what a sent"
+    );
+    gate.open();
+    a.wait_idle(WAIT).await.expect("idle once b acked");
+    b.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+    a.shutdown(event_base::ShutdownStrategy::Force)
+        .await
+        .unwrap();
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use event_base_core::backend::{
-    EProducer, EvictedListener, NodeRecord, NodeWorker, RemoteRoutes, RevivedListener,
+    EProducer, EvictedListener, NodeRecord, NodeWorker, Outstanding, RemoteRoutes, RevivedListener,
     RoutesListener,
 };
 use event_base_core::{MessageTopic, NodeType, QueueError};
@@ -211,6 +211,32 @@ impl RemoteRoutes for PgRoutes {
             .map_err(|_| QueueError::Closed("the PostgreSQL queues' writer stopped".into()))??;
         self.shared.record().confirmed = true;
         Ok(())
+    }
+
+    /// What the rows of `subscriptions` (and of every process's lanes of them) hold, in one
+    /// statement: `EventBus::wait_idle` waits for other processes' handlers too.
+    async fn outstanding(
+        &self,
+        subscriptions: &[(MessageTopic, Arc<str>)],
+    ) -> Result<Option<Outstanding>, QueueError> {
+        let names: Vec<String> = subscriptions
+            .iter()
+            .map(|(topic, handler)| crate::queue::sql::subscription(topic.as_str(), handler))
+            .collect();
+        let conn = self.shared.claims.conn().await?;
+        conn.ran(1);
+        let row = conn
+            .client
+            .query_one(&conn.st.outstanding, &[&names])
+            .await
+            .map_err(PostgresError::statement(
+                "the count of what the queues hold",
+            ))?;
+        let count = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        Ok(Some(Outstanding {
+            queued: count(0),
+            delayed: count(1),
+        }))
     }
 
     /// The processes that beat within the visibility timeout (three beats), with their

@@ -122,6 +122,19 @@ const ORPHANS: &str = "WITH gone AS (
         RETURNING 1)
     SELECT count(*) FROM dead";
 
+/// What the subscriptions `$1` and every process's lanes of them still hold: rows due now
+/// or claimed (being handled, or held by a process that died until its lease runs out), and
+/// rows due later that nobody holds (delayed messages, retries waiting).
+const OUTSTANDING: &str = "SELECT
+        count(*) FILTER (WHERE q.due_at <= now() OR q.claimed_by IS NOT NULL),
+        count(*) FILTER (WHERE q.due_at > now() AND q.claimed_by IS NULL)
+    FROM event_base_queue q
+    WHERE q.subscription IN (
+        SELECT s FROM unnest($1::text[]) s
+        UNION ALL
+        SELECT s || chr(31) || n.id FROM unnest($1::text[]) s
+        JOIN event_base_nodes n ON s = ANY(n.subscriptions))";
+
 /// The processes that consume subscription `$2` whose id or name is `$1`: `id, name`.
 const READERS: &str = "SELECT id, name FROM event_base_nodes
     WHERE (id = $1 OR name = $1) AND $2 = ANY(subscriptions) ORDER BY id";
@@ -283,6 +296,7 @@ pub(crate) struct Statements {
     pub(crate) evict: Statement,
     pub(crate) orphans: Statement,
     pub(crate) readers: Statement,
+    pub(crate) outstanding: Statement,
 }
 
 impl Statements {
@@ -321,6 +335,7 @@ impl Statements {
             evict: prepare(EVICT.into()).await?,
             orphans: prepare(ORPHANS.into()).await?,
             readers: prepare(READERS.into()).await?,
+            outstanding: prepare(OUTSTANDING.into()).await?,
         })
     }
 }
