@@ -284,6 +284,17 @@ pub async fn pending_ids(wal: &dyn event_base::backend::Wal) -> Vec<String> {
 /// The default time a test waits for an event before it fails.
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// Polls `done` every 20 ms until it holds, failing with `what` after [`WAIT`]: for state
+/// another process or a server changes, which offers nothing to wait on (Redis keys, rows of
+/// PostgreSQL, what a child did).
+pub async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The README's examples, compiled and run as this crate's doctests, so that the first code a
 /// reader sees is code that works (`cargo test -p event_base_test --doc`).
 #[doc = include_str!("../../README.md")]

@@ -8,7 +8,6 @@ use std::time::Duration;
 use event_base::{EventBus, HandlerSpec, RedisQueueFactory};
 
 use crate::redis_server::RedisServer;
-use crate::WAIT;
 
 /// A node on `server` that beats (and reads the registry of handlers) every `beat`.
 pub async fn node(server: &RedisServer, beat: Duration) -> RedisQueueFactory {
@@ -27,15 +26,7 @@ pub async fn bus_over(queue: RedisQueueFactory, handlers: Vec<HandlerSpec>) -> E
     builder.build().await.expect("build the bus")
 }
 
-/// Polls `done` every 20 ms until it holds (Redis offers nothing to wait on here),
-/// failing with `what` after [`WAIT`].
-pub async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use crate::until;
 
 /// Waits until the registry lists `handler` of `topic` (its node registers it with its
 /// first claim).

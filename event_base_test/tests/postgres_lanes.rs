@@ -19,7 +19,7 @@ use event_base::{
     PostgresQueueFactory, ShutdownStrategy,
 };
 use event_base_test::postgres_server::PostgresServer;
-use event_base_test::WAIT;
+use event_base_test::{until, WAIT};
 use tokio::sync::mpsc;
 
 const TOPIC: &str = "prices";
@@ -315,19 +315,15 @@ async fn what_was_addressed_to_an_evicted_process_becomes_a_dead_letter() {
     // timeout, and its lane's row becomes a dead letter.
     b.0.kill().unwrap();
     b.0.wait().unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let dead = loop {
+    // Nothing to wait on in another process's eviction: look until it is there.
+    let mut found = None;
+    until("the addressed message dead-lettered", async || {
         let dead = a.dead_letters().await.unwrap();
-        if let Some(d) = dead.into_iter().find(|d| d.message.id == id) {
-            break d;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the addressed message was dead-lettered in time"
-        );
-        // Nothing to wait on in another process's eviction: look again.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        found = dead.into_iter().find(|d| d.message.id == id);
+        found.is_some()
+    })
+    .await;
+    let dead = found.expect("found");
     assert!(
         format!("{:?}", dead.reason).contains("evicted"),
         "the reason says why: {:?}",

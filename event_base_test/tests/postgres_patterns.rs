@@ -8,6 +8,7 @@ use event_base::backend::Wal;
 use event_base::{EMessage, EventBus, HandlerSpec, PostgresQueueFactory};
 use event_base_test::forward::Forward;
 use event_base_test::postgres_server::PostgresServer;
+use event_base_test::until;
 use tokio::sync::mpsc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,9 +204,9 @@ async fn every_process_on_the_database_is_listed_with_its_workers() {
         );
     }
     // Each bus lists its workers as it starts them; the listing is committed, not beaten.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let nodes = loop {
-        let nodes = buses[0]
+    let mut nodes = Vec::new();
+    until("both processes and their workers listed", async || {
+        nodes = buses[0]
             .nodes()
             .await
             .unwrap()
@@ -214,15 +215,9 @@ async fn every_process_on_the_database_is_listed_with_its_workers() {
             .iter()
             .filter(|n| n.workers.iter().filter(|w| w.topic == "jobs").count() == 2)
             .count();
-        if listed == 2 {
-            break nodes;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "both processes and their workers listed: {nodes:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        listed == 2
+    })
+    .await;
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["alpha", "beta"]);
     assert!(nodes.iter().all(|n| n.pid == Some(std::process::id())));

@@ -13,6 +13,7 @@ use event_base::{
 use event_base_postgres::SCHEMA_VERSION;
 use event_base_test::forward::Forward;
 use event_base_test::postgres_server::PostgresServer;
+use event_base_test::until;
 use tokio::sync::mpsc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,18 +48,12 @@ async fn a_message_whose_holders_vanish_is_dead_lettered_past_max_deliveries() {
         let mut out = Vec::new();
         consumer.claim_batch(1, &mut out).await.map(|_| out)
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let dead = loop {
-        let dead = wal.dead_letters().await.unwrap();
-        if !dead.is_empty() {
-            break dead;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the vanished holder's message was not dead-lettered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let mut dead = Vec::new();
+    until("the vanished holder's message dead-lettered", async || {
+        dead = wal.dead_letters().await.unwrap();
+        !dead.is_empty()
+    })
+    .await;
     assert_eq!(dead.len(), 1);
     assert_eq!(&dead[0].message.payload.0[..], b"poison");
     assert_eq!(dead[0].handlers, vec!["work".to_owned()]);
@@ -149,7 +144,8 @@ async fn an_idle_bus_runs_no_statement() {
     bus.wait_idle(Duration::from_secs(10)).await.unwrap();
     let c = server.client().await;
     // Let the last statements (the ack's transaction) finish before the window opens.
-    let start: std::time::SystemTime = loop {
+    let mut start = std::time::SystemTime::UNIX_EPOCH;
+    until("the last statements finished", async || {
         let row = c
             .query_one(
                 "SELECT now(), count(*) FROM pg_stat_activity
@@ -158,12 +154,12 @@ async fn an_idle_bus_runs_no_statement() {
             )
             .await
             .unwrap();
-        if row.get::<_, i64>(1) == 0 {
-            break row.get(0);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    // The window: two seconds of a bus with nothing to do.
+        start = row.get(0);
+        row.get::<_, i64>(1) == 0
+    })
+    .await;
+    // The window: two seconds of a bus with nothing to do (what is measured, not a wait for
+    // an event).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let busy: i64 = c
         .query_one(
