@@ -18,26 +18,15 @@ pub(crate) enum Lane {
     Keyed,
 }
 
-/// The system topics carried between nodes: shutdown commands and their acks, worker
-/// discovery and the topic tables. Each handler of one has a broadcast stream read by every
-/// node that runs the handler (a group per node), so a node that publishes there reaches
-/// the subscribers of the whole cluster.
-pub(crate) const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
-    event_base_core::constant::SHUTDOWN,
-    event_base_core::constant::SHUTDOWN_ACK,
-    event_base_core::constant::WORKER_DISCOVERY,
-    event_base_core::constant::TOPIC_SYNC,
-    event_base_core::constant::TOPIC_DISCOVERY,
-];
-
 /// How a topic's subscriptions are kept: application topics on their work stream, the
-/// [cluster-wide system topics](CLUSTER_SYSTEM_TOPICS) on a broadcast stream per handler,
+/// [cluster-wide system topics](event_base_core::backend::CLUSTER_SYSTEM_TOPICS) on a
+/// broadcast stream per handler,
 /// and `None` for the other system topics (audit, heartbeats, dead-letter notices, ...),
 /// which stay in the process, on an in-memory queue.
 pub(crate) fn lane_of(topic: &MessageTopic) -> Option<Lane> {
     if !topic.is_system() {
         Some(Lane::Work)
-    } else if CLUSTER_SYSTEM_TOPICS.contains(&topic.as_str()) {
+    } else if event_base_core::backend::is_cluster_system_topic(topic.as_str()) {
         Some(Lane::Broadcast)
     } else {
         None

@@ -49,8 +49,8 @@ pub use queue::{
 pub use queue_factory::{QueueFactory, TopicLogSpec};
 pub use rate_limiter::RateLimiter;
 pub use routes::{
-    node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker, Outstanding,
-    RemoteRoutes, RevivedListener, RoutesListener,
+    is_cluster_system_topic, node_and_worker, EvictedListener, EvictedNode, NodeRecord, NodeWorker,
+    Outstanding, RemoteRoutes, RevivedListener, RoutesListener, CLUSTER_SYSTEM_TOPICS,
 };
 pub use wal::{
     PendingWindow, StoredSchedule, Wal, WalCommit, WalCommitter, WalRecord, WalRecordState,

@@ -232,6 +232,32 @@ pub trait RemoteRoutes: Send + Sync + 'static {
     }
 }
 
+/// The system topics a backend shared by several processes carries between them: shutdown
+/// commands and their acks, worker discovery and the topic tables. Every message of one
+/// reaches every process that handles it (the Redis backend: a broadcast stream per handler;
+/// PostgreSQL: a copy in each process's lane). The other system topics (audit, heartbeats,
+/// dead-letter notices) stay in each process.
+///
+/// ```
+/// use event_base_core::backend::is_cluster_system_topic;
+///
+/// assert!(is_cluster_system_topic("_system.worker_discovery"));
+/// assert!(!is_cluster_system_topic("_system.audit"));
+/// assert!(!is_cluster_system_topic("orders"));
+/// ```
+pub const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
+    crate::constant::SHUTDOWN,
+    crate::constant::SHUTDOWN_ACK,
+    crate::constant::WORKER_DISCOVERY,
+    crate::constant::TOPIC_SYNC,
+    crate::constant::TOPIC_DISCOVERY,
+];
+
+/// Whether `topic` is one of the [`CLUSTER_SYSTEM_TOPICS`].
+pub fn is_cluster_system_topic(topic: &str) -> bool {
+    CLUSTER_SYSTEM_TOPICS.contains(&topic)
+}
+
 /// The node and the worker of an address `to_worker: "<node>/<worker>"` (both non-empty), or
 /// `None` for a plain worker name: how every backend with nodes reads an address, so that the
 /// bus and the backends agree on it.

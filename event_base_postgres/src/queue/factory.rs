@@ -5,7 +5,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use event_base_core::backend::{
-    node_and_worker, ordering_key, QueueFactory, RateLimiter, RemoteRoutes, TopicQueue,
+    is_cluster_system_topic, node_and_worker, ordering_key, QueueFactory, RateLimiter,
+    RemoteRoutes, TopicQueue,
 };
 use event_base_core::constant::MAX_WAIT;
 use event_base_core::{DeliveryMode, EMessage, MessageId, MessageTopic, QueueError, Rate};
@@ -21,7 +22,7 @@ use crate::queue::rate::PgRate;
 use crate::queue::routes::PgRoutes;
 use crate::queue::shared::{Settings, Shared};
 use crate::queue::sql::INSERT_FOR_TOPIC;
-use crate::queue::sub_queue::{SubQueue, CLUSTER_SYSTEM_TOPICS};
+use crate::queue::sub_queue::SubQueue;
 use crate::queue::wal::PostgresQueueWal;
 use crate::queue::writer::Op;
 
@@ -261,7 +262,6 @@ impl PostgresQueueFactory {
         });
         {
             let mut record = self.shared.record();
-            record.written = true;
             if !record.subscriptions.iter().any(|s| **s == *q.name) {
                 record.subscriptions.push(q.name.to_string());
             }
@@ -293,7 +293,7 @@ impl QueueFactory for PostgresQueueFactory {
         topic: &MessageTopic,
         handler: &str,
     ) -> Result<TopicQueue, QueueError> {
-        if topic.is_system() && !CLUSTER_SYSTEM_TOPICS.contains(&topic.as_str()) {
+        if topic.is_system() && !is_cluster_system_topic(topic.as_str()) {
             return self.local.create(topic);
         }
         Ok(self.subscription(topic, handler))

@@ -61,11 +61,8 @@ pub(crate) async fn run(shared: Weak<Shared>) {
                 tracing::warn!(target: "event_base::postgres", error = %e, "could not renew the leases of the messages being handled");
             }
         }
-        let (written, confirmed) = {
-            let record = s.record();
-            (record.written, record.confirmed)
-        };
-        if written {
+        if s.recorded() {
+            let confirmed = s.record().confirmed;
             let id: &str = &s.owner;
             conn.ran(1);
             match conn.client.execute(&conn.st.beat, &[&id]).await {

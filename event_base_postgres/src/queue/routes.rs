@@ -172,7 +172,6 @@ impl RemoteRoutes for PgRoutes {
         let kind = serde_json::to_string(&kind).ok();
         *self.shared.node.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((name.to_owned(), kind.clone()));
-        self.shared.record().written = true;
         let _ = self.shared.ops.send(Op::Node {
             id: self.shared.owner.clone(),
             name: name.to_owned(),
@@ -191,7 +190,6 @@ impl RemoteRoutes for PgRoutes {
             serde_json::to_string(&workers).map_err(|e| QueueError::Backend(Box::new(e)))?;
         {
             let mut record = self.shared.record();
-            record.written = true;
             record.workers = Some(workers.clone());
         }
         let (tx, rx) = tokio::sync::oneshot::channel();

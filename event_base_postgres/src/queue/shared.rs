@@ -158,8 +158,6 @@ impl std::fmt::Debug for NodeListeners {
 /// What this process wrote of itself in `event_base_nodes`.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Record {
-    /// Whether a record was written (from then on the lease keeper beats for it).
-    pub(crate) written: bool,
     /// Whether a write of it was committed (its workers' list) since the last beat that
     /// found none: a beat that finds none now means it was evicted.
     pub(crate) confirmed: bool,
@@ -221,6 +219,12 @@ impl Shared {
     pub(crate) fn node_name(&self) -> String {
         self.described()
             .map_or_else(event_base_core::node_name, |(name, _)| name)
+    }
+
+    /// Whether this process has a record (a bus described it, or it consumes a
+    /// subscription): from then on the lease keeper beats for it.
+    pub(crate) fn recorded(&self) -> bool {
+        self.described().is_some() || !self.record().subscriptions.is_empty()
     }
 
     /// The bus's listeners of evictions.

@@ -8,24 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use event_base_core::constant::{
-    SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY,
-};
+use event_base_core::backend::is_cluster_system_topic;
 use tokio::sync::{watch, Notify};
 
 use crate::queue::shared::{Shared, Wake};
 use crate::queue::sql;
-
-/// The system topics carried between processes (shutdown commands and their acks, worker
-/// discovery, the topic tables): every message of one reaches every process consuming the
-/// subscription, through its lane. The other system topics stay in each process.
-pub(crate) const CLUSTER_SYSTEM_TOPICS: &[&str] = &[
-    SHUTDOWN,
-    SHUTDOWN_ACK,
-    WORKER_DISCOVERY,
-    TOPIC_SYNC,
-    TOPIC_DISCOVERY,
-];
 
 /// Sends between two reads of a subscription's count from the table.
 const COUNT_EVERY: usize = 1_024;
@@ -40,7 +27,7 @@ pub(crate) struct SubQueue {
     /// `<name>` U+001F `<this process's id>`: the rows only this process claims.
     pub(crate) lane: Arc<str>,
     /// Every message goes to the lane of each process consuming the subscription (a
-    /// [cluster-wide system topic](CLUSTER_SYSTEM_TOPICS)).
+    /// cluster-wide system topic: `event_base_core::backend::CLUSTER_SYSTEM_TOPICS`).
     pub(crate) fan_out: bool,
     /// Rung when rows may have become claimable (a notification, an ack here).
     pub(crate) wake: Arc<Wake>,
@@ -61,7 +48,7 @@ impl SubQueue {
         let lane = sql::lane(&name, &shared.owner).into();
         Arc::new(SubQueue {
             lane,
-            fan_out: CLUSTER_SYSTEM_TOPICS.contains(&topic),
+            fan_out: is_cluster_system_topic(topic),
             shared,
             topic: topic.to_owned(),
             handler: handler.to_owned(),

@@ -20,11 +20,11 @@ use crate::delivery::remote::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
 };
 use crate::delivery::send::scheduler::{Scheduled, SchedulerHandle};
+use crate::delivery::subscription::job::is_plain;
 use crate::delivery::subscription::key_order::ordering_key;
 use crate::delivery::subscription::topic_table::{Route, TopicEntry};
 use crate::error::CoreError;
 use crate::message::dead_letter::DeadLetterMessage;
-use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::observe::topic_counters::TopicCounters;
@@ -256,6 +256,8 @@ impl BusShared {
         // instead of by the fan-out table (`delivery/settle/copy_slab.rs`).
         let counted = commit.is_durable()
             && is_plain(&message)
+            // A keyed one enters each handler's key lines through its producer.
+            && ordering_key(&message).is_none()
             && targets.len() == route.subs.len()
             && route.log.as_ref().is_some_and(LogAppender::counts_copies);
         self.arrived_counted(route, targets, &message, TopicCounters::accepted, !counted);
@@ -1168,15 +1170,4 @@ fn timeout_error(topic: &str, timeout: Option<Duration>) -> CoreError {
         operation: format!("send to `{topic}`"),
         after: timeout.unwrap_or_default(),
     }
-}
-
-/// Whether `message` becomes a plain job wherever it is claimed (`ConsumerRouter::plain_job`):
-/// `Standard`, due now (no `deliver_at` at all), for no worker in particular, and unkeyed
-/// (a keyed one enters each handler's key lines through its producer).
-#[inline]
-fn is_plain(message: &EMessage) -> bool {
-    message.delivery_mode == DeliveryMode::Standard
-        && message.deliver_at.is_none()
-        && message.to_worker.is_none()
-        && ordering_key(message).is_none()
 }

@@ -41,7 +41,9 @@ use crate::backend::queue::{Claimed, EConsumer, Receipt};
 use crate::bus::in_flight::Held;
 use crate::bus::shared::BusShared;
 use crate::delivery::send::scheduler::Scheduled;
-use crate::delivery::subscription::job::{ClaimTicket, DeliveryGroup, Job, Settle, Target};
+use crate::delivery::subscription::job::{
+    is_plain, ClaimTicket, DeliveryGroup, Job, Settle, Target,
+};
 use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
@@ -229,11 +231,7 @@ impl ConsumerRouter {
             (Some(_), hi) if hi > 0 => u32::try_from(hi - 1).ok(),
             _ => None,
         };
-        if message.delivery_mode == DeliveryMode::Standard
-            && message.deliver_at.is_none()
-            && message.to_worker.is_none()
-            && message.topic == self.entry.topic
-        {
+        if is_plain(&message) && message.topic == self.entry.topic {
             Ok(Job {
                 message,
                 group: None,

@@ -8,6 +8,7 @@ use crate::backend::queue::{Claimed, EConsumer, QueuedRetry};
 use crate::bus::in_flight::Held;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
+use crate::message::delivery_mode::DeliveryMode;
 use crate::message::emessage::EMessage;
 
 /// Shared by the deliveries of one `Broadcast` or `Repeated(n)` message within one handler:
@@ -41,6 +42,16 @@ impl DeliveryGroup {
     pub(crate) fn failure(&self) -> Option<&DeadReason> {
         self.failure.get()
     }
+}
+
+/// Whether `message` is a plain delivery: `Standard`, due now (no `deliver_at` at all), for
+/// no worker in particular. A claimed plain message of the subscription's own topic is
+/// simply the claiming worker's next job (`ConsumerRouter::plain_job`); any other is routed.
+#[inline]
+pub(crate) fn is_plain(message: &EMessage) -> bool {
+    message.delivery_mode == DeliveryMode::Standard
+        && message.deliver_at.is_none()
+        && message.to_worker.is_none()
 }
 
 /// One delivery.
