@@ -231,4 +231,103 @@ mod tests {
             assert_eq!(lasts, 1);
         }
     }
+
+    mod model {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// One step: open a message with some copies, or begin or end a copy (with or without
+        /// a failure) of the `pick`-th message still open, whichever that is by then.
+        #[derive(Debug, Clone)]
+        enum Op {
+            Open {
+                copies: u32,
+            },
+            Begin {
+                pick: usize,
+            },
+            End {
+                pick: usize,
+                failed: bool,
+            },
+            /// The append was refused: the message never goes out.
+            Refused,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (1u32..5).prop_map(|copies| Op::Open { copies }),
+                any::<usize>().prop_map(|pick| Op::Begin { pick }),
+                (any::<usize>(), any::<bool>()).prop_map(|(pick, failed)| Op::End { pick, failed }),
+                Just(Op::Refused),
+            ]
+        }
+
+        /// What the model keeps of a message still open.
+        struct Open {
+            index: u32,
+            /// Which message this is, named in its failures' handler.
+            name: String,
+            left: u32,
+            begun: bool,
+            failures: Vec<String>,
+        }
+
+        proptest! {
+            /// Against a model of every open message: the first `begin` of a message alone
+            /// says so, whichever copies end first; exactly its last copy says `Last`, carrying
+            /// exactly that message's failures; no two open messages share an index; and a
+            /// freed or refused index is reused with a clean word.
+            #[test]
+            fn each_message_ends_once_with_its_own_failures(
+                ops in proptest::collection::vec(op(), 1..300),
+            ) {
+                let slab = CopySlab::default();
+                let mut open: Vec<Open> = Vec::new();
+                let mut named = 0usize;
+                for op in ops {
+                    match op {
+                        Op::Open { copies } => {
+                            let index = slab.open(copies).expect("far below the slab's bound");
+                            prop_assert!(open.iter().all(|o| o.index != index), "index {index} is open twice");
+                            named += 1;
+                            open.push(Open { index, name: format!("m{named}"), left: copies, begun: false, failures: Vec::new() });
+                        }
+                        Op::Refused => {
+                            let index = slab.open(2).expect("far below the slab's bound");
+                            prop_assert!(open.iter().all(|o| o.index != index));
+                            slab.close(index);
+                        }
+                        Op::Begin { pick } if !open.is_empty() => {
+                            let k = pick % open.len();
+                            let m = &mut open[k];
+                            prop_assert_eq!(slab.begin(m.index), !m.begun);
+                            m.begun = true;
+                        }
+                        Op::End { pick, failed } if !open.is_empty() => {
+                            let k = pick % open.len();
+                            let m = &mut open[k];
+                            let failure = failed.then(|| crate::delivery::settle::fan_out::failure(&m.name));
+                            if failed {
+                                m.failures.push(m.name.clone());
+                            }
+                            m.left -= 1;
+                            match slab.copy_ended(m.index, failure) {
+                                CopyEnded::Waiting => prop_assert!(m.left > 0, "the last copy said Waiting"),
+                                CopyEnded::Last(f) => {
+                                    prop_assert_eq!(m.left, 0, "a copy before the last said Last");
+                                    let got: Vec<String> = f.iter().map(|f| f.handler.to_string()).collect();
+                                    prop_assert_eq!(&got, &m.failures);
+                                    open.swap_remove(k);
+                                }
+                                CopyEnded::Alone(_) => prop_assert!(false, "a slab's copy is never alone"),
+                            }
+                        }
+                        Op::Begin { .. } | Op::End { .. } => {}
+                    }
+                }
+            }
+        }
+    }
 }
