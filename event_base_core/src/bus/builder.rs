@@ -11,7 +11,7 @@ use crate::backend::wal::Wal;
 use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
 use crate::bus::global;
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
 use crate::constant::{
@@ -32,7 +32,7 @@ use crate::node::{self, NodeIdentity, NodeType};
 use crate::observe::audit_log::AuditLog;
 use crate::observe::audit_record::AuditWriter;
 use crate::system_topics::handlers::{BusCell, ShutdownCommandHandler, TopicDiscoveryHandler};
-use crate::worker::monitor::run_monitor;
+use crate::bus::monitor::run_monitor;
 use crate::worker::registry::WorkerRegistry;
 
 /// Builds an [`EventBus`].

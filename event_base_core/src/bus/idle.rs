@@ -1,5 +1,5 @@
 //! `wait_idle`, over what this process holds
-//! ([`InFlight`](crate::bus::in_flight::InFlight): notified, never polled) and, with a shared
+//! ([`InFlight`](crate::delivery::in_flight::InFlight): notified, never polled) and, with a shared
 //! queue backend, what the shared queues still hold of the subscriptions this process sent
 //! to ([`RemoteRoutes::outstanding`]: Redis offers nothing to wait on, so this half polls).
 //!

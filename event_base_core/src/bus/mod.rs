@@ -14,23 +14,21 @@
 //! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
 //! | `shared.rs` | `BusShared`: the fields; its behaviours live with their concern |
 //! | `tasks.rs` | `BusTasks`: join handles, the routers workers share, starting workers |
-//! | `in_flight.rs` | `InFlight`: what this process holds and has not finished, for `wait_idle` and `Drain`; `Held`, a claimed entry of a shared queue |
+//! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 //! | `idle.rs` | `wait_idle` and the settling of `Drain`: what this process holds, and what the shared queues it sent to still hold |
 //! | `extensions.rs` | `Extensions`: per-bus state of the concerns above the bus (`patterns/`), by type |
 //! | `start_hooks.rs` | `ON_START`: what the concerns above the bus take up at a bus's start (the WAL's schedules) |
-//! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
 //! | `global.rs` | the default bus and the send path's view of it |
 //! | `observe/` | the readers of its recordings: `MetricsStore`, `MetricsManager`, the audit publisher, `TraceLayer` |
 //! | `stop/` | how it stops: a `ShutdownStrategy` planned, then carried out (`coordinator.rs`) |
 
 pub(crate) mod assemble;
 pub(crate) mod builder;
-pub(crate) mod cache_padded;
 pub(crate) mod event_bus;
 pub(crate) mod extensions;
 pub(crate) mod global;
 pub(crate) mod idle;
-pub(crate) mod in_flight;
+pub(crate) mod monitor;
 pub(crate) mod observe;
 pub(crate) mod shared;
 pub(crate) mod start_hooks;

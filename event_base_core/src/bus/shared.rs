@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::backend::wal::Wal;
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 use crate::delivery::dedup::dedup_window::DedupWindow;
 use crate::delivery::remote::remote_table::RemoteTable;
 use crate::delivery::send::message_pool::MessagePool;

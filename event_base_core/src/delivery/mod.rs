@@ -28,9 +28,13 @@
 //! | `settle/` | final states: a copy's end, the fan-out of several handlers' copies, the records completed on the sender |
 //! | `remote/` | the handlers other processes run, on a shared backend |
 //! | `dedup/` | the dedup window and the 128-bit id keys it (and the fan-out table) holds ids by |
+//! | `in_flight.rs` | `InFlight`: what this process holds and has not finished, for `wait_idle` and `Drain`; `Held`, a claimed entry of a shared queue |
+//! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
 //! | `log/` | the in-process topic log of in-memory backends: one append, a cursor per subscription, runs claimed at once by its workers |
 
+pub(crate) mod cache_padded;
 pub(crate) mod dedup;
+pub(crate) mod in_flight;
 pub(crate) mod log;
 pub(crate) mod remote;
 pub(crate) mod send;

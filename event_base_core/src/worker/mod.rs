@@ -21,13 +21,11 @@
 //! | `outcome.rs` | the one place that turns how a delivery ended into what happens next |
 //! | `catch_unwind.rs` | a handler's panic as a value |
 //! | `registry.rs` | `WorkerRegistry`, `WorkerInfo`, `WorkerStatus`: every worker and its liveness |
-//! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 
 mod batch;
 pub(crate) mod catch_unwind;
 mod deliver;
 mod lease;
-pub(crate) mod monitor;
 mod outcome;
 pub(crate) mod registry;
 

@@ -4,7 +4,7 @@
 //! the same way. The strategies and the report are the public words of `shutdown/`.
 //!
 //! May import: `shutdown/`, the bus (shared state, tasks, globals), `worker/registry.rs`,
-//! `worker/monitor.rs`.
+//! `bus/monitor.rs`.
 //!
 //! | file | holds |
 //! |---|---|

@@ -125,7 +125,7 @@ pub(super) async fn stop_and_wait(
                         tracing::warn!(target: crate::constant::target::SHUTDOWN, worker = %w.name, %id, messages = jobs.len(), "worker did not stop in time; cancelled mid-message");
                         if tasks.shared.is_accepting() {
                             for job in jobs {
-                                crate::worker::monitor::redeliver(tasks, w, job).await;
+                                crate::bus::monitor::redeliver(tasks, w, job).await;
                             }
                         }
                         outcomes.insert(w.name.clone(), (WorkerOutcome::TimedOut, interrupted));

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use crate::backend::queue::EProducer;
 use crate::backend::routes::node_and_worker;
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 use crate::bus::shared::BusShared;
 use crate::delivery::remote::elsewhere::{prepare_elsewhere, within};
 use crate::delivery::send::accept::prepare;

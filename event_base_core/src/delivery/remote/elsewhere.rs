@@ -16,7 +16,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::backend::queue::{EProducer, TrySendError};
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 use crate::error::CoreError;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;

@@ -901,7 +901,7 @@ impl BusShared {
 }
 
 /// A send in progress, counted in flight until it returns or is dropped.
-struct Sending<'a>(&'a crate::bus::in_flight::InFlight);
+struct Sending<'a>(&'a crate::delivery::in_flight::InFlight);
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {

@@ -36,7 +36,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bus::cache_padded::CachePadded;
+use crate::delivery::cache_padded::CachePadded;
 use crate::message::emessage::EMessage;
 use crate::message::payload::MessagePayload;
 

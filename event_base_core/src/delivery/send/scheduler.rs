@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::backend::queue::TrySendError;
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 use crate::delivery::send::wall_clock::WallClock;
 use crate::delivery::subscription::job::{ClaimTicket, Job, Target};
 use crate::delivery::subscription::topic_table::TopicEntry;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
-use crate::bus::in_flight::InFlight;
+use crate::delivery::in_flight::InFlight;
 
 /// The ids waiting for the backend's confirmation, and whether a task is confirming.
 #[derive(Default)]

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::{Claimed, EConsumer, Receipt};
-use crate::bus::in_flight::Held;
+use crate::delivery::in_flight::Held;
 use crate::bus::shared::BusShared;
 use crate::delivery::send::scheduler::Scheduled;
 use crate::delivery::subscription::job::{

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::backend::queue::{Claimed, EConsumer, QueuedRetry};
-use crate::bus::in_flight::Held;
+use crate::delivery::in_flight::Held;
 use crate::error::QueueError;
 use crate::message::ack::DeadReason;
 use crate::message::delivery_mode::DeliveryMode;

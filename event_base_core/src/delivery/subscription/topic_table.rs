@@ -132,7 +132,7 @@ pub(crate) struct TopicEntry {
     pub(crate) fan_out: bool,
     /// Whether its queue is shared by several processes (a shared backend's, one that needs
     /// acks): its messages then count in flight in the process that claims them, from the
-    /// claim until the entry is settled (`bus/in_flight.rs`, `Held`), not where they were
+    /// claim until the entry is settled (`delivery/in_flight.rs`, `Held`), not where they were
     /// sent.
     pub(crate) claim_counted: bool,
     pub(crate) producer: Arc<dyn EProducer>,

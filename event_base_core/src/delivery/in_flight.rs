@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::bus::cache_padded::CachePadded;
+use crate::delivery::cache_padded::CachePadded;
 
 /// What this process holds and has not finished (see the module docs): accepted messages
 /// of its in-process queues not yet final (complete or dead), sends in progress, and
