@@ -176,9 +176,9 @@ pub(crate) fn bus_tasks(
 ) -> Arc<BusTasks> {
     let mut routers = HashMap::new();
     let mut router_tasks = Vec::new();
-    for route in shared.topics.values() {
+    for route in shared.delivery.topics.values() {
         for entry in route.subs.iter() {
-            let router = ConsumerRouter::new(shared.clone(), entry.clone());
+            let router = ConsumerRouter::new(shared.delivery.clone(), entry.clone());
             if router.workers_claim_directly() {
                 routers.insert(entry.handler.to_string(), Arc::new(router));
             } else {
@@ -191,10 +191,10 @@ pub(crate) fn bus_tasks(
         .map(|h| (h.name.clone(), h.clone()))
         .collect();
     let tasks = Arc::new(BusTasks::new(shared.clone(), routers, by_name));
-    let next_due = shared.scheduler.next_due();
+    let next_due = shared.delivery.scheduler.next_due();
     tasks.push_other(tokio::spawn(run_scheduler(
         scheduler_rx,
-        shared.in_flight.clone(),
+        shared.delivery.in_flight.clone(),
         next_due,
     )));
     for router in router_tasks {

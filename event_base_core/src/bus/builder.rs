@@ -11,14 +11,17 @@ use crate::backend::wal::Wal;
 use crate::bus::assemble;
 use crate::bus::event_bus::EventBus;
 use crate::bus::global;
-use crate::delivery::in_flight::InFlight;
+use crate::bus::monitor::run_monitor;
 use crate::bus::shared::BusShared;
+use crate::bus::stop::shutdown_command::{BusCell, ShutdownCommandHandler};
 use crate::bus::tasks::BusTasks;
 use crate::constant::{
     DEFAULT_AUDIT_CAPACITY, DEFAULT_BATCH_SIZE, DEFAULT_DEDUP_WINDOW, DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_STALE_AFTER, SHUTDOWN, SYSTEM_TOPICS, TOPIC_DISCOVERY,
 };
 use crate::delivery::dedup::dedup_window::DedupWindow;
+use crate::delivery::hub::DeliveryHub;
+use crate::delivery::in_flight::InFlight;
 use crate::delivery::remote::remote_routes;
 use crate::delivery::remote::remote_table::RemoteTable;
 use crate::delivery::remote::sent_to::SentTo;
@@ -31,9 +34,7 @@ use crate::handler::spec::{HandlerSpec, HANDLER_REGISTRY};
 use crate::node::{self, NodeIdentity, NodeType};
 use crate::observe::audit_log::AuditLog;
 use crate::observe::audit_record::AuditWriter;
-use crate::system_topics::handlers::{BusCell, ShutdownCommandHandler, TopicDiscoveryHandler};
-use crate::bus::monitor::run_monitor;
-use crate::worker::registry::WorkerRegistry;
+use crate::system_topics::handlers::{AnnouncerCell, TopicDiscoveryHandler};
 
 /// Builds an [`EventBus`].
 ///
@@ -365,28 +366,24 @@ impl EventBusBuilder {
             && (!self.audit_writers.is_empty() || topics.contains_key(crate::constant::AUDIT));
         let (flush_tx, flush_rx) = flume::unbounded();
         let (scheduler, scheduler_rx) = SchedulerHandle::new(in_flight.clone());
-        let shared = Arc::new(BusShared {
+        let delivery = Arc::new(DeliveryHub {
             fan_outs: Default::default(),
             dedup: DedupWindow::new(self.dedup_window),
             wal,
             remote: routes.zip(sent_to).map(|(r, s)| RemoteTable::new(r, s)),
             topics,
-            registry: WorkerRegistry::default(),
             scheduler,
             in_flight,
             accepting: AtomicBool::new(true),
             stopping: Default::default(),
             batch_size: self.batch_size,
-            started: std::time::Instant::now(),
-            latency_metrics: self.latency_metrics,
             audit: AuditLog::new(self.audit_capacity, published.then_some(flush_tx)),
-            node,
-            name,
             pool: MessagePool::default(),
             outboxes: specs.iter().any(|s| s.outbox),
         });
-        remote_routes::follow_refreshes(&shared);
-        crate::system_topics::evicted::follow_liveness(&shared);
+        let shared = BusShared::new(delivery, node, name, self.latency_metrics);
+        remote_routes::follow_refreshes(&shared.delivery);
+        crate::system_topics::evicted::follow_liveness(&shared.announcer);
         let tasks = assemble::bus_tasks(&shared, &handlers, scheduler_rx);
         tasks.push_other(tokio::spawn(global::runtime_guard(Arc::downgrade(&shared))));
         if published {
@@ -412,10 +409,10 @@ impl EventBusBuilder {
             cells.set(&bus.tasks);
         }
         // What completed within the dedup window before this start is still a duplicate.
-        if bus.shared.dedup.enabled() {
-            let since = bus.shared.dedup.reaches_back_to();
-            for (id, at) in bus.shared.wal.recent_completions(since).await? {
-                bus.shared.dedup.completed_at(&id, at);
+        if bus.shared.delivery.dedup.enabled() {
+            let since = bus.shared.delivery.dedup.reaches_back_to();
+            for (id, at) in bus.shared.delivery.wal.recent_completions(since).await? {
+                bus.shared.delivery.dedup.completed_at(&id, at);
             }
         }
         // Replay before anything new is appended: replay re-sends whatever the WAL holds
@@ -425,7 +422,7 @@ impl EventBusBuilder {
         for hook in crate::bus::start_hooks::ON_START {
             hook(&bus).await?;
         }
-        bus.shared.announce_start(&started).await;
+        bus.shared.announcer.announce_start(&started).await;
         Ok(bus)
     }
 }
@@ -505,7 +502,7 @@ fn backends(
 struct BusCells {
     shutdown: BusCell,
     /// `None` on a worker node, which answers no topic discovery requests.
-    discovery: Option<BusCell>,
+    discovery: Option<AnnouncerCell>,
 }
 
 impl BusCells {
@@ -538,7 +535,7 @@ impl BusCells {
     fn set(&self, tasks: &Arc<BusTasks>) {
         self.shutdown.set(tasks);
         if let Some(discovery) = &self.discovery {
-            discovery.set(tasks);
+            discovery.set(&tasks.shared.announcer);
         }
     }
 }

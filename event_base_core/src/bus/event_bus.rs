@@ -61,12 +61,12 @@ impl EventBus {
 
     /// Whether `TopicRouter::global()` currently points at a running system.
     pub fn global_is_running() -> bool {
-        global::router_shared().is_some()
+        crate::delivery::send::topic_router::default_hub().is_some()
     }
 
     /// The router to send into this system.
     pub fn router(&self) -> TopicRouter {
-        TopicRouter::for_system(&self.shared)
+        TopicRouter::for_system(&self.shared.delivery)
     }
 
     /// Sends a message or payload to `topic`, waiting for room in its queue: anything
@@ -82,9 +82,12 @@ impl EventBus {
         message: impl TryIntoMessage,
     ) -> Result<MessageId, CoreError> {
         let topic = topic.as_ref();
-        let message = routed(&self.shared, topic, message)?;
-        let (entry, message) = self.shared.admit(topic, message, true)?;
-        self.shared.accept(entry, message, false, None).await
+        let message = routed(&self.shared.delivery, topic, message)?;
+        let (entry, message) = self.shared.delivery.admit(topic, message, true)?;
+        self.shared
+            .delivery
+            .accept(entry, message, false, None)
+            .await
     }
 
     /// Sends `value` encoded as JSON as a standard message, waiting for room: the sending side
@@ -121,7 +124,10 @@ impl EventBus {
         topic: impl AsRef<str>,
         messages: Vec<EMessage>,
     ) -> Result<Vec<MessageId>, CoreError> {
-        self.shared.send_batch(topic.as_ref(), messages).await
+        self.shared
+            .delivery
+            .send_batch(topic.as_ref(), messages)
+            .await
     }
 
     /// Sends with [`SendOptions`] (fail at once on a full queue, or after a timeout); the
@@ -134,8 +140,9 @@ impl EventBus {
         message: EMessage,
         options: SendOptions,
     ) -> Result<MessageId, CoreError> {
-        let (entry, message) = self.shared.admit(topic.as_ref(), message, true)?;
+        let (entry, message) = self.shared.delivery.admit(topic.as_ref(), message, true)?;
         self.shared
+            .delivery
             .accept(entry, message, options.try_send, options.timeout)
             .await
     }
@@ -147,7 +154,7 @@ impl EventBus {
     /// registry lists (a send to it is refused with [`CoreError::NoHandler`] only when the
     /// registry, looked up again, lists none). Sorted.
     pub fn handlers_elsewhere(&self, topic: &str) -> Vec<String> {
-        self.shared.handlers_elsewhere(topic)
+        self.shared.delivery.handlers_elsewhere(topic)
     }
 
     /// The processes sharing this bus's queue backend, this one included, as the backend's
@@ -157,7 +164,7 @@ impl EventBus {
     /// nodes, silent ones too until they are evicted (see
     /// [`RemoteRoutes::nodes`](crate::backend::RemoteRoutes::nodes)).
     pub async fn nodes(&self) -> Result<Option<Vec<NodeRecord>>, CoreError> {
-        match &self.shared.remote {
+        match &self.shared.delivery.remote {
             Some(remote) => Ok(remote.provider.nodes().await?),
             None => Ok(None),
         }
@@ -190,12 +197,12 @@ impl EventBus {
     /// shared queue (Redis) and has not settled. A copy a shared queue holds counts in the
     /// process that claims it, not in the sender's.
     pub fn in_flight(&self) -> u64 {
-        self.shared.in_flight.get()
+        self.shared.delivery.in_flight.get()
     }
 
     /// Every dead letter the WAL holds. Cancel safety: it only reads.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetterMessage>, CoreError> {
-        Ok(self.shared.wal.dead_letters().await?)
+        Ok(self.shared.delivery.wal.dead_letters().await?)
     }
 
     /// Sends a dead letter again, with `attempts` reset, and removes it from the dead letters.
@@ -214,6 +221,7 @@ impl EventBus {
     pub async fn replay_dead_letter(&self, id: &str) -> Result<MessageId, CoreError> {
         let dead = self
             .shared
+            .delivery
             .wal
             .dead_letters()
             .await?
@@ -222,7 +230,7 @@ impl EventBus {
             .ok_or_else(|| CoreError::NotFound(id.to_owned()))?;
         // Appending the same id replaces the dead letter with a live record; a refused or
         // dropped replay puts the dead letter back.
-        self.shared.accept_replay(&dead).await
+        self.shared.delivery.accept_replay(&dead).await
     }
 
     /// Replays every dead letter; returns the ids sent again.
@@ -231,7 +239,7 @@ impl EventBus {
     /// being replayed is put back as a dead letter, and the rest are untouched.
     pub async fn replay_dead_letters(&self) -> Result<Vec<MessageId>, CoreError> {
         let mut ids = Vec::new();
-        for dead in self.shared.wal.dead_letters().await? {
+        for dead in self.shared.delivery.wal.dead_letters().await? {
             ids.push(self.replay_dead_letter(&dead.message.id).await?);
         }
         Ok(ids)
@@ -253,7 +261,7 @@ impl EventBus {
         max_per_second: f64,
     ) -> Result<Vec<MessageId>, CoreError> {
         let pace = crate::clock::Pace::per_second("max_per_second", max_per_second)?;
-        let letters = self.shared.wal.dead_letters().await?;
+        let letters = self.shared.delivery.wal.dead_letters().await?;
         if letters.len() > 1 && tokio::runtime::Handle::try_current().is_err() {
             return Err(CoreError::NoRuntime);
         }
@@ -273,6 +281,7 @@ impl EventBus {
     /// one step; dropped, the dead letter is either gone or still there.
     pub async fn delete_dead_letter(&self, id: &str) -> Result<DeadLetterMessage, CoreError> {
         self.shared
+            .delivery
             .wal
             .take_dead_letter(id)
             .await?
@@ -282,7 +291,7 @@ impl EventBus {
     /// Removes every dead letter; returns how many. Cancel safety: dropped part-way, the ones
     /// removed so far are gone, the rest are kept.
     pub async fn purge_dead_letters(&self) -> Result<usize, CoreError> {
-        Ok(self.shared.wal.purge_dead_letters().await?)
+        Ok(self.shared.delivery.wal.purge_dead_letters().await?)
     }
 
     /// Names of the workers of `topic`.
@@ -325,22 +334,22 @@ impl EventBus {
 
     /// The audit log (empty unless the builder turned auditing on).
     pub fn audit(&self) -> &AuditLog {
-        &self.shared.audit
+        &self.shared.delivery.audit
     }
 
     /// The WAL.
     pub fn wal(&self) -> &Arc<dyn Wal> {
-        &self.shared.wal
+        &self.shared.delivery.wal
     }
 
     /// The WAL's counters.
     pub fn wal_stats(&self) -> WalStats {
-        self.shared.wal.stats()
+        self.shared.delivery.wal.stats()
     }
 
     /// Whether the system still accepts sends.
     pub fn is_accepting(&self) -> bool {
-        self.shared.is_accepting()
+        self.shared.delivery.is_accepting()
     }
 
     /// Resolves once the system refuses sends: a shutdown of the whole bus began (by
@@ -365,7 +374,7 @@ impl EventBus {
     ///
     /// Cancel safety: it only waits.
     pub async fn shutdown_started(&self) {
-        self.shared.stopped_accepting().await
+        self.shared.delivery.stopped_accepting().await
     }
 
     /// Stops the system (or, with `Graceful`, one worker) with `strategy`; see
@@ -474,6 +483,7 @@ impl EventBus {
         for _ in 0..n {
             let state = self.tasks.spawn_worker(&runtime)?;
             self.shared
+                .announcer
                 .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &state)
                 .await;
             names.push(state.name.clone());

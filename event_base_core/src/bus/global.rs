@@ -8,14 +8,10 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use arc_swap::ArcSwapOption;
-
 use crate::bus::shared::BusShared;
 use crate::bus::tasks::BusTasks;
+use crate::delivery::send::topic_router::{clear_default, set_default};
 use crate::error::CoreError;
-
-/// What `TopicRouter::global()` sends into: read on every `send_msg!`, so lock-free.
-static ROUTER: ArcSwapOption<BusShared> = ArcSwapOption::const_empty();
 
 /// The installed bus itself (its tasks hold its shared state), for `EventBus::global()`.
 static BUS: Mutex<Option<Arc<BusTasks>>> = Mutex::new(None);
@@ -27,21 +23,18 @@ pub(crate) fn install(tasks: &Arc<BusTasks>) -> Result<(), CoreError> {
         .lock()
         .map_err(|_| CoreError::Internal("global system lock poisoned".into()))?;
     if let Some(current) = bus.as_ref() {
-        if !Arc::ptr_eq(&current.shared, &tasks.shared) && current.shared.is_accepting() {
+        if !Arc::ptr_eq(&current.shared, &tasks.shared) && current.shared.delivery.is_accepting() {
             return Err(CoreError::AlreadyStarted);
         }
     }
     *bus = Some(tasks.clone());
-    ROUTER.store(Some(tasks.shared.clone()));
+    set_default(tasks.shared.delivery.clone());
     Ok(())
 }
 
 /// Removes the bus of `shared` from the globals, if it is the one installed.
 pub(crate) fn uninstall(shared: &Arc<BusShared>) {
-    let current = ROUTER.load();
-    if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, shared)) {
-        ROUTER.store(None);
-    }
+    clear_default(&shared.delivery);
     if let Ok(mut bus) = BUS.lock() {
         if bus.as_ref().is_some_and(|b| Arc::ptr_eq(&b.shared, shared)) {
             *bus = None;
@@ -54,11 +47,6 @@ pub(crate) fn bus() -> Option<Arc<BusTasks>> {
     BUS.lock().ok().and_then(|b| b.clone())
 }
 
-/// The installed bus's shared state, as the send path sees it.
-pub(crate) fn router_shared() -> Option<Arc<BusShared>> {
-    ROUTER.load_full()
-}
-
 /// A task that lives as long as the runtime the bus was started on. Runtimes drop their
 /// tasks when they shut down; this one's end marks the bus as stopped (its workers went with
 /// the runtime) and takes it out of the globals, so that a later runtime can start a global
@@ -68,7 +56,7 @@ pub(crate) async fn runtime_guard(shared: Weak<BusShared>) {
     impl Drop for OnDrop {
         fn drop(&mut self) {
             if let Some(shared) = self.0.upgrade() {
-                shared.stop_accepting();
+                shared.delivery.stop_accepting();
                 uninstall(&shared);
             }
         }

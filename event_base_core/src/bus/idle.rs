@@ -39,7 +39,7 @@ enum Look {
 impl BusShared {
     /// `EventBus::wait_idle` (see the module docs).
     pub(crate) async fn wait_idle(&self, timeout: Duration) -> Result<(), CoreError> {
-        if self.in_flight.get() == 0 && self.shared_subscriptions().is_empty() {
+        if self.delivery.in_flight.get() == 0 && self.shared_subscriptions().is_empty() {
             return Ok(());
         }
         if tokio::runtime::Handle::try_current().is_err() {
@@ -48,13 +48,13 @@ impl BusShared {
         // A timeout of `MAX_WAIT` or more waits for 30 years: forever, without overflowing.
         let deadline = crate::clock::instant_after(Instant::now(), timeout);
         let timed_out = |shared| CoreError::IdleTimeout {
-            in_flight: self.in_flight.get(),
+            in_flight: self.delivery.in_flight.get(),
             shared,
             after: timeout,
         };
         let mut last = None;
         loop {
-            if !self.in_flight.wait_idle_until(deadline).await {
+            if !self.delivery.in_flight.wait_idle_until(deadline).await {
                 return Err(timed_out(last));
             }
             match self.wait_shared(deadline).await {
@@ -63,7 +63,7 @@ impl BusShared {
             }
             last = Some(0);
             // A claim of what was still queued may have begun meanwhile: held here now.
-            if self.in_flight.get() == 0 {
+            if self.delivery.in_flight.get() == 0 {
                 return Ok(());
             }
         }
@@ -93,7 +93,7 @@ impl BusShared {
 
     /// The shared subscriptions this process sent to.
     fn shared_subscriptions(&self) -> Vec<(crate::MessageTopic, std::sync::Arc<str>)> {
-        match &self.remote {
+        match &self.delivery.remote {
             Some(remote) => remote.sent_to.sent(false),
             None => Vec::new(),
         }
@@ -101,7 +101,7 @@ impl BusShared {
 
     /// One look at the shared queues this process sent to, after its sends are written.
     async fn look(&self, deadline: Instant) -> Look {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = &self.delivery.remote else {
             return Look::Empty;
         };
         let subs = self.shared_subscriptions();

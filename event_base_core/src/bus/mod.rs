@@ -2,9 +2,7 @@
 //! part of it shares ([`BusShared`](shared::BusShared)), its tasks, its count of messages
 //! in flight, and the globals behind `start_system!`.
 //!
-//! May import every folder: this is the top. Two files are the exception, because the layers
-//! below hold them: `shared.rs` (the hub) and `in_flight.rs` import only the contracts,
-//! `delivery/`'s topic table and scheduler, `worker/registry.rs` and `observe/`'s recorders.
+//! May import every folder below it (only `patterns/` is above); none below imports it.
 //!
 //! | file | holds |
 //! |---|---|
@@ -12,7 +10,7 @@
 //! | `subscriptions.rs` | `EventBus::pause`, `resume`, `is_paused`, `lag`: one handler of a topic |
 //! | `builder.rs` | `EventBusBuilder`: settings, and `build()` as a list of steps |
 //! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
-//! | `shared.rs` | `BusShared`: the fields; its behaviours live with their concern |
+//! | `shared.rs` | `BusShared`: the record of the bus's parts (the delivery hub, the announcer, the worker registry, the node) |
 //! | `tasks.rs` | `BusTasks`: join handles, the routers workers share, starting workers |
 //! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 //! | `idle.rs` | `wait_idle` and the settling of `Drain`: what this process holds, and what the shared queues it sent to still hold |
@@ -20,7 +18,7 @@
 //! | `start_hooks.rs` | `ON_START`: what the concerns above the bus take up at a bus's start (the WAL's schedules) |
 //! | `global.rs` | the default bus and the send path's view of it |
 //! | `observe/` | the readers of its recordings: `MetricsStore`, `MetricsManager`, the audit publisher, `TraceLayer` |
-//! | `stop/` | how it stops: a `ShutdownStrategy` planned, then carried out (`coordinator.rs`) |
+//! | `stop/` | how it stops: a `ShutdownStrategy` planned, then carried out (`coordinator.rs`), also on a `_system.shutdown` command |
 
 pub(crate) mod assemble;
 pub(crate) mod builder;

@@ -38,6 +38,7 @@ pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale
         for state in states {
             if !tasks
                 .shared
+                .delivery
                 .accepting
                 .load(std::sync::atomic::Ordering::Acquire)
             {
@@ -72,8 +73,12 @@ pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale
             }
             beats.push(state.info());
         }
-        if tasks.shared.topics.contains_key(WORKER_HEARTBEAT) && !beats.is_empty() {
-            tasks.shared.announce(WORKER_HEARTBEAT, &beats).await;
+        if tasks.shared.delivery.topics.contains_key(WORKER_HEARTBEAT) && !beats.is_empty() {
+            tasks
+                .shared
+                .delivery
+                .announce(WORKER_HEARTBEAT, &beats)
+                .await;
         }
     }
 }
@@ -114,6 +119,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
         worker.abort_now();
     }
     shared
+        .announcer
         .announce_worker(crate::worker::registry::DiscoveryEvent::Dead, state)
         .await;
     for job in jobs {
@@ -124,6 +130,7 @@ async fn declare_dead(tasks: &Arc<BusTasks>, state: &Arc<WorkerState>) {
             Ok(new) => {
                 tracing::info!(target: crate::constant::target::WORKER, worker = %new.name, replaces = %state.name, "replacement worker started");
                 shared
+                    .announcer
                     .announce_worker(crate::worker::registry::DiscoveryEvent::Joined, &new)
                     .await;
             }
@@ -159,13 +166,13 @@ pub(crate) async fn redeliver(
             "worker `{}` stopped or died while handling it (delivery {})",
             state.name, job.message.attempts
         ));
-        shared.dead_letter(&entry, &job, reason).await;
+        shared.delivery.dead_letter(&entry, &job, reason).await;
         return;
     }
     let mut next = (*job.message).clone();
     next.attempts = next.attempts.saturating_add(1);
     let next = Arc::new(next);
-    if let Err(e) = shared.wal.retry(&next) {
+    if let Err(e) = shared.delivery.wal.retry(&next) {
         tracing::error!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, "could not record redelivery in the WAL");
     }
     entry.counters.retried();

@@ -1,115 +1,68 @@
-//! [`BusShared`]: the state one running bus shares between its senders, workers, scheduler,
-//! monitor and handles.
+//! [`BusShared`]: the record of one running bus's parts, which its handles, tasks and
+//! monitor hold: the delivery hub (`delivery/hub.rs`) every message's path shares, the
+//! announcer of its workers and topics (`system_topics/announcer.rs`), the registry of its
+//! workers, and who it is.
 //!
-//! The fields live here; the behaviours live where they belong, each an `impl BusShared` of
-//! its own: the send path in `delivery/send/accept.rs`, final states in `delivery/settle/final_state.rs`,
-//! start-up replay in `delivery/send/replay.rs`, announcements in `system_topics/announce.rs`.
-//! The topic table is built once by the builder and never changes while the bus runs, so the
-//! send path reads it without a lock.
+//! Each part holds only the state it uses; what needs more than one part lives here or
+//! where it belongs (`wait_idle` in `idle.rs`, the worker announcements in
+//! `system_topics/`).
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::backend::wal::Wal;
-use crate::delivery::in_flight::InFlight;
-use crate::delivery::dedup::dedup_window::DedupWindow;
-use crate::delivery::remote::remote_table::RemoteTable;
-use crate::delivery::send::message_pool::MessagePool;
-use crate::delivery::send::scheduler::SchedulerHandle;
-use crate::delivery::settle::fan_out::FanOuts;
-use crate::delivery::subscription::topic_table::{Route, TopicEntry, TopicTable};
+use crate::delivery::hub::DeliveryHub;
+use crate::delivery::subscription::topic_table::TopicEntry;
 use crate::node::NodeIdentity;
-use crate::observe::audit_log::AuditLog;
+use crate::system_topics::announcer::Announcer;
 use crate::worker::registry::{WorkerRegistry, WorkerState};
 
-/// The hub of a running bus: every part of it holds an `Arc` of this.
-///
-/// - `topics`: one [`Route`] per subscribed topic, with a subscription per handler (queue,
-///   worker channels, counters).
-/// - `fan_outs`: messages of topics with several handlers whose copies are not all final.
-/// - `dedup`: ids completed within the dedup window, so a send of one is not delivered again.
-/// - `in_flight`: accepted messages not yet final, the basis of `wait_idle` and `Drain`.
-/// - `accepting`: cleared when shutdown begins; every send checks it. `stopping` wakes
-///   whoever waits for that moment ([`EventBus::shutdown_started`](crate::EventBus::shutdown_started)),
-///   and tells the shutdown when the routers that stop claiming then have ended.
+/// The parts of a running bus: every handle and task of it holds an `Arc` of this.
 pub(crate) struct BusShared {
-    pub(crate) wal: Arc<dyn Wal>,
-    pub(crate) topics: TopicTable,
-    /// Routes to the handlers other processes run, when the queue backend is shared.
-    pub(crate) remote: Option<RemoteTable>,
-    pub(crate) fan_outs: FanOuts,
-    /// Ids completed within the dedup window (idempotent sends).
-    pub(crate) dedup: DedupWindow,
-    pub(crate) registry: WorkerRegistry,
-    pub(crate) scheduler: SchedulerHandle,
-    pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) accepting: AtomicBool,
-    /// Who waits for `accepting` to be cleared, and who ends then.
-    pub(crate) stopping: Stopping,
-    pub(crate) batch_size: usize,
-    pub(crate) started: std::time::Instant,
-    pub(crate) audit: AuditLog,
+    /// What the send, route and settle paths share.
+    pub(crate) delivery: Arc<DeliveryHub>,
+    /// What the bus announces about its workers and topics.
+    pub(crate) announcer: Arc<Announcer>,
+    /// Every worker of the bus (the announcer holds the same).
+    pub(crate) registry: Arc<WorkerRegistry>,
     /// Whether workers time queue wait and handler time.
     pub(crate) latency_metrics: bool,
     /// Which node this bus is (taken from the process defaults or the builder at build).
     pub(crate) node: NodeIdentity,
     /// The bus's name: the `bus` label of its exported metrics.
     pub(crate) name: Arc<str>,
-    /// Finished messages' allocations, for the next sends (`delivery/send/message_pool.rs`).
-    pub(crate) pool: MessagePool,
-    /// Whether a handler of this bus holds its sends in an outbox (`HandlerSpec::outbox`).
-    /// Handlers are fixed at build, and an outbox only holds sends to its own bus, so without
-    /// one no send needs to look for one.
-    pub(crate) outboxes: bool,
-}
-
-/// The moment a bus begins to shut down (`accepting` cleared), as the rest of it sees it.
-#[derive(Debug, Default)]
-pub(crate) struct Stopping {
-    /// Notified (all waiters) when `accepting` is cleared.
-    pub(crate) began: tokio::sync::Notify,
-    /// Subscribed to by each router that stops claiming then (that of a user's handler on a
-    /// shared queue), for as long as it runs: `closed()` once all have ended
-    /// (`delivery/subscription/consumer_router.rs`).
-    pub(crate) claimers: tokio::sync::watch::Sender<()>,
+    pub(crate) started: std::time::Instant,
 }
 
 impl BusShared {
-    pub(crate) fn topic(&self, name: &str) -> Option<&Arc<Route>> {
-        self.topics.get(name)
+    /// The record of a bus whose delivery hub is `delivery`: a registry with no worker yet,
+    /// and an announcer of the same hub, registry and node.
+    pub(crate) fn new(
+        delivery: Arc<DeliveryHub>,
+        node: NodeIdentity,
+        name: Arc<str>,
+        latency_metrics: bool,
+    ) -> Arc<BusShared> {
+        let registry = Arc::new(WorkerRegistry::default());
+        let announcer = Arc::new(Announcer {
+            delivery: delivery.clone(),
+            registry: registry.clone(),
+            node: node.clone(),
+        });
+        Arc::new(BusShared {
+            delivery,
+            announcer,
+            registry,
+            latency_metrics,
+            node,
+            name,
+            started: std::time::Instant::now(),
+        })
     }
 
     /// The subscription a worker belongs to (its handler's, on its topic).
     pub(crate) fn sub_of(&self, worker: &WorkerState) -> Option<&Arc<TopicEntry>> {
-        self.topics
+        self.delivery
+            .topics
             .get(worker.topic.as_str())
             .and_then(|route| route.sub(&worker.handler))
-    }
-
-    /// Refuses every send from now on and wakes whoever waits for shutdown to begin.
-    /// Sequentially consistent, as the send path's check is: a send counts itself in flight,
-    /// then checks; a shutdown clears the flag, then reads what is in flight (see
-    /// `BusShared::accept`), so one always sees the other.
-    pub(crate) fn stop_accepting(&self) {
-        self.accepting
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        self.stopping.began.notify_waiters();
-    }
-
-    /// Waits until the bus refuses sends (at once if it already does).
-    pub(crate) async fn stopped_accepting(&self) {
-        let notified = self.stopping.began.notified();
-        tokio::pin!(notified);
-        // Registered before the flag is read, so a clear in between is not missed.
-        notified.as_mut().enable();
-        if !self.is_accepting() {
-            return;
-        }
-        notified.await;
-    }
-
-    /// Whether the bus still accepts sends (shutdown has not begun).
-    pub(crate) fn is_accepting(&self) -> bool {
-        self.accepting.load(std::sync::atomic::Ordering::Acquire)
     }
 }

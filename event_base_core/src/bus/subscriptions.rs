@@ -9,7 +9,7 @@ use crate::error::CoreError;
 impl EventBus {
     /// The subscription of handler `handler` on `topic`.
     fn subscription(&self, topic: &str, handler: &str) -> Result<&Arc<TopicEntry>, CoreError> {
-        let route = self.shared.topic(topic);
+        let route = self.shared.delivery.topic(topic);
         route
             .and_then(|r| r.sub(handler))
             .ok_or_else(|| CoreError::UnknownHandler {

@@ -17,7 +17,7 @@ use crate::delivery::subscription::topic_table::WorkerSlot;
 use crate::error::CoreError;
 use crate::handler::runtime::HandlerRuntime;
 use crate::shutdown::strategy::ShutdownReport;
-use crate::worker::registry::WorkerState;
+use crate::worker::registry::{DiscoveryEvent, WorkerState, WorkerStatus};
 use crate::worker::Worker;
 
 /// Capacity of each worker's private inbox.
@@ -68,6 +68,7 @@ impl BusTasks {
     ) -> Result<Arc<WorkerState>, CoreError> {
         let entry = self
             .shared
+            .delivery
             .topics
             .get(&handler.topic)
             .and_then(|route| route.sub(&handler.name))
@@ -90,9 +91,28 @@ impl BusTasks {
             self.shared.node.name.clone(),
         ));
         self.shared.registry.register(state.clone());
-        let worker = Worker::new(self.shared.clone(), entry, state.clone(), handler, rx);
+        let worker = Worker::new(
+            self.shared.delivery.clone(),
+            &self.shared.node.name,
+            self.shared.latency_metrics,
+            entry,
+            state.clone(),
+            handler,
+            rx,
+        );
         let router = self.routers.get(&handler.name).cloned();
-        let handle = tokio::spawn(worker.run(router));
+        let bus = self.shared.clone();
+        let ran = state.clone();
+        let handle = tokio::spawn(async move {
+            worker.run(router).await;
+            // A worker that stopped (not one declared dead, which the monitor announces)
+            // has left.
+            if ran.status() == WorkerStatus::Stopped {
+                bus.announcer
+                    .announce_worker(DiscoveryEvent::Left, &ran)
+                    .await;
+            }
+        });
         if let Ok(mut w) = self.workers.lock() {
             w.insert(name, handle);
         }
@@ -179,7 +199,7 @@ impl Drop for TakenWorker<'_> {
 
 impl Drop for BusTasks {
     fn drop(&mut self) {
-        self.shared.stop_accepting();
+        self.shared.delivery.stop_accepting();
         if let Ok(mut w) = self.workers.lock() {
             for (_, h) in w.drain() {
                 h.abort();

@@ -1,13 +1,13 @@
 //! A message's path through a running bus, from `send` to the worker that takes it, and its
 //! final state.
 //!
-//! May import: `message/`, `backend/`, `observe/`'s recorders, and the bus's hub
-//! (`bus/shared.rs`, `bus/in_flight.rs`, `bus/global.rs`). The workers (`worker/`) import this
-//! folder, not the other way round.
+//! May import: `message/`, `backend/` and `observe/`'s recorders. What its paths share is
+//! the [`DeliveryHub`](hub::DeliveryHub) (`hub.rs`); the bus (`bus/shared.rs`) holds one, and
+//! the workers (`worker/`) import this folder, not the other way round.
 //!
 //! ```text
 //! TopicRouter::send                       send/topic_router.rs
-//!   └─ admit: checks, Arc                 send/accept.rs (BusShared::admit)
+//!   └─ admit: checks, Arc                 send/accept.rs (DeliveryHub::admit)
 //!      └─ WAL append (Pending)            send/accept.rs → backend/wal.rs
 //!         ├─ deliver_at ahead → timer     send/scheduler.rs
 //!         └─ the topic's log, once        log/ (Route::log; TopicEntry::producer for one
@@ -28,12 +28,14 @@
 //! | `settle/` | final states: a copy's end, the fan-out of several handlers' copies, the records completed on the sender |
 //! | `remote/` | the handlers other processes run, on a shared backend |
 //! | `dedup/` | the dedup window and the 128-bit id keys it (and the fan-out table) holds ids by |
+//! | `hub.rs` | `DeliveryHub`: the state the send, route and settle paths of one bus share |
 //! | `in_flight.rs` | `InFlight`: what this process holds and has not finished, for `wait_idle` and `Drain`; `Held`, a claimed entry of a shared queue |
 //! | `cache_padded.rs` | `CachePadded`: a value on cache lines of its own |
 //! | `log/` | the in-process topic log of in-memory backends: one append, a cursor per subscription, runs claimed at once by its workers |
 
 pub(crate) mod cache_padded;
 pub(crate) mod dedup;
+pub(crate) mod hub;
 pub(crate) mod in_flight;
 pub(crate) mod log;
 pub(crate) mod remote;

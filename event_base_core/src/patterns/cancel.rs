@@ -41,15 +41,15 @@ impl EventBus {
     /// Cancel safety: once the first step ran the message is not delivered by this bus;
     /// dropped before the WAL's withdrawal is durable, a restart may still deliver it.
     pub async fn cancel(&self, id: &str) -> Result<bool, CoreError> {
-        if !self.shared.scheduler.withdraw(id) {
+        if !self.shared.delivery.scheduler.withdraw(id) {
             return self.cancel_kept_by_queues(id).await;
         }
-        match self.shared.wal.cancel(id)? {
+        match self.shared.delivery.wal.cancel(id)? {
             Some(commit) => {
                 // The message counted as in flight since its send; it is final now, and
                 // no copy of it will end.
-                self.shared.in_flight.done();
-                self.shared.fan_outs.forget(id);
+                self.shared.delivery.in_flight.done();
+                self.shared.delivery.fan_outs.forget(id);
                 commit.wait().await?;
                 Ok(true)
             }
@@ -69,11 +69,11 @@ impl EventBus {
     /// is a view of its streams), so nothing else is left to withdraw.
     async fn cancel_kept_by_queues(&self, id: &str) -> Result<bool, CoreError> {
         let mut producers = Vec::new();
-        for (_, route) in self.shared.topics.iter() {
+        for (_, route) in self.shared.delivery.topics.iter() {
             producers.extend(route.subs.iter().map(|s| s.producer.clone()));
             producers.extend(route.elsewhere.subs().iter().map(|s| s.producer.clone()));
         }
-        if let Some(remote) = &self.shared.remote {
+        if let Some(remote) = &self.shared.delivery.remote {
             producers.extend(remote.producers());
         }
         let mut cancelled = false;

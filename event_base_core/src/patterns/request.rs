@@ -23,9 +23,10 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::bus::event_bus::EventBus;
-use crate::bus::shared::BusShared;
 use crate::bus::start_hooks::{ReplySubscription, REPLY_SUBSCRIPTION};
 use crate::constant::REPLY_TOPIC;
+use crate::delivery::hub::DeliveryHub;
+use crate::delivery::send::topic_router::default_hub;
 use crate::delivery::send::topic_router::routed;
 use crate::error::CoreError;
 use crate::handler::ehandler::handler_fn;
@@ -123,12 +124,13 @@ impl EventBus {
         // Where the caller waits: its node, and on a shared backend its reply subscription's
         // worker there, so that a handler in another process can address the reply.
         let reply_to = match self.workers(REPLY_TOPIC).first() {
-            Some(worker) if self.shared.remote.is_some() => {
+            Some(worker) if self.shared.delivery.remote.is_some() => {
                 format!("{}/{worker}", self.node_name())
             }
             _ => self.node_name().to_owned(),
         };
-        let message = routed(&self.shared, topic, message)?.with_header(REPLY_TO, reply_to);
+        let message =
+            routed(&self.shared.delivery, topic, message)?.with_header(REPLY_TO, reply_to);
         let id = message.id.clone();
         let (tx, rx) = oneshot::channel();
         {
@@ -144,7 +146,7 @@ impl EventBus {
                 id.clone(),
                 Waiter {
                     answer: tx,
-                    bus: Arc::as_ptr(&self.shared) as usize,
+                    bus: Arc::as_ptr(&self.shared.delivery) as usize,
                 },
             );
         }
@@ -244,8 +246,8 @@ pub async fn reply(
     // The bus whose handler replies: another bus than the requester's sends the reply
     // through the backend when the request names a reply subscription.
     let here = handling_bus()
-        .and_then(|bus| bus.downcast::<BusShared>().ok())
-        .or_else(crate::bus::global::router_shared);
+        .and_then(|bus| bus.downcast::<DeliveryHub>().ok())
+        .or_else(default_hub);
     let addressed = reply_to.contains('/');
     {
         let mut table = lock();

@@ -185,7 +185,7 @@ impl EventBus {
             payload: payload.as_bytes().to_vec(),
         };
         let bytes = serde_json::to_vec(&definition).map_err(CoreError::Encode)?;
-        self.shared.wal.put_schedule(&name, &bytes).await?;
+        self.shared.delivery.wal.put_schedule(&name, &bytes).await?;
         // The progress of a schedule of that name: the running one's, or the WAL's.
         let schedules = schedules_of(self);
         let last = schedules.lock().get(&name).map(|r| r.last.clone());
@@ -194,6 +194,7 @@ impl EventBus {
             None => {
                 let stored = self
                     .shared
+                    .delivery
                     .wal
                     .stored_schedules()
                     .await?
@@ -217,7 +218,7 @@ impl EventBus {
         if let Some(r) = &running {
             r.task.abort();
         }
-        let kept = self.shared.wal.remove_schedule(name).await?;
+        let kept = self.shared.delivery.wal.remove_schedule(name).await?;
         Ok(running.is_some() || kept)
     }
 
@@ -302,7 +303,7 @@ impl Firing {
         let Some(ms) = millis(slot) else {
             return true;
         };
-        match bus.shared.wal.claim_slot(&self.name, ms).await {
+        match bus.shared.delivery.wal.claim_slot(&self.name, ms).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(target: crate::constant::target::DELIVERY, schedule = %self.name, slot = ms, "slot fired already (another bus, or before a restart)");
@@ -378,7 +379,7 @@ static RESTORE_SCHEDULES: crate::bus::start_hooks::StartHook = |bus| Box::pin(re
 /// Takes up, at a bus's start, the schedules its WAL keeps (run by the builder's start
 /// hooks, after replay).
 pub(crate) async fn restore(bus: &EventBus) -> Result<(), CoreError> {
-    let stored = bus.shared.wal.stored_schedules().await?;
+    let stored = bus.shared.delivery.wal.stored_schedules().await?;
     if stored.is_empty() {
         return Ok(());
     }

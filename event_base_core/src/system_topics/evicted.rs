@@ -1,4 +1,4 @@
-//! Workers of processes that died: with a queue backend shared by several processes, the
+//! Workers of processes that died: with a queue backend announcer by several processes, the
 //! bus keeps the list of its live workers with the backend's record of the process
 //! ([`RemoteRoutes::list_workers`](crate::backend::RemoteRoutes::list_workers)), and announces the workers of a process the backend
 //! evicted as [`Dead`](DiscoveryEvent::Dead) on `_system.worker_discovery`
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::routes::{EvictedNode, NodeWorker};
-use crate::bus::shared::BusShared;
 use crate::constant::WORKER_DISCOVERY;
 use crate::message::topic::MessageTopic;
+use crate::system_topics::announcer::Announcer;
 use crate::system_topics::discovery::WorkerDiscovery;
 use crate::worker::registry::DiscoveryEvent;
 use crate::worker::registry::{WorkerInfo, WorkerStatus};
@@ -23,23 +23,25 @@ use crate::worker::registry::{WorkerInfo, WorkerStatus};
 /// The longest a worker's start or end waits for the backend to take the new list.
 const LIST_WAIT: Duration = Duration::from_secs(1);
 
-/// Follows, for `shared` (until the bus is gone), the backend's evictions of other processes
+/// Follows, for `announcer` (until the bus is gone), the backend's evictions of other processes
 /// and its news that this one was evicted and runs again.
-pub(crate) fn follow_liveness(shared: &Arc<BusShared>) {
-    follow_evictions(shared);
-    follow_revival(shared);
+pub(crate) fn follow_liveness(announcer: &Arc<Announcer>) {
+    follow_evictions(announcer);
+    follow_revival(announcer);
 }
 
-/// Follows the backend's evictions for `shared`.
-fn follow_evictions(shared: &Arc<BusShared>) {
-    let Some(remote) = &shared.remote else { return };
-    let weak = Arc::downgrade(shared);
+/// Follows the backend's evictions for `announcer`.
+fn follow_evictions(announcer: &Arc<Announcer>) {
+    let Some(remote) = &announcer.delivery.remote else {
+        return;
+    };
+    let weak = Arc::downgrade(announcer);
     remote
         .provider
         .on_evicted(Box::new(move |node| match weak.upgrade() {
-            Some(shared) => {
+            Some(announcer) => {
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move { shared.announce_evicted(node).await });
+                    runtime.spawn(async move { announcer.announce_evicted(node).await });
                 }
                 true
             }
@@ -48,15 +50,17 @@ fn follow_evictions(shared: &Arc<BusShared>) {
 }
 
 /// Follows the backend's news that this process was taken for dead and runs again.
-fn follow_revival(shared: &Arc<BusShared>) {
-    let Some(remote) = &shared.remote else { return };
-    let weak = Arc::downgrade(shared);
+fn follow_revival(announcer: &Arc<Announcer>) {
+    let Some(remote) = &announcer.delivery.remote else {
+        return;
+    };
+    let weak = Arc::downgrade(announcer);
     remote
         .provider
         .on_revived(Box::new(move || match weak.upgrade() {
-            Some(shared) => {
+            Some(announcer) => {
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move { shared.announce_revived().await });
+                    runtime.spawn(async move { announcer.announce_revived().await });
                 }
                 true
             }
@@ -64,12 +68,12 @@ fn follow_revival(shared: &Arc<BusShared>) {
         }));
 }
 
-impl BusShared {
-    /// Gives a shared backend this process's live workers (after one joined, left or
+impl Announcer {
+    /// Gives a announcer backend this process's live workers (after one joined, left or
     /// died), waiting at most [`LIST_WAIT`]; a failure is logged, and the list is given
     /// again with the next change.
     pub(crate) async fn list_workers_with_backend(&self) {
-        if self.remote.is_none() {
+        if self.delivery.remote.is_none() {
             return;
         }
         let workers: Vec<NodeWorker> = self
@@ -92,7 +96,9 @@ impl BusShared {
     }
 
     async fn give_workers(&self, workers: Vec<NodeWorker>) {
-        let Some(remote) = &self.remote else { return };
+        let Some(remote) = &self.delivery.remote else {
+            return;
+        };
         let listed = remote.provider.list_workers(&self.node.name, workers);
         match tokio::time::timeout(LIST_WAIT, listed).await {
             Ok(Ok(())) => {}
@@ -108,7 +114,7 @@ impl BusShared {
     /// Announces each worker of an evicted process as `Dead`, if anyone listens.
     async fn announce_evicted(&self, node: EvictedNode) {
         tracing::warn!(target: crate::constant::target::SYSTEM, node = %node.name, workers = node.workers.len(), "a process fell silent and was evicted; its workers are announced dead");
-        if !self.subscribed(WORKER_DISCOVERY) {
+        if !self.delivery.subscribed(WORKER_DISCOVERY) {
             return;
         }
         for w in node.workers {
@@ -124,7 +130,7 @@ impl BusShared {
                     last_heartbeat: node.last_seen,
                 },
             };
-            self.announce(WORKER_DISCOVERY, &value).await;
+            self.delivery.announce(WORKER_DISCOVERY, &value).await;
         }
     }
 }

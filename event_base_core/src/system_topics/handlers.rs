@@ -1,109 +1,49 @@
-//! Handlers the bus registers for itself on its system topics.
+//! Handlers the bus registers for itself on its system topics (`_system.shutdown`'s is the
+//! bus's own: `bus/stop/shutdown_command.rs`).
 //!
 //! `_system.topic_discovery`: any message (a [`TopicDiscovery`](crate::TopicDiscovery) by
 //! convention) is answered with the node's [`TopicSync`](crate::TopicSync) on
 //! `_system.topic_sync`.
-//!
-//! `_system.shutdown`: a [`ShutdownCommand`] (JSON, at most
-//! [`MAX_SYSTEM_PAYLOAD`](crate::constant::MAX_SYSTEM_PAYLOAD) bytes) starts the same shutdown
-//! as [`EventBus::shutdown`]. A payload that is too large or does not decode is a dead letter
-//! with the reason, never a panic. The shutdown runs in its own task: the handler's worker is
-//! itself one of the workers being stopped.
 
 use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
 
-use crate::bus::tasks::BusTasks;
-use crate::constant::MAX_SYSTEM_PAYLOAD;
 use crate::handler::ehandler::EHandler;
-use crate::message::ack::{Ack, DeadReason};
+use crate::message::ack::Ack;
 use crate::message::emessage::EMessage;
-use crate::shutdown::strategy::ShutdownCommand;
+use crate::system_topics::announcer::Announcer;
 
-/// A handle on a bus that does not keep it alive.
-struct WeakBus(Weak<BusTasks>);
-
-impl WeakBus {
-    fn upgrade(&self) -> Option<Arc<BusTasks>> {
-        self.0.upgrade()
-    }
-}
-
-/// Where the builder puts the finished system for the handler to find.
+/// Where the builder puts the bus's announcer for the handler to find (weakly: the handler
+/// must not keep the bus alive).
 #[derive(Clone, Default)]
-pub(crate) struct BusCell(Arc<OnceLock<WeakBus>>);
+pub(crate) struct AnnouncerCell(Arc<OnceLock<Weak<Announcer>>>);
 
-impl BusCell {
-    pub(crate) fn set(&self, tasks: &Arc<BusTasks>) {
-        let _ = self.0.set(WeakBus(Arc::downgrade(tasks)));
-    }
-}
-
-/// Handles `_system.shutdown`.
-#[derive(Default)]
-pub(crate) struct ShutdownCommandHandler {
-    bus: BusCell,
-}
-
-impl ShutdownCommandHandler {
-    pub(crate) fn cell(&self) -> BusCell {
-        self.bus.clone()
-    }
-}
-
-#[async_trait]
-impl EHandler for ShutdownCommandHandler {
-    async fn handler(&self, msg: &EMessage) -> Ack {
-        if msg.payload.len() > MAX_SYSTEM_PAYLOAD {
-            return Ack::Dead {
-                dead_reason: DeadReason::Other(format!(
-                    "shutdown command of {} bytes exceeds the limit of {MAX_SYSTEM_PAYLOAD}",
-                    msg.payload.len()
-                )),
-            };
-        }
-        let command: ShutdownCommand = match serde_json::from_slice(&msg.payload.0) {
-            Ok(c) => c,
-            Err(e) => {
-                return Ack::Dead {
-                    dead_reason: DeadReason::Other(format!("invalid shutdown command: {e}")),
-                }
-            }
-        };
-        let Some(tasks) = self.bus.0.get().and_then(WeakBus::upgrade) else {
-            return Ack::Ack;
-        };
-        tracing::info!(target: crate::constant::target::SHUTDOWN, strategy = command.strategy.name(), reason = ?command.reason, "shutdown requested on _system.shutdown");
-        tokio::spawn(async move {
-            if let Err(e) = crate::bus::stop::coordinator::shutdown(&tasks, command.strategy).await
-            {
-                tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "shutdown requested by message failed");
-            }
-        });
-        Ack::Ack
+impl AnnouncerCell {
+    pub(crate) fn set(&self, announcer: &Arc<Announcer>) {
+        let _ = self.0.set(Arc::downgrade(announcer));
     }
 }
 
 /// Handles `_system.topic_discovery`.
 #[derive(Default)]
 pub(crate) struct TopicDiscoveryHandler {
-    bus: BusCell,
+    announcer: AnnouncerCell,
 }
 
 impl TopicDiscoveryHandler {
-    pub(crate) fn cell(&self) -> BusCell {
-        self.bus.clone()
+    pub(crate) fn cell(&self) -> AnnouncerCell {
+        self.announcer.clone()
     }
 }
 
 #[async_trait]
 impl EHandler for TopicDiscoveryHandler {
     async fn handler(&self, _msg: &EMessage) -> Ack {
-        if let Some(tasks) = self.bus.0.get().and_then(WeakBus::upgrade) {
-            let sync = tasks.shared.topic_sync();
-            tasks
-                .shared
+        if let Some(announcer) = self.announcer.0.get().and_then(Weak::upgrade) {
+            let sync = announcer.topic_sync();
+            announcer
+                .delivery
                 .announce(crate::constant::TOPIC_SYNC, &sync)
                 .await;
         }

@@ -3,19 +3,19 @@
 //! the handlers it registers for itself. This is the only meaning of "system" in the code; one
 //! running bus is a bus.
 //!
-//! May import: `backend/routes.rs` (what a shared backend says of other processes), `bus/` (shared state, tasks), `shutdown/`'s types and `bus/stop/coordinator.rs` (shutdown by message),
-//! `delivery/send/accept.rs` (announcements take the send path without its `accepting` check),
-//! `delivery/remote/elsewhere.rs` and `topic_table.rs` (routes, and the subscribers other processes
-//! run, through the bus's remote table).
+//! May import: `backend/routes.rs` (what a shared backend says of other processes),
+//! `delivery/` (the hub it announces through, `delivery/send/announce.rs`), `worker/registry.rs`
+//! and `node.rs`. Nothing of `bus/`: the bus holds an [`Announcer`](announcer::Announcer), and
+//! handles `_system.shutdown` itself (`bus/stop/shutdown_command.rs`).
 //!
 //! | file | holds |
 //! |---|---|
-//! | `announce.rs` | `BusShared::announce`: publishes on a system topic when something subscribes, here or (shared backend) in another process |
+//! | `announcer.rs` | `Announcer`: its workers' `Joined`/`Left` and the topic table, when something subscribes |
 //! | `evicted.rs` | lists this process's workers with a shared backend; announces the workers of a process the backend evicted as `Dead` |
 //! | `discovery.rs` | `WorkerDiscovery`, `TopicSync`, `TopicDiscovery`, `TopicInfo` (`DiscoveryEvent`, what happened to a worker, is `worker/registry.rs`'s) |
-//! | `handlers.rs` | handlers for `_system.shutdown` and `_system.topic_discovery` |
+//! | `handlers.rs` | the handler for `_system.topic_discovery` |
 
-pub(crate) mod announce;
+pub(crate) mod announcer;
 pub(crate) mod discovery;
 pub(crate) mod evicted;
 pub(crate) mod handlers;

@@ -95,7 +95,7 @@ impl Worker {
                 return;
             }
         }
-        self.stopped().await;
+        self.stopped();
     }
 
     /// Adds to `jobs`, up to `max`, what is ready now: the inbox first, then (unless the
@@ -278,7 +278,7 @@ impl Worker {
         let n = batch.len();
         self.state.set_current_batch(batch);
         self.state.set_status(WorkerStatus::Working);
-        let started = (self.audit.is_some() || self.shared.latency_metrics).then(SystemTime::now);
+        let started = (self.audit.is_some() || self.latency_metrics).then(SystemTime::now);
         let marks: Vec<Option<StartMark>> = messages
             .iter()
             .map(|m| {
@@ -349,7 +349,7 @@ impl Worker {
             let _ = Box::pin(self.paced(gate)).await;
         }
         let counters = &self.entry.counters;
-        let latency = self.shared.latency_metrics;
+        let latency = self.latency_metrics;
         if let Some(now) = started.filter(|_| latency) {
             for m in messages.iter().filter(|m| m.attempts <= 1) {
                 let since = m

@@ -29,7 +29,7 @@ impl Worker {
         started: Option<SystemTime>,
     ) -> (Outcome, Vec<Arc<EMessage>>, Option<(SystemTime, Duration)>) {
         let counters = &self.entry.counters;
-        let latency = self.shared.latency_metrics;
+        let latency = self.latency_metrics;
         if let Some(now) = started.filter(|_| latency) {
             if message.attempts <= 1 {
                 let since = message

@@ -8,9 +8,10 @@
 //! timeout), and turns the answer into the next state: complete, retry, or dead letter.
 //! A panic or a timeout never ends the worker.
 //!
-//! May import: `message/`, `handler/`, `backend/`, `delivery/`, `observe/`'s recorders, and
-//! the bus's hub and tasks (`bus/shared.rs`, `bus/tasks.rs`: the monitor starts replacements
-//! through them).
+//! May import: `message/`, `handler/`, `backend/`, `delivery/` (a worker holds the
+//! [`DeliveryHub`](crate::delivery::hub::DeliveryHub)) and `observe/`'s recorders. The bus
+//! starts, watches and replaces workers (`bus/tasks.rs`, `bus/monitor.rs`); a worker knows
+//! nothing of it.
 //!
 //! | file | holds |
 //! |---|---|
@@ -33,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::{Claimed, QueuedRetry};
-use crate::bus::shared::BusShared;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::send::scheduler::Scheduled;
 use crate::delivery::subscription::consumer_router::ConsumerRouter;
 use crate::delivery::subscription::job::{Job, Target};
@@ -97,7 +98,9 @@ enum Source {
 /// `EMessage::to_worker`. The type is public so that these docs, and the design it follows,
 /// can name it.
 pub struct Worker {
-    shared: Arc<BusShared>,
+    shared: Arc<DeliveryHub>,
+    /// Whether it times queue wait and handler time (the bus's `latency_metrics`).
+    latency_metrics: bool,
     entry: Arc<TopicEntry>,
     index: usize,
     state: Arc<WorkerState>,
@@ -127,7 +130,9 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     pub(crate) fn new(
-        shared: Arc<BusShared>,
+        shared: Arc<DeliveryHub>,
+        node: &str,
+        latency_metrics: bool,
         entry: Arc<TopicEntry>,
         state: Arc<WorkerState>,
         handler: &HandlerRuntime,
@@ -141,7 +146,7 @@ impl Worker {
             shared.audit.stage(AuditNames {
                 topic: Arc::from(entry.topic.as_str()),
                 worker: Arc::from(state.name.as_str()),
-                node: Arc::from(&*shared.node.name),
+                node: Arc::from(node),
             })
         };
         Worker {
@@ -159,6 +164,7 @@ impl Worker {
             batch: handler.batch.clone(),
             inbox,
             shared,
+            latency_metrics,
             entry,
         }
     }
@@ -286,7 +292,7 @@ impl Worker {
                 return;
             }
         }
-        self.stopped().await;
+        self.stopped();
     }
 
     /// Parks on the queue's bell and the worker's own (its inbox, its topic's work channel,
@@ -400,12 +406,10 @@ impl Worker {
         tracing::error!(target: crate::constant::target::QUEUE, topic = %self.entry.topic, error = %e, "claim failed");
     }
 
-    /// The worker's loop has ended: say so.
-    async fn stopped(&self) {
+    /// The worker's loop has ended: say so (the task that ran it announces it `Left`, seeing
+    /// it `Stopped`; `bus/tasks.rs`).
+    fn stopped(&self) {
         self.state.set_status(WorkerStatus::Stopped);
-        self.shared
-            .announce_worker(crate::worker::registry::DiscoveryEvent::Left, &self.state)
-            .await;
     }
 
     /// Handles one job. Returns `false` if the worker was declared dead meanwhile (the
@@ -457,7 +461,7 @@ impl Worker {
         self.state.set_status(WorkerStatus::Working);
         self.entry.counters.handled();
         // One clock read serves the audit's start, the queue wait and the handler time.
-        let started = (self.audit.is_some() || self.shared.latency_metrics).then(SystemTime::now);
+        let started = (self.audit.is_some() || self.latency_metrics).then(SystemTime::now);
         let mark = match (&self.audit, started) {
             (Some(stage), Some(at)) => Some(stage.started(&message.id, message.attempts, at)),
             _ => None,

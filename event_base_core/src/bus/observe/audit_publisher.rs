@@ -16,17 +16,20 @@ pub(crate) async fn run_audit_publisher(
     let mut last = 0u64;
     loop {
         let flush = tokio::select! {
-            _ = shared.audit.ring.fresh.notified() => None,
+            _ = shared.delivery.audit.ring.fresh.notified() => None,
             f = flushes.recv_async() => f.ok(),
         };
-        let (batch, lost) = shared.audit.since(last);
+        let (batch, lost) = shared.delivery.audit.since(last);
         if lost > 0 {
             tracing::warn!(target: crate::constant::target::AUDIT, lost, "audit ring wrapped before the writers caught up");
         }
         if let Some(newest) = batch.last() {
             last = newest.seq;
-            if shared.topics.contains_key(crate::constant::AUDIT) {
-                shared.announce(crate::constant::AUDIT, &batch).await;
+            if shared.delivery.topics.contains_key(crate::constant::AUDIT) {
+                shared
+                    .delivery
+                    .announce(crate::constant::AUDIT, &batch)
+                    .await;
             }
             if let Some(tx) = &writers {
                 let _ = tx.send(WriterRequest::Batch(batch));

@@ -109,6 +109,7 @@ impl MetricsManager {
         let subs = self
             .store
             .shared
+            .delivery
             .topics
             .iter()
             .flat_map(|(t, r)| r.subs.iter().map(move |s| (t, s)));

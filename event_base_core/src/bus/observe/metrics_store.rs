@@ -41,6 +41,7 @@ impl MetricsStore {
     /// are enough.
     pub fn latencies(&self) -> BTreeMap<String, TopicLatencies> {
         self.shared
+            .delivery
             .topics
             .iter()
             .map(|(topic, route)| {
@@ -58,7 +59,7 @@ impl MetricsStore {
     pub fn snapshot(&self) -> MetricsSnapshot {
         let shared = &self.shared;
         let mut snap = MetricsSnapshot::default();
-        for (topic, route) in &shared.topics {
+        for (topic, route) in &shared.delivery.topics {
             let metrics = match route.single() {
                 Some(only) => only.counters.snapshot(only.producer.len()),
                 None => route
@@ -92,10 +93,10 @@ impl MetricsStore {
         snap.node_name = shared.node.name.to_string();
         snap.node_type = shared.node.kind;
         snap.bus = shared.name.to_string();
-        snap.wal = shared.wal.stats();
+        snap.wal = shared.delivery.wal.stats();
         snap.node = NodeMetrics {
-            in_flight: shared.in_flight.get(),
-            waiting_on_timers: shared.in_flight.timers(),
+            in_flight: shared.delivery.in_flight.get(),
+            waiting_on_timers: shared.delivery.in_flight.timers(),
             uptime: shared.started.elapsed(),
             workers: live,
         };

@@ -125,7 +125,7 @@ mod layer {
             let Some(shared) = shared.upgrade() else {
                 return;
             };
-            shared.announce(TRACE, &batch).await;
+            shared.delivery.announce(TRACE, &batch).await;
         }
     }
 

@@ -86,10 +86,10 @@ async fn stop_bus(
     started: Instant,
 ) -> ShutdownReport {
     let shared = &tasks.shared;
-    shared.stop_accepting();
+    shared.delivery.stop_accepting();
     tracing::info!(target: crate::constant::target::SHUTDOWN,
         strategy,
-        in_flight = shared.in_flight.get(),
+        in_flight = shared.delivery.in_flight.get(),
         "shutting down"
     );
     let user: Vec<Arc<WorkerState>> = shared
@@ -105,7 +105,7 @@ async fn stop_bus(
     let outcomes = stop_workers(tasks, &user, stop).await;
     announce_acks(shared, &user, &outcomes).await;
     // Stopped, not dead: whoever evicts this process later does not announce its workers so.
-    shared.unlist_workers().await;
+    shared.announcer.unlist_workers().await;
     let wal_flush_error = end_tasks(tasks).await;
     let left = user_messages_left(shared);
     let report = ShutdownReport {
@@ -142,12 +142,13 @@ async fn stop_bus(
 fn user_messages_left(shared: &BusShared) -> u64 {
     // A shared queue's messages count where they are claimed, not in the topic's counters.
     let system: u64 = shared
+        .delivery
         .topics
         .iter()
         .filter(|(topic, route)| topic.is_system() && !route.claim_counted)
         .map(|(_, route)| route.counters().in_flight())
         .sum();
-    shared.in_flight.get().saturating_sub(system)
+    shared.delivery.in_flight.get().saturating_sub(system)
 }
 
 /// Waits, before any worker is asked to stop, for what the plan's [`Settle`] says: first for
@@ -157,12 +158,17 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
         Settle::Nothing => {}
         Settle::Idle { deadline } => {
             claims_stopped(shared, deadline).await;
-            shared.in_flight.wait_until(|n, _| n == 0, deadline).await;
+            shared
+                .delivery
+                .in_flight
+                .wait_until(|n, _| n == 0, deadline)
+                .await;
         }
         Settle::DueBefore { deadline } => {
             claims_stopped(shared, deadline).await;
-            let next_due = shared.scheduler.next_due();
+            let next_due = shared.delivery.scheduler.next_due();
             shared
+                .delivery
                 .in_flight
                 .wait_until(
                     |n, timers| n == 0 || (n <= timers && next_due.all_after(timers, deadline)),
@@ -179,7 +185,7 @@ async fn wait_to_settle(shared: &BusShared, settle: Settle) {
 /// what this process holds that follows covers them). What those queues still hold is not
 /// waited for: it is the other nodes' (or this node's next start's), never this drain's.
 async fn claims_stopped(shared: &BusShared, deadline: Instant) {
-    if tokio::time::timeout_at(deadline, shared.stopping.claimers.closed())
+    if tokio::time::timeout_at(deadline, shared.delivery.stopping.claimers.closed())
         .await
         .is_err()
     {
@@ -198,14 +204,14 @@ async fn claims_stopped(shared: &BusShared, deadline: Instant) {
 /// worker of its own sends no ack.
 async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: &Outcomes) {
     // A node's cache of the registry may be older than a subscriber elsewhere: ask.
-    shared.look_up_subscribers(&[SHUTDOWN_ACK]).await;
-    let subscribed_here = shared.topics.contains_key(SHUTDOWN_ACK);
-    let others = shared.remote.is_some() && subscribed_here;
-    if !shared.subscribed(SHUTDOWN_ACK) {
+    shared.delivery.look_up_subscribers(&[SHUTDOWN_ACK]).await;
+    let subscribed_here = shared.delivery.topics.contains_key(SHUTDOWN_ACK);
+    let others = shared.delivery.remote.is_some() && subscribed_here;
+    if !shared.delivery.subscribed(SHUTDOWN_ACK) {
         return;
     }
     let began = Instant::now();
-    let before = shared.in_flight.get();
+    let before = shared.delivery.in_flight.get();
     for w in user {
         let outcome = outcomes
             .get(&w.name)
@@ -216,10 +222,11 @@ async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: 
             topic: w.topic.0.clone(),
             outcome,
         };
-        shared.announce(SHUTDOWN_ACK, &ack).await;
+        shared.delivery.announce(SHUTDOWN_ACK, &ack).await;
     }
     if !user.is_empty() && subscribed_here {
         shared
+            .delivery
             .in_flight
             .wait_until(|n, _| n <= before, began + ACK_GRACE)
             .await;
@@ -235,14 +242,14 @@ async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: 
 async fn end_tasks(tasks: &BusTasks) -> Option<String> {
     let shared = &tasks.shared;
     // Hand every audit record to the writers before their feeder is cancelled.
-    shared.audit.flush().await;
+    shared.delivery.audit.flush().await;
     tasks.abort_all().await;
     for s in shared.registry.states() {
         if s.status() != WorkerStatus::Dead {
             s.set_status(WorkerStatus::Stopped);
         }
     }
-    let flushed = shared.wal.flush().await;
+    let flushed = shared.delivery.wal.flush().await;
     if let Err(e) = &flushed {
         tracing::error!(target: crate::constant::target::SHUTDOWN, error = %e, "WAL flush at shutdown failed; messages finished since the last sync may be delivered again");
     }

@@ -41,6 +41,7 @@ pub(super) async fn graceful(
         .cloned()
         .unwrap_or((WorkerOutcome::Completed, None));
     shared
+        .delivery
         .announce(
             SHUTDOWN_ACK,
             &ShutdownAck {
@@ -72,7 +73,7 @@ pub(super) async fn graceful(
     }
     Ok(ShutdownReport {
         strategy: "graceful".into(),
-        drained: shared.in_flight.get() == 0,
+        drained: shared.delivery.in_flight.get() == 0,
         left_for_replay: 0,
         elapsed: started.elapsed(),
         workers,

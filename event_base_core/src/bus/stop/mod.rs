@@ -12,11 +12,13 @@
 //! | `coordinator.rs` | act: refuse sends, settle, stop the workers, hand out acks, end the tasks |
 //! | `worker_stop.rs` | the part every strategy shares: ask workers to stop, wait, cancel the late |
 //! | `graceful.rs` | `Graceful`: one worker out of a running bus |
+//! | `shutdown_command.rs` | the bus's handler of `_system.shutdown`: a `ShutdownCommand` starts the same shutdown |
 //! | `signal.rs` | SIGINT/SIGTERM for `run_until_signal` |
 
 pub(crate) mod coordinator;
 mod graceful;
 mod plan;
+pub(crate) mod shutdown_command;
 #[cfg(feature = "signal")]
 pub(crate) mod signal;
 mod worker_stop;

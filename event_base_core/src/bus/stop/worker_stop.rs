@@ -123,7 +123,7 @@ pub(super) async fn stop_and_wait(
                     w.set_status(WorkerStatus::Stopped);
                     if let Some(id) = &interrupted {
                         tracing::warn!(target: crate::constant::target::SHUTDOWN, worker = %w.name, %id, messages = jobs.len(), "worker did not stop in time; cancelled mid-message");
-                        if tasks.shared.is_accepting() {
+                        if tasks.shared.delivery.is_accepting() {
                             for job in jobs {
                                 crate::bus::monitor::redeliver(tasks, w, job).await;
                             }

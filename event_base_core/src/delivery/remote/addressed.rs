@@ -18,7 +18,7 @@
 //!   node reads through a group of its own and the other nodes ack unread) and answers
 //!   [`QueueError::UnknownNode`] when the node does not run the handler now, which the send
 //!   returns as [`CoreError::UnknownWorker`].
-//! - In a `send_batch` ([`send_batch_addressed`](BusShared::send_batch_addressed)): every
+//! - In a `send_batch` ([`send_batch_addressed`](DeliveryHub::send_batch_addressed)): every
 //!   message is checked and every node named is asked once per subscription whether it reads
 //!   it ([`EProducer::reads_addressed`]) before anything is sent, so a node that is gone
 //!   refuses the whole batch with `UnknownWorker` and nothing of it is queued. Then the
@@ -28,7 +28,7 @@
 //!   and the addressed ones before it are queued (and handled), it and the addressed ones
 //!   after it are not sent.
 //! - Its dead letter is replayed to the same worker of the same node
-//!   ([`replay_addressed`](BusShared::replay_addressed)), from any bus: the node is checked
+//!   ([`replay_addressed`](DeliveryHub::replay_addressed)), from any bus: the node is checked
 //!   first (gone: `UnknownWorker`, and the dead letter stays), then the dead letter is taken
 //!   out (not turned into a live record: the node named settles the message) and the
 //!   message sent; a refused or dropped send puts the dead letter back.
@@ -43,8 +43,8 @@ use std::time::Duration;
 
 use crate::backend::queue::EProducer;
 use crate::backend::routes::node_and_worker;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::in_flight::InFlight;
-use crate::bus::shared::BusShared;
 use crate::delivery::remote::elsewhere::{prepare_elsewhere, within};
 use crate::delivery::send::accept::prepare;
 use crate::delivery::subscription::topic_table::Route;
@@ -69,7 +69,7 @@ fn handler_of<'h>(worker: &str, handlers: impl Iterator<Item = &'h str>) -> Opti
         .max_by_key(|h| h.len())
 }
 
-impl BusShared {
+impl DeliveryHub {
     /// [`admit`](Self::admit) of a message with `to_worker` set, on a bus with a shared
     /// backend: a qualified name is admitted for [`accept_addressed`](Self::accept_addressed)
     /// (with the placeholder route, as a send to a topic only others handle); any other as
@@ -97,7 +97,7 @@ impl BusShared {
         let Some(remote) = &self.remote else {
             return Err(CoreError::NoHandler { topic });
         };
-        if crate::message::context::holds_sends_to(self as *const BusShared as *const ()) {
+        if crate::message::context::holds_sends_to(self as *const DeliveryHub as *const ()) {
             // An outbox releases by the topic's handlers here, not by node: refused rather
             // than sent to the wrong place.
             return Err(CoreError::Config(format!(
@@ -333,7 +333,7 @@ impl BusShared {
 /// Puts a dead letter taken out for a replay back, unless the replay's send went through
 /// (`dead` set to `None` then).
 pub(crate) struct PutBack<'a> {
-    pub(crate) shared: &'a BusShared,
+    pub(crate) shared: &'a DeliveryHub,
     pub(crate) dead: Option<&'a DeadLetterMessage>,
 }
 

@@ -4,7 +4,7 @@
 //! those of its handlers only other processes run.
 //!
 //! - The fixed topic table is looked up first, as always; only a miss comes here
-//!   ([`BusShared::admit_elsewhere`]), so the send path of a local topic does not change but
+//!   ([`DeliveryHub::admit_elsewhere`]), so the send path of a local topic does not change but
 //!   for one flag on its route ([`Elsewhere::any`](crate::delivery::remote::elsewhere::Elsewhere::any)).
 //! - The route of a topic handled elsewhere is built once, from the backend's cached
 //!   registry, and kept in a small map beside the table ([`RemoteTable`](crate::delivery::remote::remote_table::RemoteTable)); each refresh of
@@ -29,7 +29,7 @@ use std::time::Duration;
 use crate::backend::routes::node_and_worker;
 use crate::backend::routes::RemoteRoutes;
 use crate::backend::wal::Wal;
-use crate::bus::shared::BusShared;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::remote::addressed::PutBack;
 use crate::delivery::remote::elsewhere::{
     prepare_elsewhere, queue_all_elsewhere, queue_elsewhere, within, RemoteSub,
@@ -44,7 +44,7 @@ use crate::message::topic::MessageTopic;
 
 /// Follows the backend's refreshes for `shared` (until the bus is gone), and takes the
 /// cache as it is now.
-pub(crate) fn follow_refreshes(shared: &Arc<BusShared>) {
+pub(crate) fn follow_refreshes(shared: &Arc<DeliveryHub>) {
     let Some(remote) = &shared.remote else { return };
     let weak = Arc::downgrade(shared);
     remote
@@ -61,7 +61,7 @@ pub(crate) fn follow_refreshes(shared: &Arc<BusShared>) {
     remote.refresh(&shared.topics);
 }
 
-impl BusShared {
+impl DeliveryHub {
     /// The handlers of `topic` a send reaches in other processes now: for a topic with
     /// handlers here, those the bus adds to them; for another, those the registry lists.
     pub(crate) fn handlers_elsewhere(&self, topic: &str) -> Vec<String> {

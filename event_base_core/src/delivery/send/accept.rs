@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::TrySendError;
 use crate::backend::wal::{Wal, WalCommit};
-use crate::bus::shared::BusShared;
 use crate::constant::{MAX_WAIT, SHUTDOWN, SYSTEM_PREFIX, TOPIC_DISCOVERY};
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::log::log_queue::LogAppender;
 use crate::delivery::remote::elsewhere::{
     copy_released, push_all_elsewhere, queue_elsewhere, send_waiting, RemoteSub,
@@ -29,7 +29,7 @@ use crate::message::emessage::EMessage;
 use crate::message::id::MessageId;
 use crate::observe::topic_counters::TopicCounters;
 
-impl BusShared {
+impl DeliveryHub {
     /// Checks a message against the system and readies it for its topic's queue.
     ///
     /// Synchronous on purpose: the message moves into its `Arc` here, before any send
@@ -156,7 +156,7 @@ impl BusShared {
 
     /// This bus, as the message context compares it (an outbox holds sends to its own bus).
     fn as_ptr(&self) -> *const () {
-        self as *const BusShared as *const ()
+        self as *const DeliveryHub as *const ()
     }
 
     pub(crate) async fn accept_core(
@@ -909,7 +909,7 @@ impl Drop for Sending<'_> {
     }
 }
 
-/// What [`BusShared::append_new`] did.
+/// What [`DeliveryHub::append_new`] did.
 enum Appended {
     /// Appended: a new message.
     New(WalCommit),
@@ -1022,7 +1022,7 @@ fn place_now(
 
 /// Withdraws a batch whose commit the caller stopped waiting for.
 struct BatchWithdraw<'a> {
-    shared: &'a BusShared,
+    shared: &'a DeliveryHub,
     route: &'a Route,
     batch: &'a [Arc<EMessage>],
     armed: bool,
@@ -1060,7 +1060,7 @@ impl Drop for BatchWithdraw<'_> {
 /// it in flight for ever. Acts only while unwinding: a send dropped (cancelled) between two
 /// polls is past this guard, which lives between two `.await`s.
 struct WithdrawOnUnwind<'a> {
-    shared: &'a BusShared,
+    shared: &'a DeliveryHub,
     route: &'a Route,
     targets: &'a [Arc<TopicEntry>],
     id: &'a str,
@@ -1095,7 +1095,7 @@ impl Drop for WithdrawOnUnwind<'_> {
 
 /// Withdraws an appended message if the send future is dropped before it finished.
 struct WithdrawOnDrop<'a> {
-    shared: &'a BusShared,
+    shared: &'a DeliveryHub,
     route: &'a Route,
     targets: &'a [Arc<TopicEntry>],
     message: Arc<EMessage>,
@@ -1154,7 +1154,7 @@ impl Drop for WithdrawOnDrop<'_> {
     }
 }
 
-impl BusShared {
+impl DeliveryHub {
     /// Puts a dead letter back after its replay was withdrawn, as it was but for its time.
     pub(crate) fn restore_dead_letter(&self, dead: Option<&DeadLetterMessage>) {
         let Some(dead) = dead else { return };

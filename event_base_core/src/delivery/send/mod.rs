@@ -16,9 +16,12 @@
 //! with a delay; `wall_clock.rs` turns a `deliver_at` into a point on the runtime's clock for
 //! it.
 //!
+//! `announce.rs` publishes on the bus's own `_system.` topics, when something subscribes.
+//!
 //! `replay.rs` sends again, at start-up, every record the WAL holds unfinished.
 
 pub(crate) mod accept;
+pub(crate) mod announce;
 pub(crate) mod message_pool;
 pub(crate) mod replay;
 pub(crate) mod scheduler;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::backend::WalRecord;
-use crate::bus::shared::BusShared;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::remote::elsewhere::queue_all_elsewhere;
 use crate::delivery::send::accept::targets;
 use crate::delivery::send::scheduler::Scheduled;
@@ -20,7 +20,7 @@ use crate::observe::topic_counters::TopicCounters;
 /// Most records read back from the WAL at once by the start-up replay.
 const REPLAY_WINDOW: usize = 1024;
 
-impl BusShared {
+impl DeliveryHub {
     /// Delivers again every record the WAL holds as `Pending` or `Processing`.
     pub(crate) async fn replay(&self) -> Result<usize, CoreError> {
         let now = SystemTime::now();
@@ -108,7 +108,7 @@ impl BusShared {
 
 /// A replayed message whose topic no handler has, here or (with a shared backend) in the
 /// registry: dead-lettered.
-fn no_handler(shared: &BusShared, message: &Arc<EMessage>) -> Result<(), CoreError> {
+fn no_handler(shared: &DeliveryHub, message: &Arc<EMessage>) -> Result<(), CoreError> {
     tracing::warn!(target: crate::constant::target::DELIVERY, id = %message.id, topic = %message.topic, "replayed message has no handler; dead-lettered");
     shared.wal.fail(message, &DeadReason::NoHandler, &[])?;
     Ok(())

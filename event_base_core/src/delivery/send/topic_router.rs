@@ -10,10 +10,10 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use serde::Serialize;
 
-use crate::bus::global;
-use crate::bus::shared::BusShared;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::subscription::topic_table::Route;
 use crate::error::CoreError;
 use crate::message::context::handling_bus;
@@ -21,6 +21,28 @@ use crate::message::emessage::{EMessage, TryIntoMessage};
 use crate::message::id::MessageId;
 use crate::message::json::Json;
 use crate::message::topic::MessageTopic;
+
+/// What [`TopicRouter::global`] sends into outside a handler: the hub of the default bus
+/// (`bus/global.rs` installs it). Read on every `send_msg!`, so lock-free.
+static DEFAULT: ArcSwapOption<DeliveryHub> = ArcSwapOption::const_empty();
+
+/// Makes `hub` the one [`TopicRouter::global`] sends into outside a handler.
+pub(crate) fn set_default(hub: Arc<DeliveryHub>) {
+    DEFAULT.store(Some(hub));
+}
+
+/// The hub [`TopicRouter::global`] sends into outside a handler, if a bus is installed.
+pub(crate) fn default_hub() -> Option<Arc<DeliveryHub>> {
+    DEFAULT.load_full()
+}
+
+/// Takes `hub` out of [`TopicRouter::global`]'s reach, if it is the default one.
+pub(crate) fn clear_default(hub: &Arc<DeliveryHub>) {
+    let current = DEFAULT.load();
+    if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, hub)) {
+        DEFAULT.store(None);
+    }
+}
 
 /// Sends messages into a system. Cheap to clone.
 ///
@@ -31,7 +53,7 @@ use crate::message::topic::MessageTopic;
 #[derive(Clone)]
 pub struct TopicRouter {
     /// `None`: no bus was running when the router was made.
-    shared: Option<Weak<BusShared>>,
+    shared: Option<Weak<DeliveryHub>>,
 }
 
 impl std::fmt::Debug for TopicRouter {
@@ -48,7 +70,7 @@ impl std::fmt::Debug for TopicRouter {
 }
 
 impl TopicRouter {
-    pub(crate) fn for_system(shared: &Arc<BusShared>) -> Self {
+    pub(crate) fn for_system(shared: &Arc<DeliveryHub>) -> Self {
         TopicRouter {
             shared: Some(Arc::downgrade(shared)),
         }
@@ -63,17 +85,17 @@ impl TopicRouter {
     /// `send_msg!` sends through it, so it follows the same rule.
     pub fn global() -> TopicRouter {
         if let Some(bus) = handling_bus() {
-            // Always a `BusShared`: only workers set the context, with their own bus.
-            if let Ok(shared) = bus.downcast::<BusShared>() {
+            // Always a `DeliveryHub`: only workers set the context, with their own bus.
+            if let Ok(shared) = bus.downcast::<DeliveryHub>() {
                 return TopicRouter::for_system(&shared);
             }
         }
         TopicRouter {
-            shared: global::router_shared().map(|s| Arc::downgrade(&s)),
+            shared: default_hub().map(|s| Arc::downgrade(&s)),
         }
     }
 
-    fn shared(&self) -> Result<Arc<BusShared>, CoreError> {
+    fn shared(&self) -> Result<Arc<DeliveryHub>, CoreError> {
         match &self.shared {
             None => Err(CoreError::NotStarted),
             Some(weak) => weak.upgrade().ok_or(CoreError::SystemShutdown),
@@ -128,7 +150,7 @@ impl TopicRouter {
         message: EMessage,
         options: SendOptions,
     ) -> impl Future<Output = Result<MessageId, CoreError>> + Send + 'static {
-        // Admitted now, before the future exists: see `BusShared::admit`.
+        // Admitted now, before the future exists: see `DeliveryHub::admit`.
         let admitted = self
             .shared()
             .and_then(|shared| admit_owned(shared, topic.as_ref(), message));
@@ -291,7 +313,7 @@ impl SendOptions {
 /// `message` (or a payload) as a message for `topic`; fails if it cannot be one (a `Json`
 /// value that does not serialize).
 pub(crate) fn routed(
-    shared: &BusShared,
+    shared: &DeliveryHub,
     topic: &str,
     message: impl TryIntoMessage,
 ) -> Result<EMessage, CoreError> {
@@ -302,7 +324,7 @@ pub(crate) fn routed(
 }
 
 /// Admits `message` and hands back what the send future needs to own.
-type Admitted = (Arc<BusShared>, Arc<Route>, Arc<EMessage>);
+type Admitted = (Arc<DeliveryHub>, Arc<Route>, Arc<EMessage>);
 
 /// Accepts an admitted message (or returns the admission's error) when first polled.
 async fn accept_admitted(admitted: Result<Admitted, CoreError>) -> Result<MessageId, CoreError> {
@@ -311,7 +333,7 @@ async fn accept_admitted(admitted: Result<Admitted, CoreError>) -> Result<Messag
 }
 
 fn admit_owned(
-    shared: Arc<BusShared>,
+    shared: Arc<DeliveryHub>,
     topic: &str,
     message: EMessage,
 ) -> Result<Admitted, CoreError> {

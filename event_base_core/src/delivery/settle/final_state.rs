@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::bus::shared::BusShared;
 use crate::constant::DEAD_LETTER;
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::settle::fan_out::{CopyEnded, Failure};
 use crate::delivery::subscription::job::{ack_claim, Job};
 use crate::delivery::subscription::topic_table::TopicEntry;
@@ -23,11 +23,11 @@ use crate::message::dead_letter::DeadLetterMessage;
 use crate::message::emessage::EMessage;
 
 /// Handlers' copies that died, to be settled as the message's dead letter
-/// ([`BusShared::settle_dead`]).
+/// ([`DeliveryHub::settle_dead`]).
 #[must_use = "the message is final only once its dead letter is settled"]
 pub(crate) struct Dead(Vec<Failure>);
 
-impl BusShared {
+impl DeliveryHub {
     /// A delivery finished with `Ack` (at `ended`, if the worker read the clock), with the
     /// messages its handler's outbox held. Returns the dead letter to settle when this ended
     /// the message but an earlier delivery of it had died (a broadcast copy, another

@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::queue::{Claimed, EConsumer, Receipt};
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::in_flight::Held;
-use crate::bus::shared::BusShared;
 use crate::delivery::send::scheduler::Scheduled;
 use crate::delivery::subscription::job::{
     is_plain, ClaimTicket, DeliveryGroup, Job, Settle, Target,
@@ -61,7 +61,7 @@ use crate::message::topic::MessageTopic;
 /// (`EConsumer::requires_ack`). The type is public so that these docs, and the design it follows,
 /// can name it.
 pub struct ConsumerRouter {
-    shared: Arc<BusShared>,
+    shared: Arc<DeliveryHub>,
     entry: Arc<TopicEntry>,
     batch_size: usize,
     /// Held while it may claim, by a router that stops claiming when the bus shuts down
@@ -80,7 +80,7 @@ impl std::fmt::Debug for ConsumerRouter {
 }
 
 impl ConsumerRouter {
-    pub(crate) fn new(shared: Arc<BusShared>, entry: Arc<TopicEntry>) -> Self {
+    pub(crate) fn new(shared: Arc<DeliveryHub>, entry: Arc<TopicEntry>) -> Self {
         let batch_size = shared.batch_size.max(1);
         // Subscribed here, before any shutdown can begin, not when the task first runs.
         let claiming = (entry.claim_counted && !entry.topic.is_system())

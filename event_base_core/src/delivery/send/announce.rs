@@ -5,28 +5,25 @@
 //! includes the handlers of the topic that other processes run, as the backend's cached
 //! registry lists them (the Redis backend carries the cluster-wide system topics, discovery,
 //! topic tables and shutdown acks, to every node that subscribes). Whether anyone subscribes
-//! is then one more look-up in that cache: still no I/O when nobody does.
+//! is then one more look-up in that cache: still no I/O when nobody does. What is announced
+//! about workers and topics is built in `system_topics/`; this file sends it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::queue::TrySendError;
-use crate::bus::shared::BusShared;
-use crate::constant::{TOPIC_SYNC, WORKER_DISCOVERY};
+use crate::delivery::hub::DeliveryHub;
 use crate::delivery::remote::elsewhere::RemoteSub;
 use crate::delivery::send::accept::prepare;
 use crate::delivery::subscription::topic_table::Route;
 use crate::message::emessage::EMessage;
 use crate::message::topic::MessageTopic;
-use crate::system_topics::discovery::{TopicInfo, TopicSync, WorkerDiscovery};
-use crate::worker::registry::DiscoveryEvent;
-use crate::worker::registry::{WorkerState, WorkerStatus};
 
 /// The longest a build waits for the shared backend's registry to say who subscribes to
 /// the announcements it makes at start (its workers' `Joined`, its topic table).
 const LOOK_UP_WAIT: Duration = Duration::from_secs(1);
 
-impl BusShared {
+impl DeliveryHub {
     /// Whether an announcement on `topic` reaches anyone: a handler in this process, or
     /// one the shared backend's registry lists in another (as last refreshed; no I/O).
     pub(crate) fn subscribed(&self, topic: &str) -> bool {
@@ -120,69 +117,6 @@ impl BusShared {
                     tracing::warn!(target: crate::constant::target::SYSTEM, topic, handler = %sub.handler, error = %e, "system announcement for a handler another process runs dropped")
                 }
             }
-        }
-    }
-
-    /// The node's topic table.
-    pub(crate) fn topic_sync(&self) -> TopicSync {
-        let mut topics: Vec<TopicInfo> = self
-            .topics
-            .keys()
-            .map(|t| TopicInfo {
-                topic: t.0.clone(),
-                workers: self.registry.names_for(t.as_str()),
-            })
-            .collect();
-        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
-        TopicSync {
-            node: self.node.name.to_string(),
-            topics,
-        }
-    }
-
-    /// A bus's start: its workers' `Joined` and its topic table, for whoever subscribes
-    /// (with a shared backend, looked up in the registry first).
-    pub(crate) async fn announce_start(&self, started: &[Arc<WorkerState>]) {
-        self.look_up_subscribers(&[WORKER_DISCOVERY, TOPIC_SYNC])
-            .await;
-        // Listed before they are announced: whoever sees a `Joined` can count on a `Dead`
-        // should this process die from then on.
-        self.list_workers_with_backend().await;
-        for state in started {
-            self.announce_discovery(DiscoveryEvent::Joined, state).await;
-        }
-        let sync = self.topic_sync();
-        self.announce(TOPIC_SYNC, &sync).await;
-    }
-
-    /// This process was taken for dead by another and runs again: its live workers' `Joined`
-    /// once more (the others announced them `Dead`), and their list given to the backend again.
-    pub(crate) async fn announce_revived(&self) {
-        tracing::warn!(target: crate::constant::target::SYSTEM, "another process took this one for dead (it was paused or cut off past the silence limit); its workers are announced as joined again");
-        self.look_up_subscribers(&[WORKER_DISCOVERY]).await;
-        self.list_workers_with_backend().await;
-        for state in self.registry.states() {
-            if !matches!(state.status(), WorkerStatus::Stopped | WorkerStatus::Dead) {
-                self.announce_discovery(DiscoveryEvent::Joined, &state)
-                    .await;
-            }
-        }
-    }
-
-    /// Gives a shared backend the new list of live workers, then announces a worker's
-    /// arrival or departure, if anyone listens.
-    pub(crate) async fn announce_worker(&self, event: DiscoveryEvent, worker: &WorkerState) {
-        self.list_workers_with_backend().await;
-        self.announce_discovery(event, worker).await;
-    }
-
-    async fn announce_discovery(&self, event: DiscoveryEvent, worker: &WorkerState) {
-        if self.subscribed(WORKER_DISCOVERY) {
-            let value = WorkerDiscovery {
-                event,
-                worker: worker.info(),
-            };
-            self.announce(WORKER_DISCOVERY, &value).await;
         }
     }
 }
