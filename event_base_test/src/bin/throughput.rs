@@ -642,6 +642,9 @@ fn main() {
         if opts.run("fan_out") {
             fan_out(&opts).await;
         }
+        if opts.run("competing") {
+            competing(&opts).await;
+        }
         if opts.run("keyed") {
             keyed(&opts).await;
         }
@@ -1530,6 +1533,33 @@ async fn fan_out(opts: &Opts) {
             best_queues.secs / best.secs,
         );
     }
+    let _ = std::io::stdout().flush();
+}
+
+/// Competing workers alone (no peer programs needed, so a profiler can run it): the peers'
+/// workload of 4 workers on one topic, one sender task, with the CPU time per message.
+async fn competing(opts: &Opts) {
+    // `EB_BENCH_COMPETING_MSGS=n` sets the count, as `EB_BENCH_FAN_OUT_MSGS` does for the
+    // fan-out: the difference of two profiled runs is what a message costs.
+    let n = std::env::var("EB_BENCH_COMPETING_MSGS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| opts.scale(200_000, 20_000));
+    let counter = Counter::new(0);
+    let bus = memory_bus(&counter, 1).await;
+    drive_from(&bus, &counter, n / 10, PAYLOAD, 1, SendFrom::Task).await;
+    let mut best = Best::default();
+    for _ in 0..opts.scale(3, 1) {
+        let cpu = CpuMark::now();
+        let (secs, _) = drive_from(&bus, &counter, n, PAYLOAD, 1, SendFrom::Task).await;
+        best.add(secs, cpu.since());
+    }
+    println!(
+        "scenario=competing4 msgs={n} secs={:.3} msgs_per_sec={:.0} cpu_ns_per_msg={:.0} (the peers group compares it with ruststream's b1_workers4_competing)",
+        best.secs,
+        n as f64 / best.secs,
+        best.cpu.as_nanos() as f64 / n as f64,
+    );
     let _ = std::io::stdout().flush();
 }
 

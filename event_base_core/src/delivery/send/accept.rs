@@ -187,7 +187,7 @@ impl DeliveryHub {
             shared: self,
             route,
             targets: &route.subs,
-            id: id.as_str(),
+            id: &id,
         };
         // The common case waits for nothing: the WAL answers at once (in memory, or
         // `SyncPolicy::Never`), the message is due, and its queue has room. It finishes
@@ -1063,7 +1063,8 @@ struct WithdrawOnUnwind<'a> {
     shared: &'a DeliveryHub,
     route: &'a Route,
     targets: &'a [Arc<TopicEntry>],
-    id: &'a str,
+    /// Read as text only on a panic: a `MessageId`'s text is checked as it is read.
+    id: &'a (dyn AsRef<str> + Sync),
 }
 
 impl WithdrawOnUnwind<'_> {
@@ -1079,15 +1080,16 @@ impl Drop for WithdrawOnUnwind<'_> {
         if !std::thread::panicking() {
             return;
         }
-        match self.shared.wal.cancel(self.id) {
+        let id = self.id.as_ref();
+        match self.shared.wal.cancel(id) {
             Ok(Some(_commit)) => {
-                tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, "a send panicked before its message was queued; the message is withdrawn");
-                self.shared.withdrawn(self.route, self.targets, self.id);
+                tracing::error!(target: crate::constant::target::DELIVERY, id, "a send panicked before its message was queued; the message is withdrawn");
+                self.shared.withdrawn(self.route, self.targets, id);
             }
             // A handler has it already: it completes as usual.
             Ok(None) => {}
             Err(e) => {
-                tracing::error!(target: crate::constant::target::DELIVERY, id = %self.id, error = %e, "a send panicked before its message was queued, and its WAL record could not be withdrawn; it is delivered at the next start")
+                tracing::error!(target: crate::constant::target::DELIVERY, id, error = %e, "a send panicked before its message was queued, and its WAL record could not be withdrawn; it is delivered at the next start")
             }
         }
     }
