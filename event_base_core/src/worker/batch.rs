@@ -180,7 +180,7 @@ impl Worker {
         };
         let shutting_down = async {
             if lingering {
-                self.shared.stopped_accepting().await
+                self.hub.stopped_accepting().await
             } else {
                 std::future::pending().await
             }
@@ -219,7 +219,7 @@ impl Worker {
         router: Option<&ConsumerRouter>,
         claimed: &mut Vec<Claimed>,
     ) {
-        if !self.shared.is_accepting() || self.state.stop_requested() {
+        if !self.hub.is_accepting() || self.state.stop_requested() {
             return;
         }
         let until = crate::clock::instant_after(tokio::time::Instant::now(), linger);
@@ -248,7 +248,7 @@ impl Worker {
         }
         let flags = {
             let ids: Vec<&str> = jobs.iter().map(|j| j.message.id.as_str()).collect();
-            match self.shared.wal.begin_batch(&ids) {
+            match self.hub.wal.begin_batch(&ids) {
                 Ok(flags) => flags,
                 Err(e) => {
                     tracing::error!(target: crate::constant::target::DELIVERY, messages = ids.len(), error = %e, "could not mark a batch processing; delivering it anyway");
@@ -320,12 +320,12 @@ impl Worker {
                 .await;
         }
         if !acked.is_empty() {
-            let dead = self.shared.finish_batch_ok(&self.entry, &acked, ended);
+            let dead = self.hub.finish_batch_ok(&self.entry, &acked, ended);
             for job in &acked {
                 self.entry.keys.leave(&job.message);
             }
             for dead in dead {
-                self.shared.settle_dead(&self.entry, dead).await;
+                self.hub.settle_dead(&self.entry, dead).await;
             }
         }
         true
@@ -380,7 +380,7 @@ impl Worker {
             (answer, take_failure())
         };
         let retries = self.policy.retries.unwrap_or(DEFAULT_MAX_RETRIES);
-        let bus = self.shared.clone();
+        let bus = self.hub.clone();
         let (answer, failure) = if span.is_disabled() {
             with_current_batch(retries, bus, run).await
         } else {

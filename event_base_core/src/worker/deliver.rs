@@ -98,11 +98,11 @@ impl Worker {
             (Some(_handling), true) => run.await,
             (Some(_handling), false) => run.instrument(span).await,
             (None, true) => {
-                let bus = self.shared.clone();
+                let bus = self.hub.clone();
                 with_current(message.clone(), retries, bus, self.outbox, run).await
             }
             (None, false) => {
-                let bus = self.shared.clone();
+                let bus = self.hub.clone();
                 let run = run.instrument(span);
                 with_current(message.clone(), retries, bus, self.outbox, run).await
             }

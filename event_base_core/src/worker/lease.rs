@@ -41,8 +41,8 @@ impl Worker {
             Ok(ClaimStatus::Lost) => {
                 ticket.lost();
                 tracing::debug!(target: crate::constant::target::DELIVERY, id = %job.message.id, worker = %self.state.name, "the claim was lost to another consumer before the handler started (its lease ran out); not handled here, the new owner handles it");
-                if let Some(dead) = self.shared.finish_ok(&self.entry, job, None, Vec::new()) {
-                    self.shared.settle_dead(&self.entry, dead).await;
+                if let Some(dead) = self.hub.finish_ok(&self.entry, job, None, Vec::new()) {
+                    self.hub.settle_dead(&self.entry, dead).await;
                 }
                 true
             }

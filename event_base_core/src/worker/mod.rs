@@ -98,7 +98,8 @@ enum Source {
 /// `EMessage::to_worker`. The type is public so that these docs, and the design it follows,
 /// can name it.
 pub struct Worker {
-    shared: Arc<DeliveryHub>,
+    /// What the send, route and settle paths of its bus share.
+    hub: Arc<DeliveryHub>,
     /// Whether it times queue wait and handler time (the bus's `latency_metrics`).
     latency_metrics: bool,
     entry: Arc<TopicEntry>,
@@ -130,7 +131,7 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     pub(crate) fn new(
-        shared: Arc<DeliveryHub>,
+        hub: Arc<DeliveryHub>,
         node: &str,
         latency_metrics: bool,
         entry: Arc<TopicEntry>,
@@ -143,14 +144,14 @@ impl Worker {
         let audit = if entry.topic.is_system() {
             None
         } else {
-            shared.audit.stage(AuditNames {
+            hub.audit.stage(AuditNames {
                 topic: Arc::from(entry.topic.as_str()),
                 worker: Arc::from(state.name.as_str()),
                 node: Arc::from(node),
             })
         };
         Worker {
-            pool_side: shared.pool.side(),
+            pool_side: hub.pool.side(),
             index: state.index,
             state,
             pipeline: handler.pipeline.clone(),
@@ -163,7 +164,7 @@ impl Worker {
             outbox: handler.outbox,
             batch: handler.batch.clone(),
             inbox,
-            shared,
+            hub,
             latency_metrics,
             entry,
         }
@@ -196,7 +197,7 @@ impl Worker {
             .policy
             .retries
             .unwrap_or(crate::constant::DEFAULT_MAX_RETRIES);
-        let bus = self.shared.clone();
+        let bus = self.hub.clone();
         let outbox = self.outbox;
         crate::message::context::worker_scope(retries, bus, outbox, self.run_loop(router)).await
     }
@@ -437,7 +438,7 @@ impl Worker {
         // A copy counted by its topic log's state words: only the first to begin marks the
         // record (the others would find it `Processing` already).
         let begun = if self.entry.begins_record(&job) {
-            self.shared.wal.begin(&message.id)
+            self.hub.wal.begin(&message.id)
         } else {
             Ok(true)
         };
@@ -490,7 +491,7 @@ impl Worker {
         // future (retries and dead letters wait) is not built and moved for every message.
         if decision == Decision::Complete {
             if let Some(dead) = self.complete(job, audit, ended, held) {
-                self.shared.settle_dead(&self.entry, dead).await;
+                self.hub.settle_dead(&self.entry, dead).await;
             }
             return true;
         }
@@ -512,14 +513,14 @@ impl Worker {
         self.entry.counters.acked();
         TopicCounters::add(&self.state.acked);
         self.audit_finished(mark, &job.message, || AuditOutcome::Acked, took);
-        let dead = self.shared.finish_ok(&self.entry, &job, ended, held);
+        let dead = self.hub.finish_ok(&self.entry, &job, ended, held);
         // The next message of its key, if any, may start.
         self.entry.keys.leave(&job.message);
         match dead {
             Some(dead) => Some(dead),
             None => {
                 // Its allocation carries a later send, if this was its last reference.
-                self.shared.pool.recycle(job.message, self.pool_side);
+                self.hub.pool.recycle(job.message, self.pool_side);
                 None
             }
         }
@@ -559,7 +560,7 @@ impl Worker {
         match decision {
             Decision::Complete => {
                 if let Some(dead) = self.complete(job, (mark, took), ended, held) {
-                    self.shared.settle_dead(&self.entry, dead).await;
+                    self.hub.settle_dead(&self.entry, dead).await;
                 }
             }
             Decision::Retry { delay, reason } => {
@@ -576,7 +577,7 @@ impl Worker {
                     reason: reason.clone(),
                 };
                 self.audit_finished(mark, &job.message, outcome, took);
-                self.shared.dead_letter(&self.entry, &job, reason).await;
+                self.hub.dead_letter(&self.entry, &job, reason).await;
                 self.entry.keys.leave(&job.message);
             }
         }
@@ -591,7 +592,7 @@ impl Worker {
         next.deliver_at =
             (!delay.is_zero()).then(|| crate::clock::system_after(SystemTime::now(), delay));
         let next = Arc::new(next);
-        if let Err(e) = self.shared.wal.retry(&next) {
+        if let Err(e) = self.hub.wal.retry(&next) {
             tracing::error!(target: crate::constant::target::DELIVERY, id = %next.id, error = %e, "could not record retry in the WAL");
         }
         self.entry.counters.retried();
@@ -614,7 +615,7 @@ impl Worker {
         if delay.is_zero() {
             self.entry.push_detached(job, target);
         } else {
-            self.shared.scheduler.schedule_after(
+            self.hub.scheduler.schedule_after(
                 delay,
                 Scheduled::Job {
                     entry: self.entry.clone(),
@@ -651,8 +652,8 @@ impl Worker {
                 // Another consumer owns the entry now and decides; here the delivery ends as
                 // a fenced ack does (the queue logged it), so the message stops counting.
                 self.entry.keys.leave(&job.message);
-                if let Some(dead) = self.shared.finish_ok(&self.entry, &job, None, Vec::new()) {
-                    self.shared.settle_dead(&self.entry, dead).await;
+                if let Some(dead) = self.hub.finish_ok(&self.entry, &job, None, Vec::new()) {
+                    self.hub.settle_dead(&self.entry, dead).await;
                 }
                 None
             }
