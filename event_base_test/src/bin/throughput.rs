@@ -1629,7 +1629,7 @@ async fn peers(opts: &Opts) {
         eb / flume
     );
     println!(
-        "scenario=peers_fan_out4 msgs={n} rounds={rounds} deliveries_per_sec={eb_fan:.0} ruststream_b3_deliveries_per_sec={rs_fan:.0} ratio_ruststream={:.2} target_ruststream=1.2",
+        "scenario=peers_fan_out4 msgs={n} rounds={rounds} deliveries_per_sec={eb_fan:.0} ruststream_b3_deliveries_per_sec={rs_fan:.0} ratio_ruststream={:.2} target_ruststream=1.5",
         eb_fan / rs_fan
     );
     let _ = std::io::stdout().flush();
