@@ -1484,15 +1484,21 @@ async fn drive_fan_out(
     secs
 }
 
+/// The message count a profiled scenario runs: `var` if set, else 200,000 (20,000 with
+/// `--quick`).
+fn count_from_env(var: &str, opts: &Opts) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| opts.scale(200_000, 20_000))
+}
+
 /// The fan-out alone (no peer programs needed, so a profiler can run it): 4 handlers on one
 /// topic, each receiving every message, with the CPU time per message.
 async fn fan_out(opts: &Opts) {
     // `EB_BENCH_FAN_OUT_MSGS=n` sets the count, so that the difference of two profiled runs
     // cancels the start-up and the warm-up (`docs/benchmarks.md`, fifth round).
-    let n = std::env::var("EB_BENCH_FAN_OUT_MSGS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| opts.scale(200_000, 20_000));
+    let n = count_from_env("EB_BENCH_FAN_OUT_MSGS", opts);
     let counter = Counter::new(0);
     let fan = fan_out_bus(&counter, 1).await;
     drive_fan_out(&fan, &counter, n / 10, 1, PAYLOAD).await;
@@ -1541,10 +1547,7 @@ async fn fan_out(opts: &Opts) {
 async fn competing(opts: &Opts) {
     // `EB_BENCH_COMPETING_MSGS=n` sets the count, as `EB_BENCH_FAN_OUT_MSGS` does for the
     // fan-out: the difference of two profiled runs is what a message costs.
-    let n = std::env::var("EB_BENCH_COMPETING_MSGS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| opts.scale(200_000, 20_000));
+    let n = count_from_env("EB_BENCH_COMPETING_MSGS", opts);
     let counter = Counter::new(0);
     let bus = memory_bus(&counter, 1).await;
     drive_from(&bus, &counter, n / 10, PAYLOAD, 1, SendFrom::Task).await;
