@@ -101,16 +101,14 @@ impl BusTasks {
             rx,
         );
         let router = self.routers.get(&handler.name).cloned();
-        let bus = self.shared.clone();
+        let announcer = self.shared.announcer.clone();
         let ran = state.clone();
         let handle = tokio::spawn(async move {
             worker.run(router).await;
             // A worker that stopped (not one declared dead, which the monitor announces)
             // has left.
             if ran.status() == WorkerStatus::Stopped {
-                bus.announcer
-                    .announce_worker(DiscoveryEvent::Left, &ran)
-                    .await;
+                announcer.announce_worker(DiscoveryEvent::Left, &ran).await;
             }
         });
         if let Ok(mut w) = self.workers.lock() {
