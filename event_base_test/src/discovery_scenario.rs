@@ -15,15 +15,15 @@ use std::io::{BufRead, BufReader};
 use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
-use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
+use event_base::constant::{SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
 use event_base::{
-    DiscoveryEvent, EMessage, EventBus, ShutdownAck, ShutdownCommand, ShutdownStrategy,
-    TopicDiscovery, TopicSync, WorkerDiscovery, WorkerOutcome,
+    DiscoveryEvent, EMessage, EventBus, ShutdownAck, ShutdownStrategy, TopicDiscovery, TopicSync,
+    WorkerDiscovery, WorkerOutcome,
 };
 use tokio::sync::mpsc;
 
+use crate::shutdown_scenario::send_drain_command;
 use crate::{decode, Probe, Seen, WAIT};
 
 /// Starts node `a`: a bus named `a` whose handlers record, in the probe given, the topics
@@ -183,15 +183,7 @@ pub async fn another_process_is_discovered_answers_and_acks_its_shutdown(cluster
     assert_eq!(jobs.workers, ["work-0", "work-1"]);
 
     // A command from `a` stops `b` (and `a`); `b`'s acks reach `a`.
-    let command = ShutdownCommand {
-        strategy: ShutdownStrategy::Drain {
-            timeout: Duration::from_secs(5),
-        },
-        reason: Some("deploy".into()),
-    };
-    a.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
-        .await
-        .unwrap();
+    send_drain_command(&a).await;
     expect_line(&mut lines, "stopped").await;
     // Stopped cleanly, `b` no longer lists workers (only `a` does): it will not be
     // announced dead when it is evicted.

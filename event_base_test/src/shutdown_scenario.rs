@@ -8,7 +8,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use event_base::backend::Wal;
-use event_base::{Ack, EventBus, FlumeQueueFactory, MemoryWal, PersistentWal};
+use event_base::constant::SHUTDOWN;
+use event_base::{
+    Ack, EMessage, EventBus, FlumeQueueFactory, MemoryWal, PersistentWal, ShutdownCommand,
+    ShutdownStrategy,
+};
 
 use crate::{Gate, Probe, WAIT};
 
@@ -166,4 +170,18 @@ impl Scenario {
         );
         replayed
     }
+}
+
+/// Sends, through `bus`, a [`ShutdownCommand`] on `_system.shutdown` asking every node that
+/// handles it to drain for up to 5 s (reason `deploy`), as an operator's tool would.
+pub async fn send_drain_command(bus: &EventBus) {
+    let command = ShutdownCommand {
+        strategy: ShutdownStrategy::Drain {
+            timeout: std::time::Duration::from_secs(5),
+        },
+        reason: Some("deploy".into()),
+    };
+    bus.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
+        .await
+        .unwrap();
 }

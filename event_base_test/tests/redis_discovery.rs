@@ -7,13 +7,14 @@
 
 use std::time::Duration;
 
-use event_base::constant::{SHUTDOWN, SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
+use event_base::constant::{SHUTDOWN_ACK, TOPIC_DISCOVERY, TOPIC_SYNC, WORKER_DISCOVERY};
 use event_base::{
     Ack, DiscoveryEvent, EMessage, EventBus, NodeType, RedisQueueFactory, ShutdownAck,
-    ShutdownCommand, ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
+    ShutdownStrategy, TopicDiscovery, TopicSync, WorkerDiscovery,
 };
 use event_base_test::redis_cluster::{any_registered, until};
 use event_base_test::redis_server::RedisServer;
+use event_base_test::shutdown_scenario::send_drain_command;
 use event_base_test::{decode, Probe, Seen, WAIT};
 
 const BEAT: Duration = Duration::from_millis(200);
@@ -206,15 +207,7 @@ async fn shutdown_command_stops_a_node_of_type(kind: NodeType) {
     })
     .await;
 
-    let command = ShutdownCommand {
-        strategy: ShutdownStrategy::Drain {
-            timeout: Duration::from_secs(5),
-        },
-        reason: Some("deploy".into()),
-    };
-    a.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
-        .await
-        .unwrap();
+    send_drain_command(&a).await;
     tokio::time::timeout(WAIT, b.shutdown_started())
         .await
         .expect("the other node stopped");

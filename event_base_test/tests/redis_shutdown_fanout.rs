@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use event_base::constant::SHUTDOWN;
-use event_base::{Ack, EMessage, EventBus, RedisQueueFactory, ShutdownCommand, ShutdownStrategy};
+use event_base::{Ack, EventBus, RedisQueueFactory, ShutdownStrategy};
 use event_base_test::redis_server::RedisServer;
+use event_base_test::shutdown_scenario::send_drain_command;
 use event_base_test::{Probe, WAIT};
 
 async fn node(server: &RedisServer, probe: &std::sync::Arc<Probe>) -> EventBus {
@@ -39,15 +39,7 @@ async fn a_shutdown_command_sent_on_one_node_stops_every_node() {
         // Redis offers nothing to wait on.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let command = ShutdownCommand {
-        strategy: ShutdownStrategy::Drain {
-            timeout: Duration::from_secs(5),
-        },
-        reason: Some("deploy".into()),
-    };
-    a.send(SHUTDOWN, EMessage::json(SHUTDOWN, &command).unwrap())
-        .await
-        .unwrap();
+    send_drain_command(&a).await;
     tokio::time::timeout(WAIT, b.shutdown_started())
         .await
         .expect("the other node stopped too");
