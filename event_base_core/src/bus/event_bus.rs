@@ -296,22 +296,22 @@ impl EventBus {
 
     /// Names of the workers of `topic`.
     pub fn workers(&self, topic: &str) -> Vec<String> {
-        self.shared.registry.names_for(topic)
+        self.shared.announcer.registry.names_for(topic)
     }
 
     /// This bus's node name (see [`node_name`](crate::node_name)).
     pub fn node_name(&self) -> &str {
-        &self.shared.node.name
+        &self.shared.announcer.node.name
     }
 
     /// This bus's node type.
     pub fn node_type(&self) -> crate::NodeType {
-        self.shared.node.kind
+        self.shared.announcer.node.kind
     }
 
     /// The worker registry.
     pub fn registry(&self) -> &WorkerRegistry {
-        &self.shared.registry
+        &self.shared.announcer.registry
     }
 
     /// Every counter now: per topic (sent, handled, acked, retried, dead, in flight, queue

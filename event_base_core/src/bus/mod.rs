@@ -10,7 +10,7 @@
 //! | `subscriptions.rs` | `EventBus::pause`, `resume`, `is_paused`, `lag`: one handler of a topic |
 //! | `builder.rs` | `EventBusBuilder`: settings, and `build()` as a list of steps |
 //! | `assemble.rs` | the steps `build()` takes: topic table, tasks, audit, metrics export |
-//! | `shared.rs` | `BusShared`: the record of the bus's parts (the delivery hub, the announcer, the worker registry, the node) |
+//! | `shared.rs` | `BusShared`: the record of the bus's parts (the delivery hub; the announcer, with the worker registry and the node) |
 //! | `tasks.rs` | `BusTasks`: join handles, the routers workers share, starting workers |
 //! | `monitor.rs` | liveness sampling, heartbeats, replacing a worker stuck past the stale limit |
 //! | `idle.rs` | `wait_idle` and the settling of `Drain`: what this process holds, and what the shared queues it sent to still hold |

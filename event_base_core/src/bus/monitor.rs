@@ -31,7 +31,7 @@ pub(crate) async fn run_monitor(tasks: Weak<BusTasks>, interval: Duration, stale
         };
         let now = Instant::now();
         let mut beats: Vec<WorkerInfo> = Vec::new();
-        let states = tasks.shared.registry.states();
+        let states = tasks.shared.announcer.registry.states();
         // Forget the workers the registry no longer lists (pruned once ended).
         let listed: HashSet<&str> = states.iter().map(|s| s.name.as_str()).collect();
         progress.retain(|name, _| listed.contains(name.as_str()));

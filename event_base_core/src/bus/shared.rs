@@ -1,7 +1,7 @@
 //! [`BusShared`]: the record of one running bus's parts, which its handles, tasks and
 //! monitor hold: the delivery hub (`delivery/hub.rs`) every message's path shares, the
-//! announcer of its workers and topics (`system_topics/announcer.rs`), the registry of its
-//! workers, and who it is.
+//! announcer of its workers and topics (`system_topics/announcer.rs`, which also holds the
+//! registry of its workers and who it is), its name and settings.
 //!
 //! Each part holds only the state it uses; what needs more than one part lives here or
 //! where it belongs (`wait_idle` in `idle.rs`, the worker announcements in
@@ -19,16 +19,14 @@ use crate::worker::registry::{WorkerRegistry, WorkerState};
 pub(crate) struct BusShared {
     /// What the send, route and settle paths share.
     pub(crate) delivery: Arc<DeliveryHub>,
-    /// What the bus announces about its workers and topics.
+    /// What the bus announces about its workers and topics; it holds the bus's worker
+    /// registry and node identity, which the rest of the bus reads there.
     pub(crate) announcer: Arc<Announcer>,
-    /// Every worker of the bus (the announcer holds the same).
-    pub(crate) registry: Arc<WorkerRegistry>,
     /// Whether workers time queue wait and handler time.
     pub(crate) latency_metrics: bool,
-    /// Which node this bus is (taken from the process defaults or the builder at build).
-    pub(crate) node: NodeIdentity,
     /// The bus's name: the `bus` label of its exported metrics.
     pub(crate) name: Arc<str>,
+    /// When the bus was built (its uptime).
     pub(crate) started: std::time::Instant,
 }
 
@@ -41,18 +39,15 @@ impl BusShared {
         name: Arc<str>,
         latency_metrics: bool,
     ) -> Arc<BusShared> {
-        let registry = Arc::new(WorkerRegistry::default());
         let announcer = Arc::new(Announcer {
             delivery: delivery.clone(),
-            registry: registry.clone(),
-            node: node.clone(),
+            registry: Arc::new(WorkerRegistry::default()),
+            node,
         });
         Arc::new(BusShared {
             delivery,
             announcer,
-            registry,
             latency_metrics,
-            node,
             name,
             started: std::time::Instant::now(),
         })

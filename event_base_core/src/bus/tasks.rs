@@ -88,12 +88,12 @@ impl BusTasks {
             handler.name.clone(),
             handler.topic.clone(),
             index,
-            self.shared.node.name.clone(),
+            self.shared.announcer.node.name.clone(),
         ));
-        self.shared.registry.register(state.clone());
+        self.shared.announcer.registry.register(state.clone());
         let worker = Worker::new(
             self.shared.delivery.clone(),
-            &self.shared.node.name,
+            &self.shared.announcer.node.name,
             self.shared.latency_metrics,
             entry,
             state.clone(),

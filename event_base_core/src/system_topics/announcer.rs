@@ -16,7 +16,9 @@ use crate::worker::registry::{WorkerRegistry, WorkerState, WorkerStatus};
 /// The bus's announcements about its workers and topics (see the module docs).
 pub(crate) struct Announcer {
     pub(crate) delivery: Arc<DeliveryHub>,
+    /// Every worker of the bus.
     pub(crate) registry: Arc<WorkerRegistry>,
+    /// Which node this bus is (taken from the process defaults or the builder at build).
     pub(crate) node: NodeIdentity,
 }
 

@@ -84,14 +84,14 @@ impl MetricsStore {
         snap.subscriptions
             .sort_by(|a, b| (&a.topic, &a.handler).cmp(&(&b.topic, &b.handler)));
         let mut live = 0;
-        for state in shared.registry.states() {
+        for state in shared.announcer.registry.states() {
             if !matches!(state.status(), WorkerStatus::Stopped | WorkerStatus::Dead) {
                 live += 1;
             }
             snap.workers.insert(state.name.clone(), state.metrics());
         }
-        snap.node_name = shared.node.name.to_string();
-        snap.node_type = shared.node.kind;
+        snap.node_name = shared.announcer.node.name.to_string();
+        snap.node_type = shared.announcer.node.kind;
         snap.bus = shared.name.to_string();
         snap.wal = shared.delivery.wal.stats();
         snap.node = NodeMetrics {

@@ -93,6 +93,7 @@ async fn stop_bus(
         "shutting down"
     );
     let user: Vec<Arc<WorkerState>> = shared
+        .announcer
         .registry
         .states()
         .into_iter()
@@ -217,7 +218,7 @@ async fn announce_acks(shared: &BusShared, user: &[Arc<WorkerState>], outcomes: 
             .get(&w.name)
             .map_or(WorkerOutcome::Completed, |o| o.0);
         let ack = ShutdownAck {
-            node: shared.node.name.to_string(),
+            node: shared.announcer.node.name.to_string(),
             worker: w.name.clone(),
             topic: w.topic.0.clone(),
             outcome,
@@ -244,7 +245,7 @@ async fn end_tasks(tasks: &BusTasks) -> Option<String> {
     // Hand every audit record to the writers before their feeder is cancelled.
     shared.delivery.audit.flush().await;
     tasks.abort_all().await;
-    for s in shared.registry.states() {
+    for s in shared.announcer.registry.states() {
         if s.status() != WorkerStatus::Dead {
             s.set_status(WorkerStatus::Stopped);
         }

@@ -22,6 +22,7 @@ pub(super) async fn graceful(
 ) -> Result<ShutdownReport, CoreError> {
     let shared = &tasks.shared;
     let state = shared
+        .announcer
         .registry
         .state(name)
         .filter(|s| !matches!(s.status(), WorkerStatus::Stopped | WorkerStatus::Dead))
@@ -45,7 +46,7 @@ pub(super) async fn graceful(
         .announce(
             SHUTDOWN_ACK,
             &ShutdownAck {
-                node: shared.node.name.to_string(),
+                node: shared.announcer.node.name.to_string(),
                 worker: state.name.clone(),
                 topic: state.topic.0.clone(),
                 outcome,
@@ -58,7 +59,7 @@ pub(super) async fn graceful(
         outcome,
         interrupted,
     }];
-    for other in shared.registry.states() {
+    for other in shared.announcer.registry.states() {
         if other.name != state.name
             && !other.topic.is_system()
             && !matches!(other.status(), WorkerStatus::Stopped | WorkerStatus::Dead)
